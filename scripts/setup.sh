@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs everything mlxa2a needs on Debian 12 (bookworm). Idempotent.
+# Runs apt-get as root, or through sudo when not root.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential g++ gfortran meson ninja-build pkg-config python3 binutils
+  libopenmpi-dev openmpi-bin
+  libmpich-dev mpich
+  libibverbs-dev rdma-core ibverbs-utils
+  libhwloc-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libucx-dev
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} Debian packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  SUDO="sudo"
+fi
+echo "setup: installing ${missing[*]}"
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
