@@ -1,0 +1,82 @@
+// The segment layout shared by all ranks of a node (internal to core/shm).
+//
+//   SegmentHeader                      one kLine
+//   RankInfo[local_size]               one kLine each, written once at setup
+//   DoneFlag[local_size]               one kLine each (CMA completion)
+//   Slot[local_size][2]                slot_stride bytes each: seq word + data
+//
+// Everything that one rank writes and others poll sits in its own kLine-aligned
+// block, so a rank's store invalidates only the readers of that block. kLine
+// is two 64-byte lines because x86's adjacent-line prefetcher moves lines in
+// pairs; on Arm it only costs a little space.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace mlxa2a::shm::layout {
+
+constexpr std::size_t kLine = 128;
+constexpr std::uint64_t kMagic = 0x6d6c786132617368ULL;  // "mlxa2ash"
+constexpr std::uint32_t kVersion = 1;
+
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
+              "cross-process atomics must be lock-free");
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free,
+              "cross-process atomics must be lock-free");
+
+// Written by the creator before the segment's name is broadcast; read-only
+// afterwards except `attached` and `failed`.
+struct alignas(kLine) SegmentHeader {
+  std::uint64_t magic;
+  std::uint32_t version;
+  std::uint32_t local_size;
+  std::uint64_t slot_capacity;
+  std::uint64_t cma_threshold;     // 0 = CMA never used
+  std::uint32_t oversubscribed;
+  std::atomic<std::uint32_t> attached;  // ranks that mapped the segment
+  std::atomic<std::uint32_t> failed;    // set by any rank whose run() failed
+};
+
+// Written by its rank during setup; read by others after the setup barrier.
+struct alignas(kLine) RankInfo {
+  std::int32_t pid;
+  std::atomic<std::uint32_t> cma_ok;  // 1: this rank could process_vm_readv every peer
+  std::uint64_t probe_addr;      // address of probe_value in this rank's memory
+  std::uint64_t probe_value;
+};
+
+struct alignas(kLine) DoneFlag {
+  std::atomic<std::uint64_t> seq;  // last call whose peers' send buffers we finished reading
+};
+
+// A slot: seq (call/round number whose data the slot holds), then data. Data
+// starts 8 bytes in so that up to kLine-8 bytes travel with the flag in one line.
+constexpr std::size_t kSlotDataOffset = sizeof(std::uint64_t);
+
+struct Geometry {
+  std::size_t local_size;
+  std::size_t slot_capacity;
+  std::size_t info_offset;
+  std::size_t done_offset;
+  std::size_t slots_offset;
+  std::size_t slot_stride;
+  std::size_t total;
+};
+
+constexpr std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
+
+constexpr Geometry geometry(std::size_t local_size, std::size_t slot_capacity) {
+  Geometry g{};
+  g.local_size = local_size;
+  g.slot_capacity = slot_capacity;
+  g.info_offset = sizeof(SegmentHeader);
+  g.done_offset = g.info_offset + local_size * sizeof(RankInfo);
+  g.slots_offset = round_up(g.done_offset + local_size * sizeof(DoneFlag), 4096);
+  g.slot_stride = round_up(kSlotDataOffset + slot_capacity, kLine);
+  g.total = g.slots_offset + 2 * local_size * g.slot_stride;
+  return g;
+}
+
+}  // namespace mlxa2a::shm::layout

@@ -1,0 +1,96 @@
+// Alltoall among the ranks of one node through shared memory (MPI-free).
+//
+// Contract
+// * Creation is collective over the Bootstrap's ranks: local rank 0 creates
+//   the segment and broadcasts its name, the others attach, pids are exchanged
+//   through the segment, and the name is unlinked as soon as all ranks have
+//   attached (nothing is left in /dev/shm even if the job crashes later).
+//   Failure returns a Status on every rank and never aborts; when create()
+//   fails on one rank it fails on all of them unless the Bootstrap itself broke.
+// * run() is collective: every local rank calls it the same number of times
+//   with the same bytes_per_peer. send and recv hold local_size blocks of
+//   bytes_per_peer bytes; block j of send goes to rank j, block j of recv
+//   comes from rank j. send and recv must not overlap (pack MPI_IN_PLACE into
+//   a temporary first). run() blocks until this rank's recv is complete and no
+//   peer still reads this rank's send. Back-to-back calls need no barrier.
+// * Errors: a dead peer, a timeout, an abort request or a failure reported by
+//   another rank end the call with a Status; the instance is then broken and
+//   every later run() returns Status::broken. No exception escapes.
+// * Not thread-safe: one thread at a time per instance (MPI semantics for
+//   collectives on one communicator). Distinct instances are independent.
+// * Destruction is local (no communication): it unmaps the segment.
+// * Path choice depends only on bytes_per_peer and values agreed at creation,
+//   so all ranks always take the same path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/shm/bootstrap.h"
+#include "core/shm/layout.h"
+#include "core/shm/options.h"
+#include "core/shm/segment.h"
+#include "core/shm/status.h"
+#include "core/shm/wait.h"
+
+namespace mlxa2a::shm {
+
+enum class Path { local, copy, cma };  // local: nothing crosses processes
+const char* to_string(Path p) noexcept;
+
+class NodeAlltoall {
+ public:
+  [[nodiscard]] static Status create(Bootstrap& boot, const Options& opt,
+                                     std::unique_ptr<NodeAlltoall>& out) noexcept;
+  ~NodeAlltoall();
+  NodeAlltoall(const NodeAlltoall&) = delete;
+  NodeAlltoall& operator=(const NodeAlltoall&) = delete;
+
+  [[nodiscard]] Status run(const void* send, void* recv, std::size_t bytes_per_peer) noexcept;
+
+  // The path run() takes for this size (identical on all local ranks).
+  Path path_for(std::size_t bytes_per_peer) const noexcept;
+
+  int local_rank() const noexcept { return me_; }
+  int local_size() const noexcept { return n_; }
+  bool cma_enabled() const noexcept { return cma_threshold_ != 0; }
+  std::size_t slot_capacity() const noexcept { return capacity_; }
+  // Name the segment had in /dev/shm (already unlinked once create() returned).
+  const std::string& segment_name() const noexcept { return seg_.name(); }
+
+ private:
+  NodeAlltoall(int me, int n, const Options& opt);
+
+  Status setup(Bootstrap& boot, const Options& opt);
+  Status run_copy(const char* send, char* recv, std::size_t bytes) noexcept;
+  Status run_cma(const char* send, char* recv, std::size_t bytes) noexcept;
+
+  layout::SegmentHeader* header() const noexcept {
+    return static_cast<layout::SegmentHeader*>(seg_.data());
+  }
+  std::atomic<std::uint64_t>& slot_seq(int rank, std::uint64_t parity) const noexcept {
+    return *reinterpret_cast<std::atomic<std::uint64_t>*>(slots_[2 * rank + parity]);
+  }
+  char* slot_data(int rank, std::uint64_t parity) const noexcept {
+    return slots_[2 * rank + parity] + layout::kSlotDataOffset;
+  }
+
+  int me_;
+  int n_;
+  Segment seg_;
+  std::size_t capacity_ = 0;        // data bytes per slot
+  std::size_t cma_threshold_ = 0;   // 0 = CMA off (agreed at creation)
+  std::uint64_t seq_ = 0;           // calls/rounds done; equal on all ranks
+  bool broken_ = false;
+  std::vector<char*> slots_;        // [2 * rank + parity]
+  std::vector<layout::DoneFlag*> done_;
+  std::vector<int> pids_;           // for process_vm_readv
+  std::vector<int> watch_pids_;     // for liveness checks; 0 where pid is not visible
+  Waiter waiter_;
+  std::uint64_t probe_value_ = 0;   // read by peers with process_vm_readv
+};
+
+}  // namespace mlxa2a::shm

@@ -1,0 +1,59 @@
+// Tuning knobs of the shared-memory stage. A plain struct with no config
+// dependency: core/mpi maps the MLXA2A_* switches onto it.
+//
+// Fields marked [layout] decide the segment layout or which path a call takes;
+// they must agree on all local ranks, so the creator's (local rank 0) values
+// are written into the segment and used by everybody - other ranks' values for
+// those fields are ignored. The remaining fields are rank-local.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace mlxa2a::shm {
+
+struct Options {
+  // Busy-wait iterations (one `pause`/`yield` instruction, ~20 ns here) before
+  // a waiting rank starts calling sched_yield(). Suggested 2000 (~40 us):
+  // long enough to cover a peer that is a few microseconds behind, short
+  // enough not to burn a time slice a descheduled peer needs.
+  std::uint32_t spin_iterations = 2000;
+
+  // [layout] True when local ranks outnumber the cores they may run on. Waits
+  // then spin at most a handful of iterations before yielding (the peer we
+  // wait for needs our core), and the CMA single-copy path is never used
+  // (every process_vm_readv then competes with the peer it reads from).
+  // Suggested: computed by the caller from the affinity masks (default false).
+  bool oversubscribed = false;
+
+  // [layout] Bytes per peer from which run() uses one process_vm_readv per
+  // block instead of copy-in/copy-out through the segment. 0 = never.
+  // Suggested 32768; CMA is also off when oversubscribed or when the probe
+  // at creation shows that ranks cannot read each other (ptrace policy).
+  std::size_t cma_threshold = 32768;
+
+  // [layout] Bytes of each rank's slot (two slots per rank, double-buffered).
+  // Calls whose local_size * bytes_per_peer exceeds it are pipelined through
+  // the slot in rounds. Raised to at least 64 * local_size. Suggested 131072
+  // (segment = 2 * local_size * slot_capacity, 2 MiB at 8 ranks).
+  std::size_t slot_capacity = 131072;
+
+  // Segment names are /dev/shm/<name_prefix>-<uid>-<creator pid>-<seq>[-<job_tag>].
+  // [layout] only in that the creator names the segment. The prefix must not
+  // contain '/' or '-'; the tag must not contain '/'.
+  std::string name_prefix = "mlxa2a";
+  std::string job_tag;
+
+  // Waits give up with Status::timeout after this many milliseconds. 0 = no
+  // limit (a dead peer is still detected through its pid). Suggested 0 in
+  // production (a slow rank is not an error), a few seconds in tests.
+  std::uint32_t timeout_ms = 0;
+
+  // Checked about once per millisecond while a wait is yielding; returning
+  // true ends the wait with Status::aborted. Optional.
+  std::function<bool()> abort_requested;
+};
+
+}  // namespace mlxa2a::shm

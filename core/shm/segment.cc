@@ -1,0 +1,159 @@
+#include "core/shm/segment.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <utility>
+
+namespace mlxa2a::shm {
+
+namespace {
+
+// Closes the descriptor on every path; the mapping outlives it (mmap(2)).
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+void* map(int fd, std::size_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+}  // namespace
+
+Segment::~Segment() { reset(); }
+
+Segment::Segment(Segment&& other) noexcept
+    : base_(std::exchange(other.base_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      name_(std::move(other.name_)),
+      owns_name_(std::exchange(other.owns_name_, false)) {}
+
+Segment& Segment::operator=(Segment&& other) noexcept {
+  if (this != &other) {
+    reset();
+    base_ = std::exchange(other.base_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    name_ = std::move(other.name_);
+    owns_name_ = std::exchange(other.owns_name_, false);
+  }
+  return *this;
+}
+
+void Segment::reset() noexcept {
+  unlink();
+  if (base_ != nullptr) ::munmap(base_, size_);
+  base_ = nullptr;
+  size_ = 0;
+  name_.clear();
+}
+
+void Segment::unlink() noexcept {
+  if (owns_name_) {
+    char path[320];  // no allocation: this runs in destructors
+    std::snprintf(path, sizeof path, "/%s", name_.c_str());
+    ::shm_unlink(path);
+    owns_name_ = false;
+  }
+}
+
+Status Segment::create(const std::string& name, std::size_t bytes, Segment& out) {
+  if (name.empty() || name.find('/') != std::string::npos || bytes == 0)
+    return Status::invalid_argument;
+  const std::string path = "/" + name;
+  Fd f{::shm_open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600)};
+  if (f.fd < 0) return Status::create_failed;
+  Segment seg;
+  seg.name_ = name;
+  seg.owns_name_ = true;  // from here on the destructor unlinks on failure
+  // posix_fallocate, unlike ftruncate, really reserves tmpfs pages.
+  if (::posix_fallocate(f.fd, 0, static_cast<off_t>(bytes)) != 0) return Status::create_failed;
+  seg.base_ = map(f.fd, bytes);
+  if (seg.base_ == nullptr) return Status::create_failed;
+  seg.size_ = bytes;
+  out = std::move(seg);
+  return Status::ok;
+}
+
+Status Segment::attach(const std::string& name, std::size_t bytes, Segment& out) {
+  if (name.empty() || name.find('/') != std::string::npos || bytes == 0)
+    return Status::invalid_argument;
+  Fd f{::shm_open(("/" + name).c_str(), O_RDWR, 0)};
+  if (f.fd < 0) return Status::create_failed;
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0 || static_cast<std::size_t>(st.st_size) != bytes)
+    return Status::create_failed;
+  Segment seg;
+  seg.base_ = map(f.fd, bytes);
+  if (seg.base_ == nullptr) return Status::create_failed;
+  seg.size_ = bytes;
+  seg.name_ = name;
+  out = std::move(seg);
+  return Status::ok;
+}
+
+std::string make_segment_name(const std::string& prefix, const std::string& tag) {
+  static std::atomic<unsigned long> counter{0};
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "-%u-%d-%lu", static_cast<unsigned>(::getuid()),
+                static_cast<int>(::getpid()), counter.fetch_add(1, std::memory_order_relaxed));
+  std::string name = prefix + buf;
+  if (!tag.empty()) name += "-" + tag;
+  return name;
+}
+
+bool process_alive(int pid) noexcept {
+  if (pid <= 0) return false;
+  if (::kill(pid, 0) != 0) return errno == EPERM;  // EPERM: exists, not ours
+  // kill() succeeds on a zombie; an unreaped dead peer must count as dead.
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return true;  // no procfs: trust kill()
+  char line[512];
+  const bool got = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  if (!got) return true;
+  // Format "pid (comm) S ...": comm may contain spaces and ')', so take the last ')'.
+  const char* close = std::strrchr(line, ')');
+  if (close == nullptr || close[1] == '\0' || close[2] == '\0') return true;
+  return close[2] != 'Z' && close[2] != 'X';
+}
+
+int remove_stale_segments(const std::string& prefix) noexcept try {
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir("/dev/shm"), ::closedir);
+  if (!dir) return 0;
+  char mine[64];
+  std::snprintf(mine, sizeof mine, "-%u-", static_cast<unsigned>(::getuid()));
+  const std::string head = prefix + mine;
+  int removed = 0;
+  while (const dirent* e = ::readdir(dir.get())) {
+    const std::string n = e->d_name;
+    if (n.compare(0, head.size(), head) != 0) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(n.c_str() + head.size(), &end, 10);
+    if (end == n.c_str() + head.size() || *end != '-' || pid <= 0) continue;
+    if (process_alive(static_cast<int>(pid))) continue;
+    char path[320];
+    std::snprintf(path, sizeof path, "/%s", e->d_name);
+    if (::shm_unlink(path) == 0) ++removed;
+  }
+  return removed;
+} catch (...) {  // bad_alloc from the name strings: report nothing removed
+  return 0;
+}
+
+}  // namespace mlxa2a::shm

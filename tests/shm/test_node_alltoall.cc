@@ -1,0 +1,146 @@
+// Multi-process tests of NodeAlltoall: ranks are forked processes of one node.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/shm/node_alltoall.h"
+#include "tests/shm/fork_team.h"
+#include "tests/shm/pattern.h"
+
+namespace mlxa2a::shm::test {
+namespace {
+
+// Waits in tests are bounded: a bug shows up as a failure, not a hung suite.
+Options test_options() {
+  Options o;
+  o.timeout_ms = 10000;
+  o.oversubscribed = true;  // up to 8 ranks on 2 shared cores
+  return o;
+}
+
+// Runs `iters` calls at `bytes`, each with fresh contents; the recv buffer is
+// poisoned before each call so stale data cannot pass the check.
+int exchange(NodeAlltoall& a2a, int iters, std::size_t bytes, int iter_base = 0) {
+  const int n = a2a.local_size();
+  const int me = a2a.local_rank();
+  std::vector<unsigned char> send(n * bytes + 1), recv(n * bytes + 1);
+  for (int it = 0; it < iters; ++it) {
+    fill_send(send, me, n, iter_base + it, bytes);
+    std::memset(recv.data(), 0xA5, recv.size());
+    FT_CHECK_STATUS(a2a.run(send.data(), recv.data(), bytes), Status::ok);
+    FT_CHECK(check_recv(recv, me, n, iter_base + it, bytes));
+    FT_CHECK(recv[n * bytes] == 0xA5);  // guard byte past the end untouched
+  }
+  return 0;
+}
+
+class SizesTest : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+
+TEST_P(SizesTest, EveryByteArrives) {
+  const auto [n, cma] = GetParam();
+  const ForkResult res = run_forked(n, [cma = cma](ForkBootstrap& boot) {
+    Options o = test_options();
+    o.oversubscribed = false;  // CMA is off when oversubscribed; test it anyway
+    o.cma_threshold = cma ? 4096 : 0;
+    std::unique_ptr<NodeAlltoall> a2a;
+    FT_CHECK_STATUS(NodeAlltoall::create(boot, o, a2a), Status::ok);
+    FT_CHECK(a2a->cma_enabled() == (cma && boot.local_size() > 1));
+    const std::size_t sizes[] = {0, 1, 3, 8, 13, 64, 100, 1000, 4096, 8191, 65539, 262144, 1 << 20};
+    int base = 0;
+    for (std::size_t bytes : sizes) {
+      if (cma && boot.local_size() > 1 && bytes >= 4096) FT_CHECK(a2a->path_for(bytes) == Path::cma);
+      const int iters = bytes >= 65536 ? 2 : 8;
+      if (exchange(*a2a, iters, bytes, base) != 0) return 1;
+      base += iters;
+    }
+    return 0;
+  });
+  EXPECT_FALSE(res.hung);
+  for (int r = 0; r < n; ++r) EXPECT_EQ(res.exit_codes[r], 0) << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shm, SizesTest,
+                         ::testing::Combine(::testing::Range(1, 9), ::testing::Bool()),
+                         [](const auto& info) {
+                           return "np" + std::to_string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "_cma" : "_copy");
+                         });
+
+// A slot far smaller than the data forces many pipelined rounds with a short
+// last round; odd sizes catch chunk-boundary bugs.
+TEST(NodeAlltoall, TinySlotPipelines) {
+  const ForkResult res = run_forked(3, [](ForkBootstrap& boot) {
+    Options o = test_options();
+    o.slot_capacity = 1;  // raised to the minimum, 64 bytes per rank
+    o.cma_threshold = 0;
+    std::unique_ptr<NodeAlltoall> a2a;
+    FT_CHECK_STATUS(NodeAlltoall::create(boot, o, a2a), Status::ok);
+    FT_CHECK(a2a->slot_capacity() == 192);
+    int base = 0;
+    for (std::size_t bytes : {1, 63, 64, 65, 127, 1000, 4099}) {
+      if (exchange(*a2a, 3, bytes, base) != 0) return 1;
+      base += 3;
+    }
+    return 0;
+  });
+  EXPECT_FALSE(res.hung);
+  for (int code : res.exit_codes) EXPECT_EQ(code, 0);
+}
+
+// Thousands of calls with no barrier in between, sizes and buffers changing
+// every call: exercises slot reuse by parity under oversubscription.
+TEST(NodeAlltoall, BackToBackCalls) {
+  const ForkResult res = run_forked(5, [](ForkBootstrap& boot) {
+    Options o = test_options();
+    o.cma_threshold = 2048;
+    o.oversubscribed = false;
+    o.spin_iterations = 50;
+    std::unique_ptr<NodeAlltoall> a2a;
+    FT_CHECK_STATUS(NodeAlltoall::create(boot, o, a2a), Status::ok);
+    const int n = boot.local_size(), me = boot.local_rank();
+    std::vector<unsigned char> send[2], recv[2];
+    for (int it = 0; it < 3000; ++it) {
+      // Mostly small (the latency path), now and then a CMA-sized call.
+      const std::size_t bytes = it % 97 == 0 ? 3000 : static_cast<std::size_t>(it % 9) * 7 + 1;
+      auto& s = send[it & 1];
+      auto& r = recv[it & 1];
+      s.assign(n * bytes, 0);
+      r.assign(n * bytes, 0);
+      fill_send(s, me, n, it, bytes);
+      FT_CHECK_STATUS(a2a->run(s.data(), r.data(), bytes), Status::ok);
+      FT_CHECK(check_recv(r, me, n, it, bytes));
+    }
+    return 0;
+  });
+  EXPECT_FALSE(res.hung);
+  for (int code : res.exit_codes) EXPECT_EQ(code, 0);
+}
+
+TEST(NodeAlltoall, TwoInstancesInterleaved) {
+  const ForkResult res = run_forked(3, [](ForkBootstrap& boot) {
+    Options o = test_options();
+    o.oversubscribed = false;
+    o.cma_threshold = 1024;
+    std::unique_ptr<NodeAlltoall> a, b;
+    FT_CHECK_STATUS(NodeAlltoall::create(boot, o, a), Status::ok);
+    o.slot_capacity = 4096;
+    FT_CHECK_STATUS(NodeAlltoall::create(boot, o, b), Status::ok);
+    FT_CHECK(a->segment_name() != b->segment_name() || boot.local_rank() != 0);
+    for (int it = 0; it < 50; ++it) {
+      if (exchange(*a, 1, 5 + it, it) != 0) return 1;
+      if (exchange(*b, 1, it % 2 ? 2000 : 40, 1000 + it) != 0) return 1;
+    }
+    a.reset();  // destruction is local: b keeps working
+    return exchange(*b, 10, 777);
+  });
+  EXPECT_FALSE(res.hung);
+  for (int code : res.exit_codes) EXPECT_EQ(code, 0);
+}
+
+}  // namespace
+}  // namespace mlxa2a::shm::test
