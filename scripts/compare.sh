@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# Side-by-side osu_alltoall latency without and with mlxa2a, per MPI family.
+#
+# Runs alternate (without, with, without, with, ...) so that drift on a shared,
+# noisy machine hits both modes alike; the table shows, per message size, the
+# median over rounds of the benchmark's average latency, and the ratio
+# mlxa2a / PMPI (below 1: mlxa2a is faster). The with-mlxa2a runs go through
+# mlxa2a-run, so the comparison also proves the launcher picks and loads the
+# right shim.
+set -euo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+prog=compare.sh
+
+usage() {
+  cat <<EOF
+Usage: scripts/$prog [options]
+
+Runs osu_alltoall with and without mlxa2a, alternating, on each MPI family and
+prints one table per family: "# Size  PMPI(us)  mlxa2a(us)  ratio".
+
+Options:
+  --np N           ranks per run (default 2)
+  --rounds R       rounds of (without, with) runs (default 5)
+  --sizes MIN:MAX  bytes per peer, doubling (default 1:65536; osu -m)
+  --iters N        timed iterations per size (osu -i; default osu's 1000,
+                   100 above 8 KiB)
+  --warmup N       warm-up iterations per size (osu -x; default osu's)
+  --mpi WHICH      ompi, mpich, both (both required) or auto (default: every
+                   family that has a benchmark and a launcher)
+  --env VAR=VAL    set for the with-mlxa2a runs only (repeatable), for
+                   example --env MLXA2A_TUNE=0-inf:pmpi
+  --check          also validate every received byte (osu -c); a failure
+                   fails the comparison
+  --build DIR      mlxa2a build directory (default \$MLXA2A_BUILD_DIR or
+                   <repo>/build)
+  --timeout SEC    limit per run (default 600)
+  --keep DIR       keep every run's output in DIR
+  -h, --help       this help
+
+Benchmarks: <build>/bench/osu_alltoall-{ompi,mpich}, or OSU's own osu_alltoall
+when OSU_ALLTOALL_OMPI / OSU_ALLTOALL_MPICH name it. Launchers: mpirun.openmpi
+and mpiexec.mpich (never the 'mpirun' alternative, which may be either).
+EOF
+}
+
+die() {
+  echo "$prog: error: $*" >&2
+  exit 1
+}
+
+usage_error() {
+  echo "$prog: $*" >&2
+  echo "Try 'scripts/$prog --help'." >&2
+  exit 2
+}
+
+positive_int() {
+  [[ $2 =~ ^[1-9][0-9]*$ ]] || usage_error "$1 needs a positive integer, not '$2'"
+}
+
+np=2
+rounds=5
+sizes=1:65536
+iters=""
+warmup=""
+which_mpi=auto
+check=0
+build=${MLXA2A_BUILD_DIR:-$top/build}
+run_timeout=600
+keep=""
+extra_env=()
+while [ $# -gt 0 ]; do
+  opt=$1
+  case "$opt" in
+    -h|--help) usage; exit 0 ;;
+    --check) check=1; shift; continue ;;
+    --*=*) set -- "${opt%%=*}" "${opt#*=}" "${@:2}"; continue ;;
+  esac
+  [ $# -ge 2 ] || usage_error "$opt needs a value"
+  val=$2
+  shift 2
+  case "$opt" in
+    --np) positive_int "$opt" "$val"; np=$val ;;
+    --rounds) positive_int "$opt" "$val"; rounds=$val ;;
+    --sizes)
+      [[ $val =~ ^([1-9][0-9]*:)?[1-9][0-9]*$ ]] || usage_error "--sizes wants MIN:MAX or MAX, not '$val'"
+      sizes=$val ;;
+    --iters) positive_int "$opt" "$val"; iters=$val ;;
+    --warmup) [[ $val =~ ^[0-9]+$ ]] || usage_error "--warmup needs a number"; warmup=$val ;;
+    --mpi)
+      case "$val" in ompi|mpich|both|auto) which_mpi=$val ;;
+        *) usage_error "--mpi wants ompi, mpich, both or auto, not '$val'" ;; esac ;;
+    --env)
+      [[ $val =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || usage_error "--env wants VAR=VALUE, not '$val'"
+      extra_env+=("$val") ;;
+    --build) build=$val ;;
+    --timeout) positive_int "$opt" "$val"; run_timeout=$val ;;
+    --keep) keep=$val ;;
+    *) usage_error "unknown option '$opt'" ;;
+  esac
+done
+[ -d "$build" ] || die "build directory $build not found (run scripts/build.sh or pass --build)"
+build=$(cd "$build" && pwd)
+
+# mlxa2a-run as the build configured it (it finds <build>/shim), else the
+# source copy pointed at the build's shims.
+if [ -x "$build/scripts/mlxa2a-run" ]; then
+  mlxa2a_run=$build/scripts/mlxa2a-run
+else
+  mlxa2a_run=$top/scripts/mlxa2a-run
+  export MLXA2A_LIBDIR=${MLXA2A_LIBDIR:-$build/shim}
+fi
+
+if [ -n "$keep" ]; then
+  mkdir -p "$keep"
+  out_dir=$(cd "$keep" && pwd)
+else
+  out_dir=$(mktemp -d)
+  trap 'rm -rf "$out_dir"' EXIT
+fi
+
+cores=$(nproc 2>/dev/null || echo 1)
+if [ "$(id -u)" = 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+
+bench_args=(-m "$sizes")
+[ -z "$iters" ] || bench_args+=(-i "$iters")
+[ -z "$warmup" ] || bench_args+=(-x "$warmup")
+[ "$check" = 0 ] || bench_args+=(-c)
+
+family_label() { case "$1" in ompi) echo "Open MPI" ;; mpich) echo "MPICH" ;; esac; }
+family_launcher() { case "$1" in ompi) echo mpirun.openmpi ;; mpich) echo mpiexec.mpich ;; esac; }
+family_bench() {
+  local var
+  var=OSU_ALLTOALL_$(tr '[:lower:]' '[:upper:]' <<<"$1")
+  if [ -n "${!var:-}" ]; then echo "${!var}"; else echo "$build/bench/osu_alltoall-$1"; fi
+}
+
+# Why a family cannot run, or nothing when it can.
+family_missing() {
+  local bench launcher
+  bench=$(family_bench "$1")
+  launcher=$(family_launcher "$1")
+  if [ ! -x "$bench" ]; then
+    echo "benchmark $bench not found (build mlxa2a, or set OSU_ALLTOALL_$(tr '[:lower:]' '[:upper:]' <<<"$1"))"
+  elif ! command -v "$launcher" >/dev/null; then
+    echo "launcher $launcher not installed"
+  fi
+}
+
+families=()
+case "$which_mpi" in
+  ompi|mpich)
+    why=$(family_missing "$which_mpi")
+    [ -z "$why" ] || die "$(family_label "$which_mpi"): $why"
+    families=("$which_mpi") ;;
+  both)
+    for f in ompi mpich; do
+      why=$(family_missing "$f")
+      [ -z "$why" ] || die "$(family_label "$f"): $why"
+    done
+    families=(ompi mpich) ;;
+  auto)
+    for f in ompi mpich; do
+      why=$(family_missing "$f")
+      if [ -z "$why" ]; then families+=("$f"); else echo "$prog: skipping $(family_label "$f"): $why" >&2; fi
+    done
+    [ ${#families[@]} -gt 0 ] || die "no MPI family can run (see above)" ;;
+esac
+
+# run_one FAMILY MODE ROUND: runs the benchmark once, appends "MODE SIZE AVG"
+# lines to $out_dir/FAMILY.data. Returns non-zero (with the output shown) on
+# a failed or invalid run.
+run_one() {
+  local fam=$1 mode=$2 round=$3 bench launcher log err rc=0 cmd=()
+  bench=$(family_bench "$fam")
+  launcher=$(family_launcher "$fam")
+  log=$out_dir/$fam-$mode-$round.out
+  err=$out_dir/$fam-$mode-$round.err
+  local launcher_args=(-np "$np")
+  if [ "$fam" = ompi ] && [ "$np" -gt "$cores" ]; then
+    launcher_args+=(--oversubscribe)
+  fi
+  if [ "$mode" = pmpi ]; then
+    cmd=(timeout "$run_timeout" "$launcher" "${launcher_args[@]}" "$bench" "${bench_args[@]}")
+  else
+    if [ "$fam" = ompi ]; then
+      # Open MPI forwards only what -x names to ranks (on other nodes).
+      for kv in "${extra_env[@]+"${extra_env[@]}"}"; do launcher_args+=(-x "${kv%%=*}"); done
+    fi
+    cmd=(env "${extra_env[@]+"${extra_env[@]}"}" timeout "$run_timeout"
+         "$mlxa2a_run" "$launcher" "${launcher_args[@]}" "$bench" "${bench_args[@]}")
+  fi
+  printf '%q ' "${cmd[@]}" >"$out_dir/$fam-$mode-$round.cmd"
+  "${cmd[@]}" >"$log" 2>"$err" || rc=$?
+  local problem=""
+  if [ "$rc" = 124 ]; then
+    problem="timed out after ${run_timeout}s"
+  elif [ "$rc" != 0 ]; then
+    problem="exit status $rc"
+  elif grep -qE 'cannot be preloaded|mlxa2a-run: error' "$err"; then
+    problem="the shim was not loaded"
+  elif grep -qE 'Fail|DATA VALIDATION ERROR' "$log"; then
+    problem="validation failed"
+  elif ! grep -qE '^[0-9]+ ' "$log"; then
+    problem="no results in the output"
+  fi
+  if [ -n "$problem" ]; then
+    {
+      echo "$prog: $(family_label "$fam") run ($mode, round $round) failed: $problem"
+      echo "  command: $(cat "$out_dir/$fam-$mode-$round.cmd")"
+      sed 's/^/  stdout: /' "$log" | tail -n 20
+      sed 's/^/  stderr: /' "$err" | tail -n 20
+    } >&2
+    return 1
+  fi
+  awk -v mode="$mode" '$1 ~ /^[0-9]+$/ && NF >= 2 { print mode, $1, $2 }' "$log" >>"$out_dir/$fam.data"
+}
+
+# Prints the table for one family from its data file.
+print_table() {
+  local fam=$1 shim=$2 env_text="none"
+  [ ${#extra_env[@]} = 0 ] || env_text="${extra_env[*]}"
+  echo
+  echo "# mlxa2a vs PMPI: $(family_label "$fam"), np=$np, $rounds rounds alternating without/with mlxa2a"
+  echo "# benchmark: $(family_bench "$fam") ${bench_args[*]}"
+  echo "# shim: $shim (through mlxa2a-run); with-mlxa2a env: $env_text"
+  echo "# median over rounds of the per-size average latency; ratio = mlxa2a / PMPI"
+  awk '
+    function median(key,   n, i, j, t, v) {
+      n = count[key]
+      for (i = 1; i <= n; i++) v[i] = vals[key, i]
+      for (i = 2; i <= n; i++)              # insertion sort: n is small
+        for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+      return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+    }
+    { key = $1 SUBSEP $2; vals[key, ++count[key]] = $3; if (!($2 in seen)) { seen[$2] = 1; order[++nsizes] = $2 } }
+    END {
+      printf "%-10s%16s%16s%12s\n", "# Size", "PMPI(us)", "mlxa2a(us)", "ratio"
+      for (i = 1; i <= nsizes; i++) {
+        s = order[i]; off = median("pmpi" SUBSEP s); on = median("mlxa2a" SUBSEP s)
+        ratio = off > 0 ? sprintf("%.2f", on / off) : "-"
+        printf "%-10s%16.2f%16.2f%12s\n", s, off, on, ratio
+      }
+    }' "$out_dir/$fam.data"
+}
+
+if [ "$np" -gt "$cores" ]; then
+  echo "$prog: note: $np ranks on $cores cores; MPICH ranks spin while they wait, so its runs will be slow" >&2
+fi
+
+status=0
+for fam in "${families[@]}"; do
+  bench=$(family_bench "$fam")
+  if ! shim=$("$mlxa2a_run" --which "$bench" 2>"$out_dir/which.err"); then
+    echo "$prog: $(family_label "$fam"): $(cat "$out_dir/which.err")" >&2
+    status=1
+    continue
+  fi
+  : >"$out_dir/$fam.data"
+  ok=1
+  for ((r = 1; r <= rounds; r++)); do
+    echo "$prog: $(family_label "$fam") np=$np round $r/$rounds" >&2
+    for mode in pmpi mlxa2a; do
+      run_one "$fam" "$mode" "$r" || { ok=0; break 2; }
+    done
+  done
+  if [ "$ok" = 1 ]; then
+    print_table "$fam" "$shim"
+  else
+    status=1
+  fi
+done
+[ -z "$keep" ] || echo "$prog: raw outputs in $out_dir" >&2
+exit "$status"
