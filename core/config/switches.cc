@@ -1,0 +1,135 @@
+#include "core/config/switches.h"
+
+#include <unistd.h>
+
+#include "core/config/parse.h"
+
+namespace mlxa2a::core::config {
+
+namespace {
+
+constexpr std::string_view kLogLevels[] = {"error", "warn", "info", "debug", "trace"};
+constexpr std::string_view kCollTrace[] = {"none", "info", "debug"};
+constexpr std::string_view kInvalidation[] = {"auto", "hooks", "ucm", "uffd", "none"};
+
+std::string check_align(const Value& v) {
+  const std::uint64_t a = std::get<std::uint64_t>(v);
+  const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+  if (a >= 16 && a <= page && (a & (a - 1)) == 0) return {};
+  return "a power of two from 16 to the page size (" + std::to_string(page) + ")";
+}
+
+std::string check_nonzero_size(const Value& v) {
+  return std::get<std::uint64_t>(v) > 0 ? std::string() : std::string("a size above 0, or inf");
+}
+
+constexpr Spec kSwitches[] = {
+    {.name = "ENABLE",
+     .type = Type::Bool,
+     .default_text = "y",
+     .description = "Use mlxa2a's engines for MPI_Alltoall calls that qualify. When off, "
+                    "every call goes to PMPI_Alltoall unchanged.",
+     .scope = Scope::AllEqual},
+    {.name = "LOG_LEVEL",
+     .type = Type::Enum,
+     .default_text = "warn",
+     .description = "Messages printed by mlxa2a: error, warn, info, debug or trace.",
+     .choices = kLogLevels},
+    {.name = "LOG_FILE",
+     .type = Type::String,
+     .default_text = "",
+     .description = "Write messages and call traces to this file instead of stderr. "
+                    "%r is replaced by the MPI rank, %p by the process id, %h by the host.",
+     .verbosity = Verbosity::Tuner},
+    {.name = "COLL_TRACE",
+     .type = Type::Enum,
+     .default_text = "none",
+     .description = "Trace collective calls: none; info, one line per MPI_Alltoall and "
+                    "MPI_Comm_split (communicator, size, bytes per peer, chosen path and "
+                    "why); debug, also team set-up.",
+     .choices = kCollTrace},
+    {.name = "TUNE",
+     .type = Type::Tune,
+     .default_text = "0-inf:auto",
+     .description = "Which path serves which bytes per peer: '#'-separated RANGE:PATH rules, "
+                    "RANGE = LO-HI (half-open, K/M/G suffixes, HI may be inf), PATH = auto, "
+                    "shm, rdma or pmpi; later rules win. Example: 0-4K:shm#4K-inf:pmpi.",
+     .verbosity = Verbosity::Tuner,
+     .scope = Scope::AllEqual},
+    {.name = "NET_DEVICES",
+     .type = Type::Devices,
+     .default_text = "all",
+     .description = "RDMA devices and ports the inter-node engine may use: all, or a list "
+                    "such as mlx5_0:1,mlx5_1:1.",
+     .scope = Scope::AllEqual},
+    {.name = "RCACHE_ALIGN",
+     .type = Type::Size,
+     .default_text = "16",
+     .description = "Registration cache alignment: requests are rounded out to this power "
+                    "of two (16 bytes to the page size), never past the buffer's mapping.",
+     .verbosity = Verbosity::Tuner,
+     .check = check_align},
+    {.name = "RCACHE_MAX_REGIONS",
+     .type = Type::Int,
+     .default_text = "65536",
+     .description = "Registration cache: most regions kept registered; unused ones are "
+                    "evicted least recently used first.",
+     .verbosity = Verbosity::Tuner,
+     .min = 1,
+     .max = 1 << 24},
+    {.name = "RCACHE_MAX_BYTES",
+     .type = Type::Size,
+     .default_text = "inf",
+     .description = "Registration cache: most bytes kept registered (also bounded by "
+                    "RLIMIT_MEMLOCK).",
+     .verbosity = Verbosity::Tuner,
+     .check = check_nonzero_size},
+    {.name = "RCACHE_INVALIDATION",
+     .type = Type::Enum,
+     .default_text = "auto",
+     .description = "How cached registrations learn that memory was unmapped: auto, hooks "
+                    "(patch libc's unmap entry points), ucm (UCX's memory hooks), uffd "
+                    "(userfaultfd, strict and slower) or none (only for programs that never "
+                    "free communication buffers).",
+     .verbosity = Verbosity::Tuner,
+     .choices = kInvalidation},
+    {.name = "CONFIG_FILE",
+     .type = Type::String,
+     .default_text = "",
+     .description = "Read switches from this file (lines MLXA2A_NAME = VALUE, # comments); "
+                    "the environment overrides it. `mlxa2a_info -c` writes one.",
+     .env_only = true},
+    {.name = "LIBDIR",
+     .type = Type::String,
+     .default_text = "",
+     .description = "Where mlxa2a-run looks for the shim libraries first.",
+     .verbosity = Verbosity::Developer,
+     .env_only = true},
+};
+
+}  // namespace
+
+std::span<const Spec> all_switches() { return kSwitches; }
+
+Settings settings_from(const Registry& r) {
+  Settings s;
+  s.enable = r.get_bool("ENABLE");
+  const std::string& level = r.get_string("LOG_LEVEL");
+  for (std::size_t i = 0; i < std::size(kLogLevels); ++i) {
+    if (level == kLogLevels[i]) s.log_level = static_cast<log::Level>(i);
+  }
+  s.log_file = r.get_string("LOG_FILE");
+  const std::string& trace = r.get_string("COLL_TRACE");
+  for (std::size_t i = 0; i < std::size(kCollTrace); ++i) {
+    if (trace == kCollTrace[i]) s.coll_trace = static_cast<CollTrace>(i);
+  }
+  s.tune = r.get_tune("TUNE");
+  s.net_devices = r.get_devices("NET_DEVICES");
+  s.rcache_align = r.get_size("RCACHE_ALIGN");
+  s.rcache_max_regions = r.get_int("RCACHE_MAX_REGIONS");
+  s.rcache_max_bytes = r.get_size("RCACHE_MAX_BYTES");
+  s.rcache_invalidation = r.get_string("RCACHE_INVALIDATION");
+  return s;
+}
+
+}  // namespace mlxa2a::core::config

@@ -1,0 +1,41 @@
+// The switch table: every MLXA2A_* variable mlxa2a understands, in one place, so
+// that mlxa2a_info, the README and the runtime cannot disagree. A module that
+// needs a new switch adds a row here and a field to Settings.
+//
+// Settings is the typed snapshot the runtime reads on the hot path (no string
+// lookups); it is built once from a loaded Registry and then only read.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/config/registry.h"
+#include "core/config/spec.h"
+#include "core/config/tune.h"
+#include "core/log.h"
+
+namespace mlxa2a::core::config {
+
+std::span<const Spec> all_switches();
+
+enum class CollTrace : std::uint8_t { None, Info, Debug };
+
+struct Settings {
+  bool enable = true;
+  log::Level log_level = log::Level::Warn;
+  std::string log_file;
+  CollTrace coll_trace = CollTrace::None;
+  tune::Table tune;
+  std::vector<Device> net_devices;  // empty: all
+  // Registration cache (rcache/), see docs/rcache.md.
+  std::uint64_t rcache_align = 16;
+  std::int64_t rcache_max_regions = 0;
+  std::uint64_t rcache_max_bytes = 0;
+  std::string rcache_invalidation;
+};
+
+Settings settings_from(const Registry& registry);
+
+}  // namespace mlxa2a::core::config

@@ -1,0 +1,55 @@
+// MLXA2A_TUNE: which path serves which message size.
+//
+// Syntax (UCC-like): rules separated by '#', each "RANGE:PATH" or just "PATH"
+// (= every size). RANGE is "LO-HI" in bytes per peer, half-open [LO, HI), with
+// size suffixes K/M/G/T and HI = "inf" for no upper bound. PATH is one of
+// auto | shm | rdma | pmpi. Later rules override earlier ones where they overlap;
+// sizes no rule covers use auto. Example: "0-4K:shm#4K-inf:pmpi".
+//
+// A Table is immutable after parse; lookup() is lock-free and allocation-free.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mlxa2a::core::config::tune {
+
+enum class Path : std::uint8_t { Auto, Shm, Rdma, Pmpi };
+
+std::string_view to_string(Path p);
+std::optional<Path> path_from_string(std::string_view s);
+
+struct Rule {
+  std::uint64_t lo = 0;
+  std::uint64_t hi = UINT64_MAX;  // exclusive; UINT64_MAX means "inf"
+  Path path = Path::Auto;
+  friend bool operator==(const Rule&, const Rule&) = default;
+};
+
+class Table {
+ public:
+  Table();  // "auto" for every size
+
+  // Parses the syntax above. On failure returns nullopt and sets *error to a
+  // description that names the offending rule.
+  static std::optional<Table> parse(std::string_view text, std::string* error);
+
+  Path lookup(std::uint64_t bytes_per_peer) const;
+
+  // Canonical text; parse(format()) gives an equal table.
+  std::string format() const;
+  std::span<const Rule> rules() const { return rules_; }
+
+  friend bool operator==(const Table& a, const Table& b) { return a.rules_ == b.rules_; }
+
+ private:
+  void flatten();
+  std::vector<Rule> rules_;     // as written
+  std::vector<Rule> disjoint_;  // sorted, non-overlapping, covers [0, inf)
+};
+
+}  // namespace mlxa2a::core::config::tune

@@ -1,0 +1,24 @@
+// Text forms of the switch registry, used by mlxa2a_info (and its tests).
+// Pure functions of a loaded Registry.
+#pragma once
+
+#include <string>
+
+#include "core/config/registry.h"
+
+namespace mlxa2a::core::info {
+
+struct RenderOptions {
+  // Highest verbosity shown (user < tuner < developer).
+  config::Verbosity max_verbosity = config::Verbosity::Tuner;
+};
+
+// Human listing: name, type, default, current value and its source, description.
+std::string render_listing(const config::Registry& r, const RenderOptions& o);
+// A commented config file with the current values; valid MLXA2A_CONFIG_FILE input.
+std::string render_config_file(const config::Registry& r, const RenderOptions& o);
+// A JSON array of objects {name, type, default, value, source, origin, verbosity,
+// scope, description, choices?}.
+std::string render_json(const config::Registry& r, const RenderOptions& o);
+
+}  // namespace mlxa2a::core::info

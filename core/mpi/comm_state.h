@@ -1,0 +1,32 @@
+// CommState: what mlxa2a keeps per communicator, stored as an MPI attribute
+// (keyval + delete callback) — never in a map keyed by handle values, which MPI
+// reuses after MPI_Comm_free.
+//
+// Ownership: the attribute owns the CommState; MPI calls the delete callback
+// when the communicator is freed (or at MPI_Finalize for the predefined ones).
+// Thread safety: one CommState is used only by calls on its communicator, which
+// MPI requires to be serialised.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+
+#include "core/selection.h"
+
+namespace mlxa2a::core::mpi {
+
+struct CommState {
+  std::uint64_t id = 0;     // per-process sequence number, for traces
+  std::uint64_t calls = 0;  // alltoall calls seen on this communicator
+  Capabilities caps;        // agreed by all ranks of the communicator
+};
+
+// MPI delete callback for the comm keyval.
+int comm_state_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
+
+// The state of comm, created on first use. Collective when it creates (every
+// rank reaches this at the same call on comm). nullptr on an MPI error.
+CommState* comm_state(MPI_Comm comm, int keyval);
+
+}  // namespace mlxa2a::core::mpi

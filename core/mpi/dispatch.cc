@@ -1,0 +1,168 @@
+#include "core/mpi/dispatch.h"
+
+#include <cstdio>
+#include <string>
+
+#include "core/log.h"
+#include "core/mpi/comm_state.h"
+#include "core/mpi/runtime.h"
+#include "core/selection.h"
+
+namespace mlxa2a::core::mpi {
+
+namespace {
+
+using config::tune::Path;
+
+int pmpi_alltoall(const AlltoallArgs& a) {
+#if MPI_VERSION >= 4
+  if (a.large_count) {
+    return PMPI_Alltoall_c(a.sendbuf, static_cast<MPI_Count>(a.sendcount), a.sendtype, a.recvbuf,
+                           static_cast<MPI_Count>(a.recvcount), a.recvtype, a.comm);
+  }
+#endif
+  return PMPI_Alltoall(a.sendbuf, static_cast<int>(a.sendcount), a.sendtype, a.recvbuf,
+                       static_cast<int>(a.recvcount), a.recvtype, a.comm);
+}
+
+std::string comm_label(MPI_Comm comm) {
+  char name[MPI_MAX_OBJECT_NAME] = {};
+  int len = 0;
+  if (PMPI_Comm_get_name(comm, name, &len) == MPI_SUCCESS && len > 0) return name;
+  char id[24];
+  std::snprintf(id, sizeof id, "comm#%x", static_cast<unsigned>(PMPI_Comm_c2f(comm)));
+  return id;
+}
+
+void trace_call(const AlltoallArgs& a, std::uint64_t bytes, const CommState* st, Path path,
+                const char* reason) {
+  int size = -1, rank = -1;
+  if (a.comm != MPI_COMM_NULL) {
+    PMPI_Comm_size(a.comm, &size);
+    PMPI_Comm_rank(a.comm, &rank);
+  }
+  log::trace("%s comm=%s%s np=%d rank=%d bytes_per_peer=%llu path=%.*s reason=%s%s",
+             a.entry, a.comm == MPI_COMM_NULL ? "MPI_COMM_NULL" : comm_label(a.comm).c_str(),
+             st ? (" id=" + std::to_string(st->id) + " call=" + std::to_string(st->calls)).c_str()
+                : "",
+             size, rank, static_cast<unsigned long long>(bytes),
+             static_cast<int>(to_string(path).size()), to_string(path).data(), reason,
+             a.sendbuf == MPI_IN_PLACE ? " in_place" : "");
+}
+
+// Falls through to PMPI, tracing why when asked.
+int fall_through(const AlltoallArgs& a, bool trace, std::uint64_t bytes, const CommState* st,
+                 const char* reason) {
+  if (trace) trace_call(a, bytes, st, Path::Pmpi, reason);
+  return pmpi_alltoall(a);
+}
+
+// Checks what can be checked without an MPI call; see the header's contract.
+const char* invalid_argument(const AlltoallArgs& a) {
+  if (a.comm == MPI_COMM_NULL) return "invalid argument (MPI_COMM_NULL): PMPI reports it";
+  if (a.recvtype == MPI_DATATYPE_NULL || a.recvcount < 0) {
+    return "invalid argument (receive count or type): PMPI reports it";
+  }
+  if (a.sendbuf != MPI_IN_PLACE && (a.sendtype == MPI_DATATYPE_NULL || a.sendcount < 0)) {
+    return "invalid argument (send count or type): PMPI reports it";
+  }
+  return nullptr;
+}
+
+int alltoall_impl(const AlltoallArgs& a) {
+  Runtime& rt = Runtime::instance();
+  State state = rt.state();
+  if (state == State::Uninitialised) state = rt.lazy_init();
+  if (state != State::Active) {
+    const bool trace = state != State::Uninitialised && rt.trace();
+    return fall_through(a, trace, 0, nullptr,
+                        state == State::Uninitialised ? "MPI not initialised"
+                        : state == State::Finalised   ? "after MPI_Finalize"
+                                                      : rt.inactive_reason().c_str());
+  }
+  const bool trace = rt.trace();
+  if (const char* why = invalid_argument(a)) return fall_through(a, trace, 0, nullptr, why);
+
+  MPI_Count type_size = 0;
+  if (PMPI_Type_size_x(a.recvtype, &type_size) != MPI_SUCCESS || type_size < 0) {
+    return fall_through(a, trace, 0, nullptr, "receive type size unknown: PMPI decides");
+  }
+  const auto bytes = static_cast<std::uint64_t>(a.recvcount) * static_cast<std::uint64_t>(type_size);
+  if (rt.settings().tune.lookup(bytes) == Path::Pmpi) {
+    return fall_through(a, trace, bytes, nullptr, "MLXA2A_TUNE selects pmpi for this size");
+  }
+  int inter = 0;
+  if (PMPI_Comm_test_inter(a.comm, &inter) != MPI_SUCCESS || inter) {
+    return fall_through(a, trace, bytes, nullptr, "intercommunicator");
+  }
+  CommState* st = comm_state(a.comm, rt.comm_keyval());
+  if (!st) return fall_through(a, trace, bytes, nullptr, "communicator state unavailable");
+  ++st->calls;
+  const Decision d = select(bytes, rt.settings().tune, st->caps);
+  // No engine is wired in yet: select() can only answer Pmpi for empty
+  // capabilities. An engine path added later replaces this fall-through.
+  return fall_through(a, trace, bytes, st, d.reason);
+}
+
+}  // namespace
+
+int alltoall(const AlltoallArgs& a) noexcept {
+  if (ReentryGuard::nested()) return pmpi_alltoall(a);
+  ReentryGuard guard;
+  try {
+    return alltoall_impl(a);
+  } catch (...) {
+    // Nothing has been handed to an engine when an exception escapes the
+    // selection steps, so PMPI can still serve the call.
+    MLXA2A_LOG(Error, "internal error in %s; passing the call to PMPI", a.entry);
+    return pmpi_alltoall(a);
+  }
+}
+
+int comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) noexcept {
+  const int rc = PMPI_Comm_split(comm, color, key, newcomm);
+  if (ReentryGuard::nested()) return rc;
+  ReentryGuard guard;
+  Runtime& rt = Runtime::instance();
+  if (rc == MPI_SUCCESS && rt.state() != State::Uninitialised && rt.trace()) {
+    try {
+      const bool undefined = *newcomm == MPI_COMM_NULL;
+      int size = 0;
+      if (!undefined) PMPI_Comm_size(*newcomm, &size);
+      log::trace("MPI_Comm_split parent=%s color=%d key=%d result=%s np=%d", comm_label(comm).c_str(),
+                 color, key, undefined ? "MPI_COMM_NULL" : comm_label(*newcomm).c_str(), size);
+    } catch (...) {
+    }
+  }
+  return rc;
+}
+
+void after_init(int rc) noexcept {
+  if (rc != MPI_SUCCESS) return;
+  ReentryGuard guard;
+  try {
+    Runtime::instance().after_init();
+  } catch (...) {
+    MLXA2A_LOG(Error, "internal error during initialisation");
+  }
+}
+
+int init(int* argc, char*** argv) noexcept {
+  const int rc = PMPI_Init(argc, argv);
+  after_init(rc);
+  return rc;
+}
+
+int init_thread(int* argc, char*** argv, int required, int* provided) noexcept {
+  const int rc = PMPI_Init_thread(argc, argv, required, provided);
+  after_init(rc);
+  return rc;
+}
+
+int finalize() noexcept {
+  // Clean-up runs from the MPI_COMM_SELF delete callback inside PMPI_Finalize, so
+  // Fortran programs (whose MPI_FINALIZE calls PMPI_Finalize directly) get it too.
+  return PMPI_Finalize();
+}
+
+}  // namespace mlxa2a::core::mpi

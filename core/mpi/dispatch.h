@@ -1,0 +1,40 @@
+// The dispatcher: the one place an intercepted call is routed. shim/ packs each
+// entry point's arguments and calls these; they never throw and they call only
+// PMPI_* (or an engine).
+//
+// Contract for alltoall(): the result and the error class are those PMPI would
+// give for the same arguments. Arguments that cannot be inspected safely
+// (MPI_COMM_NULL, MPI_DATATYPE_NULL, negative counts) go to PMPI untouched so that
+// PMPI raises the error exactly as without mlxa2a.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+
+namespace mlxa2a::core::mpi {
+
+struct AlltoallArgs {
+  const void* sendbuf;
+  std::int64_t sendcount;
+  MPI_Datatype sendtype;
+  void* recvbuf;
+  std::int64_t recvcount;
+  MPI_Datatype recvtype;
+  MPI_Comm comm;
+  bool large_count;   // called as MPI_Alltoall_c (MPI_Count counts)
+  const char* entry;  // the entry point's name, for the trace
+};
+
+int alltoall(const AlltoallArgs& args) noexcept;
+int comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) noexcept;
+
+// Lifecycle: call the PMPI function, then let the runtime initialise.
+int init(int* argc, char*** argv) noexcept;
+int init_thread(int* argc, char*** argv, int required, int* provided) noexcept;
+int finalize() noexcept;
+// For wrappers that call the MPI library's own entry point (Fortran): run the
+// runtime's initialisation after it returned rc.
+void after_init(int rc) noexcept;
+
+}  // namespace mlxa2a::core::mpi

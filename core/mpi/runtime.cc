@@ -1,0 +1,176 @@
+#include "core/mpi/runtime.h"
+
+#include <dlfcn.h>
+
+#include <cstring>
+#include <new>
+#include <string_view>
+
+#include "core/config/registry.h"
+#include "core/log.h"
+#include "core/mpi/comm_state.h"
+
+namespace mlxa2a::core::mpi {
+
+thread_local int ReentryGuard::depth_ = 0;
+
+namespace {
+
+// Sonames of the PMPI libraries whose ABI this shim was compiled against.
+#if defined(MLXA2A_FAMILY_OMPI)
+constexpr std::string_view kFamily = "Open MPI";
+constexpr std::string_view kSonames[] = {"libmpi.so.40"};
+#elif defined(MLXA2A_FAMILY_MPICH)
+constexpr std::string_view kFamily = "MPICH";
+// MPICH's ABI is shared by derivatives that ship it as libmpi.so.12.
+constexpr std::string_view kSonames[] = {"libmpich.so.12", "libmpi.so.12"};
+#else
+#error "build with MLXA2A_FAMILY_OMPI or MLXA2A_FAMILY_MPICH"
+#endif
+
+int self_delete(MPI_Comm, int, void*, void*) {
+  Runtime::instance().before_finalize();
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+
+Runtime& Runtime::instance() {
+  // Never destroyed: MPI may call our wrappers from atexit handlers.
+  static Runtime* rt = new Runtime;
+  return *rt;
+}
+
+bool mpi_family_matches(std::string* found) {
+  void* sym = dlsym(RTLD_DEFAULT, "PMPI_Init");
+  Dl_info info{};
+  if (!sym || !dladdr(sym, &info) || !info.dli_fname) {
+    *found = "no PMPI_Init";
+    return false;
+  }
+  std::string_view path(info.dli_fname);
+  const std::size_t slash = path.rfind('/');
+  const std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  *found = std::string(path);
+  for (std::string_view soname : kSonames) {
+    if (base.substr(0, soname.size()) == soname &&
+        (base.size() == soname.size() || base[soname.size()] == '.')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void Runtime::load_settings(std::uint64_t* all_equal_hash, std::string* all_equal_summary) {
+  config::Registry registry(config::all_switches());
+  registry.load(config::process_environment());
+  settings_ = config::settings_from(registry);
+  log::configure(settings_.log_level, settings_.log_file);
+  // Every rank reads the same environment as a rule; rank 0 speaks for all.
+  for (const std::string& w : registry.warnings()) {
+    if (world_rank_ == 0) MLXA2A_LOG(Warn, "%s", w.c_str());
+    else MLXA2A_LOG(Debug, "%s", w.c_str());
+  }
+  *all_equal_hash = registry.all_equal_hash();
+  *all_equal_summary = registry.all_equal_summary();
+}
+
+void Runtime::set_inactive(std::string reason) {
+  inactive_reason_ = std::move(reason);
+  state_.store(State::Inactive, std::memory_order_release);
+}
+
+bool Runtime::settings_agree_across_world(std::uint64_t hash, const std::string& summary) {
+  // max(h) == min(h) on all ranks <=> consistent; min(h) = ~max(~h), so one
+  // allreduce of {h, ~h} with MPI_MAX decides it.
+  std::uint64_t v[2] = {hash, ~hash};
+  if (PMPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS) {
+    MLXA2A_LOG(Error, "allreduce of the switch hash failed; mlxa2a stands aside");
+    return false;
+  }
+  if (v[0] == ~v[1]) return true;
+  if (world_rank_ == 0 || hash != v[0]) {
+    MLXA2A_LOG(Error,
+               "all-equal switches differ across ranks; mlxa2a stands aside on every rank. "
+               "This rank has: %s",
+               summary.c_str());
+  }
+  return false;
+}
+
+void Runtime::after_init() {
+  std::lock_guard lock(mutex_);
+  if (state() != State::Uninitialised) return;
+  std::string found;
+  if (!mpi_family_matches(&found)) {
+    // Every MPI handle differs between the families: no MPI call is safe, not
+    // even MPI_Comm_rank, so this rank cannot take part in any agreement.
+    settings_ = config::Settings{};
+    log::configure(log::Level::Warn, "");
+    MLXA2A_LOG(Error,
+               "this shim is built for %.*s but PMPI comes from %s; mlxa2a disables itself "
+               "(use mlxa2a-run to pick the right library)",
+               static_cast<int>(kFamily.size()), kFamily.data(), found.c_str());
+    set_inactive("built for another MPI family");
+    return;
+  }
+  PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+  log::set_rank(world_rank_);
+  std::uint64_t hash = 0;
+  std::string summary;
+  load_settings(&hash, &summary);
+  const bool agreed = settings_agree_across_world(hash, summary);
+
+  if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_state_delete, &comm_keyval_,
+                              nullptr) != MPI_SUCCESS ||
+      PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete, &self_keyval_, nullptr) !=
+          MPI_SUCCESS ||
+      PMPI_Comm_set_attr(MPI_COMM_SELF, self_keyval_, nullptr) != MPI_SUCCESS) {
+    MLXA2A_LOG(Error, "cannot create MPI attribute keys; mlxa2a stands aside");
+    set_inactive("attribute keys unavailable");
+    return;
+  }
+  if (!agreed) {
+    set_inactive("all-equal switches differ across ranks");
+  } else if (!settings_.enable) {
+    set_inactive("MLXA2A_ENABLE=n");
+  } else {
+    state_.store(State::Active, std::memory_order_release);
+  }
+  MLXA2A_LOG(Debug, "initialised for %.*s: %s%s", static_cast<int>(kFamily.size()),
+             kFamily.data(), state() == State::Active ? "active" : "inactive: ",
+             inactive_reason_.c_str());
+}
+
+State Runtime::lazy_init() {
+  std::lock_guard lock(mutex_);
+  if (state() != State::Uninitialised) return state();
+  int initialised = 0, finalised = 0;
+  PMPI_Initialized(&initialised);
+  PMPI_Finalized(&finalised);
+  if (!initialised || finalised) return State::Uninitialised;  // erroneous call: PMPI reports it
+  std::string found;
+  if (mpi_family_matches(&found)) {
+    PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+    log::set_rank(world_rank_);
+    std::uint64_t hash = 0;
+    std::string summary;
+    load_settings(&hash, &summary);
+  }
+  MLXA2A_LOG(Warn, "MPI was initialised by a call mlxa2a does not wrap; mlxa2a stands aside");
+  set_inactive("MPI initialised without mlxa2a's MPI_Init");
+  return state();
+}
+
+void Runtime::before_finalize() {
+  std::lock_guard lock(mutex_);
+  if (state() == State::Finalised) return;
+  state_.store(State::Finalised, std::memory_order_release);
+  // The comm keyval's delete callbacks still run for communicators MPI frees
+  // during finalize; freeing the keyval only marks it for deletion.
+  if (comm_keyval_ != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&comm_keyval_);
+  if (self_keyval_ != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&self_keyval_);
+  MLXA2A_LOG(Debug, "finalised");
+}
+
+}  // namespace mlxa2a::core::mpi

@@ -1,0 +1,88 @@
+// Runtime: mlxa2a's process-wide state inside an MPI process (one per process).
+//
+// Life cycle: Uninitialised -> (after PMPI_Init*, from our MPI_Init* wrappers in C
+// or Fortran) Active or Inactive -> (MPI_Finalize, through a delete callback on
+// MPI_COMM_SELF, which MPI runs first during finalize whichever language called
+// it) Finalised. Initialisation loads the switches and compares the all-equal
+// ones across MPI_COMM_WORLD with one allreduce, so every rank reaches the same
+// Active/Inactive verdict; nothing else in mlxa2a makes a world-wide collective.
+//
+// Thread safety: after_init()/before_finalize() run under a mutex; state() and
+// settings() are safe from any thread once state() != Uninitialised (settings
+// are written before the state is published with release ordering).
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "core/config/switches.h"
+
+namespace mlxa2a::core::mpi {
+
+enum class State : std::uint8_t { Uninitialised, Active, Inactive, Finalised };
+
+class Runtime {
+ public:
+  static Runtime& instance();
+
+  State state() const { return state_.load(std::memory_order_acquire); }
+  // Valid once state() != Uninitialised.
+  const config::Settings& settings() const { return settings_; }
+  bool trace() const { return settings_.coll_trace != config::CollTrace::None; }
+  const std::string& inactive_reason() const { return inactive_reason_; }
+  int comm_keyval() const { return comm_keyval_; }
+  int world_rank() const { return world_rank_; }
+
+  // After PMPI_Init/PMPI_Init_thread returned MPI_SUCCESS. Collective over
+  // MPI_COMM_WORLD (one allreduce) unless the shim was built for the other MPI
+  // family. Idempotent.
+  void after_init();
+  // At an intercepted call while state() == Uninitialised: MPI may have been
+  // initialised by a path we do not wrap. No collective is possible here, so
+  // mlxa2a stands aside (traced). Returns the resulting state.
+  State lazy_init();
+  // Start of MPI_Finalize: no engine runs after this.
+  void before_finalize();
+
+  // The per-communicator sequence number used to name communicators in traces.
+  std::uint64_t next_comm_id() { return comm_ids_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  Runtime() = default;
+  void load_settings(std::uint64_t* all_equal_hash, std::string* all_equal_summary);
+  bool settings_agree_across_world(std::uint64_t local_hash, const std::string& summary);
+  void set_inactive(std::string reason);
+
+  std::mutex mutex_;
+  std::atomic<State> state_{State::Uninitialised};
+  config::Settings settings_;
+  std::string inactive_reason_;
+  int comm_keyval_ = MPI_KEYVAL_INVALID;
+  int self_keyval_ = MPI_KEYVAL_INVALID;
+  int world_rank_ = -1;
+  std::atomic<std::uint64_t> comm_ids_{0};
+};
+
+// True when the PMPI library in this process has the ABI this shim was built
+// for; otherwise *found names the library that provides PMPI_Init.
+bool mpi_family_matches(std::string* found);
+
+// Re-entrancy guard: MPI calls made by mlxa2a itself (or by the MPI library from
+// inside one of ours) must go straight to PMPI.
+class ReentryGuard {
+ public:
+  ReentryGuard() noexcept { ++depth_; }
+  ~ReentryGuard() { --depth_; }
+  ReentryGuard(const ReentryGuard&) = delete;
+  ReentryGuard& operator=(const ReentryGuard&) = delete;
+  static bool nested() noexcept { return depth_ > 0; }
+
+ private:
+  static thread_local int depth_;
+};
+
+}  // namespace mlxa2a::core::mpi

@@ -1,0 +1,25 @@
+#include "core/selection.h"
+
+namespace mlxa2a::core {
+
+using config::tune::Path;
+
+Decision select(std::uint64_t bytes, const config::tune::Table& tune, const Capabilities& caps) {
+  switch (tune.lookup(bytes)) {
+    case Path::Pmpi:
+      return {Path::Pmpi, "MLXA2A_TUNE selects pmpi for this size"};
+    case Path::Shm:
+      if (caps.shm) return {Path::Shm, "MLXA2A_TUNE selects shm"};
+      return {Path::Pmpi, "MLXA2A_TUNE selects shm but the team spans several nodes"};
+    case Path::Rdma:
+      if (caps.rdma) return {Path::Rdma, "MLXA2A_TUNE selects rdma"};
+      return {Path::Pmpi, "MLXA2A_TUNE selects rdma but the RDMA engine is not available"};
+    case Path::Auto:
+      break;
+  }
+  if (caps.shm) return {Path::Shm, "auto: single-node team"};
+  if (caps.rdma) return {Path::Rdma, "auto: multi-node team"};
+  return {Path::Pmpi, "auto: no engine available for this team"};
+}
+
+}  // namespace mlxa2a::core

@@ -1,0 +1,31 @@
+// Selection: which path serves one MPI_Alltoall call.
+//
+// Every input must be identical on all ranks of the communicator, so that no two
+// ranks ever take different paths: bytes per peer (equal by MPI's type-signature
+// rule), the tuning table (an all-equal switch, checked at init) and the team's
+// capabilities (agreed with one allreduce per team). Rank-local properties of a
+// call (MPI_IN_PLACE, a non-contiguous datatype, large counts) are absorbed by
+// the engine locally and never change the path.
+#pragma once
+
+#include <cstdint>
+
+#include "core/config/tune.h"
+
+namespace mlxa2a::core {
+
+// What a team can run, agreed by all of its ranks.
+struct Capabilities {
+  bool shm = false;   // every rank of the communicator is on one node
+  bool rdma = false;  // the inter-node engine is up on every node
+};
+
+struct Decision {
+  config::tune::Path path;  // Shm, Rdma or Pmpi (never Auto)
+  const char* reason;       // static text for the trace
+};
+
+Decision select(std::uint64_t bytes_per_peer, const config::tune::Table& tune,
+                const Capabilities& caps);
+
+}  // namespace mlxa2a::core

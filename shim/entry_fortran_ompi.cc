@@ -1,0 +1,152 @@
+// Fortran entry points for Open MPI, whose Fortran bindings (mpif.h, `use mpi`,
+// `use mpi_f08`) call PMPI_Alltoall and PMPI_Init directly and so bypass the C
+// wrappers. (MPICH's Fortran bindings call the C MPI_Alltoall, so the MPICH shim
+// needs none of these: they would count every call twice.)
+//
+// All Fortran arguments are passed by reference; handles are converted with
+// PMPI_*_f2c; Fortran's MPI_IN_PLACE and MPI_BOTTOM are the addresses of Open
+// MPI's common blocks and are translated to the C constants. In mpi_f08 the
+// ierror argument is optional and arrives as a null pointer when absent.
+#include <dlfcn.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/mpi/dispatch.h"
+#include "core/mpi/runtime.h"
+
+#define MLXA2A_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+namespace dispatch = mlxa2a::core::mpi;
+
+// Address of a Fortran common block under each name mangling compilers use.
+struct Marker {
+  void* addr[4] = {};
+  explicit Marker(const char* const (&names)[4]) {
+    for (int i = 0; i < 4; ++i) addr[i] = dlsym(RTLD_DEFAULT, names[i]);
+  }
+  bool is(const void* p) const {
+    for (void* a : addr) {
+      if (a && a == p) return true;
+    }
+    return false;
+  }
+};
+
+const Marker& in_place() {
+  static const char* const kNames[4] = {"mpi_fortran_in_place", "mpi_fortran_in_place_",
+                                        "mpi_fortran_in_place__", "MPI_FORTRAN_IN_PLACE"};
+  static const Marker m(kNames);
+  return m;
+}
+
+const Marker& bottom() {
+  static const char* const kNames[4] = {"mpi_fortran_bottom", "mpi_fortran_bottom_",
+                                        "mpi_fortran_bottom__", "MPI_FORTRAN_BOTTOM"};
+  static const Marker m(kNames);
+  return m;
+}
+
+void* c_buffer(void* fortran_buf) {
+  if (in_place().is(fortran_buf)) return MPI_IN_PLACE;
+  if (bottom().is(fortran_buf)) return MPI_BOTTOM;
+  return fortran_buf;
+}
+
+bool family_ok() {
+  static const bool ok = [] {
+    std::string found;
+    return dispatch::mpi_family_matches(&found);
+  }();
+  return ok;
+}
+
+// The next definition of a Fortran symbol (the MPI library's own), for calls we
+// only observe, or all calls when loaded under the wrong MPI family.
+template <typename Fn>
+Fn next_symbol(const char* name) {
+  void* sym = dlsym(RTLD_NEXT, name);
+  if (!sym) {
+    std::fprintf(stderr, "[mlxa2a] error: %s not found in the MPI library\n", name);
+    std::abort();
+  }
+  return reinterpret_cast<Fn>(sym);
+}
+
+using AlltoallFn = void (*)(void*, MPI_Fint*, MPI_Fint*, void*, MPI_Fint*, MPI_Fint*, MPI_Fint*,
+                            MPI_Fint*);
+
+void alltoall_f(const char* name, void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype,
+                void* recvbuf, MPI_Fint* recvcount, MPI_Fint* recvtype, MPI_Fint* comm,
+                MPI_Fint* ierr) {
+  if (!family_ok()) {
+    static AlltoallFn next = nullptr;
+    if (!next) next = next_symbol<AlltoallFn>(name);
+    next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierr);
+    return;
+  }
+  void* c_send = c_buffer(sendbuf);
+  // With MPI_IN_PLACE the send count and type are not significant and may be
+  // anything; do not convert them.
+  const bool in_place_call = c_send == MPI_IN_PLACE;
+  const int rc = dispatch::alltoall(
+      {c_send, in_place_call ? 0 : *sendcount,
+       in_place_call ? MPI_DATATYPE_NULL : PMPI_Type_f2c(*sendtype), c_buffer(recvbuf),
+       *recvcount, PMPI_Type_f2c(*recvtype), PMPI_Comm_f2c(*comm), false, name});
+  if (ierr) *ierr = static_cast<MPI_Fint>(rc);
+}
+
+using InitFn = void (*)(MPI_Fint*);
+using InitThreadFn = void (*)(MPI_Fint*, MPI_Fint*, MPI_Fint*);
+
+void after_fortran_init() {
+  int initialised = 0;
+  PMPI_Initialized(&initialised);
+  dispatch::after_init(initialised ? MPI_SUCCESS : MPI_ERR_OTHER);
+}
+
+}  // namespace
+
+#define MLXA2A_FORTRAN_ALLTOALL(sym)                                                         \
+  MLXA2A_EXPORT void sym(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype,            \
+                         void* recvbuf, MPI_Fint* recvcount, MPI_Fint* recvtype,            \
+                         MPI_Fint* comm, MPI_Fint* ierr) {                                  \
+    alltoall_f(#sym, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierr); \
+  }
+
+// mpif.h and `use mpi` (every gfortran/ifort/flang mangling), and `use mpi_f08`:
+// MPI_Datatype and MPI_Comm in f08 are a derived type holding one integer, so a
+// reference to one is a reference to its MPI_VAL.
+MLXA2A_FORTRAN_ALLTOALL(mpi_alltoall)
+MLXA2A_FORTRAN_ALLTOALL(mpi_alltoall_)
+MLXA2A_FORTRAN_ALLTOALL(mpi_alltoall__)
+MLXA2A_FORTRAN_ALLTOALL(MPI_ALLTOALL)
+MLXA2A_FORTRAN_ALLTOALL(mpi_alltoall_f08_)
+
+#define MLXA2A_FORTRAN_INIT(sym)                       \
+  MLXA2A_EXPORT void sym(MPI_Fint* ierr) {             \
+    static const InitFn next = next_symbol<InitFn>(#sym); \
+    next(ierr);                                        \
+    if (family_ok()) after_fortran_init();             \
+  }
+
+#define MLXA2A_FORTRAN_INIT_THREAD(sym)                                    \
+  MLXA2A_EXPORT void sym(MPI_Fint* required, MPI_Fint* provided, MPI_Fint* ierr) { \
+    static const InitThreadFn next = next_symbol<InitThreadFn>(#sym);      \
+    next(required, provided, ierr);                                        \
+    if (family_ok()) after_fortran_init();                                 \
+  }
+
+MLXA2A_FORTRAN_INIT(mpi_init)
+MLXA2A_FORTRAN_INIT(mpi_init_)
+MLXA2A_FORTRAN_INIT(mpi_init__)
+MLXA2A_FORTRAN_INIT(MPI_INIT)
+MLXA2A_FORTRAN_INIT(mpi_init_f08_)
+MLXA2A_FORTRAN_INIT_THREAD(mpi_init_thread)
+MLXA2A_FORTRAN_INIT_THREAD(mpi_init_thread_)
+MLXA2A_FORTRAN_INIT_THREAD(mpi_init_thread__)
+MLXA2A_FORTRAN_INIT_THREAD(MPI_INIT_THREAD)
+MLXA2A_FORTRAN_INIT_THREAD(mpi_init_thread_f08_)
