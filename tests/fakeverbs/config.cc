@@ -1,0 +1,131 @@
+#include "config.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "common.h"
+
+namespace fakeverbs {
+
+void log_error(const char* fmt, ...) {
+  const char* quiet = getenv("FAKEVERBS_QUIET");
+  if (quiet && *quiet == '1') return;
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("fakeverbs: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+namespace {
+
+int env_int(const char* name, int def, int lo, int hi) {
+  const char* v = getenv(name);
+  if (!v || !*v) return def;
+  char* end = nullptr;
+  long x = strtol(v, &end, 0);
+  if (*end || x < lo || x > hi) {
+    log_error("%s=%s out of range [%d,%d], using %d", name, v, lo, hi, def);
+    return def;
+  }
+  return int(x);
+}
+
+// Link layer for device i from "ib", "eth" or "ib,eth,...".
+bool link_is_roce(int i) {
+  const char* v = getenv("FAKEVERBS_LINK");
+  if (!v) return false;
+  std::string s(v);
+  std::vector<std::string> parts;
+  size_t pos = 0;
+  while (true) {
+    size_t c = s.find(',', pos);
+    parts.push_back(s.substr(pos, c == std::string::npos ? c : c - pos));
+    if (c == std::string::npos) break;
+    pos = c + 1;
+  }
+  const std::string& p = parts[size_t(i) < parts.size() ? size_t(i) : parts.size() - 1];
+  return p == "eth" || p == "roce" || p == "ethernet";
+}
+
+ibv_port_state port_state() {
+  const char* v = getenv("FAKEVERBS_PORT_STATE");
+  if (!v || !strcmp(v, "active")) return IBV_PORT_ACTIVE;
+  if (!strcmp(v, "down")) return IBV_PORT_DOWN;
+  if (!strcmp(v, "init")) return IBV_PORT_INIT;
+  if (!strcmp(v, "armed")) return IBV_PORT_ARMED;
+  log_error("FAKEVERBS_PORT_STATE=%s unknown, using active", v);
+  return IBV_PORT_ACTIVE;
+}
+
+std::vector<DeviceSpec> make_devices() {
+  const int n = env_int("FAKEVERBS_DEVICES", 1, 0, 8);
+  const int node = env_int("FAKEVERBS_NODE", 0, 0, 255);
+  std::vector<DeviceSpec> v(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    DeviceSpec& d = v[size_t(i)];
+    d.index = i;
+    d.roce = link_is_roce(i);
+    d.port_state = port_state();
+    // Mellanox OUI 00:02:c9 in the GUID, node and device in the low bytes.
+    d.guid = 0x0002c90300000000ull | (uint64_t(node) << 8) | uint64_t(i);
+    if (d.roce) {
+      // RoCE v2 GID of an IPv4 address: ::ffff:10.<node>.<dev>.1
+      uint8_t* r = d.gid.raw;
+      r[10] = r[11] = 0xff;
+      r[12] = 10;
+      r[13] = uint8_t(node);
+      r[14] = uint8_t(i);
+      r[15] = 1;
+    } else {
+      d.lid = uint16_t(1 + node * 16 + i);
+      // Link-local IB GID: fe80::/64 + port GUID (big endian).
+      d.gid.raw[0] = 0xfe;
+      d.gid.raw[1] = 0x80;
+      for (int b = 0; b < 8; ++b) d.gid.raw[8 + b] = uint8_t(d.guid >> (56 - 8 * b));
+    }
+    d.dev.node_type = IBV_NODE_CA;
+    d.dev.transport_type = IBV_TRANSPORT_IB;
+    snprintf(d.dev.name, sizeof d.dev.name, "mlx5_%d", i);
+    snprintf(d.dev.dev_name, sizeof d.dev.dev_name, "uverbs%d", i);
+    snprintf(d.dev.dev_path, sizeof d.dev.dev_path,
+             "/sys/class/infiniband_verbs/uverbs%d", i);
+    snprintf(d.dev.ibdev_path, sizeof d.dev.ibdev_path,
+             "/sys/class/infiniband/mlx5_%d", i);
+  }
+  return v;
+}
+
+}  // namespace
+
+std::string address_key(bool roce, uint16_t lid, const ibv_gid& gid) {
+  char buf[64];
+  if (!roce) {
+    snprintf(buf, sizeof buf, "L%u", unsigned(lid));
+  } else {
+    char* p = buf;
+    *p++ = 'G';
+    for (int i = 0; i < 16; ++i) p += snprintf(p, 3, "%02x", gid.raw[i]);
+  }
+  return buf;
+}
+
+std::string DeviceSpec::address_key() const {
+  return fakeverbs::address_key(roce, lid, gid);
+}
+
+const std::vector<DeviceSpec>& devices() {
+  static const std::vector<DeviceSpec> devs = make_devices();
+  return devs;
+}
+
+const DeviceSpec* device_of(const ibv_device* dev) {
+  for (const DeviceSpec& d : devices())
+    if (&d.dev == dev) return &d;
+  return nullptr;
+}
+
+}  // namespace fakeverbs

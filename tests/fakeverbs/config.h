@@ -1,0 +1,54 @@
+// fakeverbs: the fake devices, read from the environment once per process.
+//
+// FAKEVERBS_DEVICES=N       number of HCAs mlx5_0..mlx5_{N-1} (default 1, max 8)
+// FAKEVERBS_LINK=ib|eth     link layer of every port, or a comma list per device
+//                           (ib: LID addressing; eth: RoCE v2, GID addressing)
+// FAKEVERBS_PORT_STATE=active|down|init|armed   (default active)
+// FAKEVERBS_NODE=K          pretend node number (0..255): changes LIDs, GUIDs
+//                           and GIDs so ranks of one host can act as nodes
+// FAKEVERBS_DIR=path        rendezvous directory (default: see rendezvous.h)
+// FAKEVERBS_FAULT=...       fault injection (see fault.h)
+//
+// Thread safety: devices() is initialised on first call (thread-safe static)
+// and immutable afterwards.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <string>
+#include <vector>
+
+namespace fakeverbs {
+
+// ConnectX-6-like limits, reported by ibv_query_device and enforced at
+// create/post time.
+struct Limits {
+  static constexpr int kMaxQpWr = 32768;
+  static constexpr int kMaxSge = 30;
+  static constexpr int kMaxCqe = 4194303;
+  static constexpr uint32_t kMaxInline = 256;
+  static constexpr int kMaxRdAtom = 16;
+  static constexpr int kMaxMr = 1 << 16;  // capacity of the fake's MR table
+  static constexpr int kPkeyTableLen = 128;
+  static constexpr int kGidTableLen = 8;  // index 0 valid (IB); 0..1 (RoCE)
+};
+
+struct DeviceSpec {
+  ibv_device dev{};    // handed out by ibv_get_device_list; must stay put
+  int index = 0;
+  bool roce = false;
+  ibv_port_state port_state = IBV_PORT_ACTIVE;
+  uint16_t lid = 0;    // 0 on RoCE ports
+  uint64_t guid = 0;   // host order
+  ibv_gid gid{};       // GID index 0
+  std::string address_key() const;  // how peers name this port (rendezvous)
+};
+
+// Fixed-address array (pointers into it are handed to the application).
+const std::vector<DeviceSpec>& devices();
+const DeviceSpec* device_of(const ibv_device* dev);
+
+// Key of a remote port as named by an address vector (LID on IB, GID on RoCE).
+std::string address_key(bool roce, uint16_t lid, const ibv_gid& gid);
+
+}  // namespace fakeverbs

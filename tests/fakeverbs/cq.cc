@@ -1,0 +1,162 @@
+// fakeverbs: completion queues.
+//
+// A CQ is a ring in a shared file so that a peer process can deliver the
+// receive-side completions (SEND, RDMA_WRITE_WITH_IMM) of the RDMA
+// operations it executes.  The peer writes the data first and appends the
+// CQE afterwards under the ring mutex, so a completion is never visible
+// before its data.
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "objects.h"
+
+namespace fakeverbs {
+
+void retire_send_cqe(Context& ctx, uint32_t qpn, uint32_t seq);  // post.cc
+
+bool cq_push(wire::CqRing* ring, const wire::Cqe& e) {
+  SharedLock lk(&ring->mu);
+  if (ring->overflowed || ring->tail - ring->head >= ring->capacity) {
+    ring->overflowed = 1;
+    return false;
+  }
+  ring->entries()[ring->tail % ring->capacity] = e;
+  ring->tail++;
+  return true;
+}
+
+int poll_cq_op(ibv_cq* c, int n, ibv_wc* wc) {
+  Cq* cq = owner_of<Cq>(c);
+  if (!cq || n < 0) return -EINVAL;
+  // Progress comes from polling, like a driver's: the fake has no thread
+  // that could be starved by a busy-polling application.
+  progress_context(*cq->ctx);
+  wire::CqRing* r = cq->ring;
+  int got = 0;
+  wire::Cqe batch[64];
+  while (got < n) {
+    int k = 0;
+    bool overflowed;
+    {
+      SharedLock lk(&r->mu);
+      overflowed = r->overflowed;
+      while (!overflowed && k < 64 && got + k < n && r->head != r->tail)
+        batch[k++] = r->entries()[r->head++ % r->capacity];
+    }
+    if (overflowed) {
+      // CQ overrun: the CQ is in error and the lost completions cannot be
+      // recovered (IB spec 11.4.2.1 "CQ overrun"); report it on every poll.
+      if (!cq->overflow_reported) {
+        cq->overflow_reported = true;
+        log_error("CQ %p overrun: more completions than its %u entries (poll_cq now fails)",
+                  static_cast<void*>(c), r->capacity);
+        ibv_async_event ev{};
+        ev.element.cq = c;
+        ev.event_type = IBV_EVENT_CQ_ERR;
+        cq->ctx->push_async(ev);
+      }
+      errno = EOVERFLOW;
+      return -EOVERFLOW;
+    }
+    for (int i = 0; i < k; ++i) {
+      const wire::Cqe& e = batch[i];
+      ibv_wc& w = wc[got + i];
+      memset(&w, 0, sizeof w);
+      w.wr_id = e.wr_id;
+      w.status = ibv_wc_status(e.status);
+      w.opcode = ibv_wc_opcode(e.opcode);
+      w.vendor_err = e.vendor_err;
+      w.byte_len = e.byte_len;
+      w.imm_data = e.imm_data;
+      w.qp_num = e.qp_num;
+      w.src_qp = e.src_qp;
+      w.wc_flags = e.wc_flags;
+      if (e.retire) retire_send_cqe(*cq->ctx, e.qp_num, e.retire);
+    }
+    got += k;
+    if (k < 64) break;
+  }
+  return got;
+}
+
+int req_notify_cq_op(ibv_cq*, int) {
+  // Completion channels are not modelled; a program relying on them must
+  // learn that here rather than sleep forever in ibv_get_cq_event.
+  return fail(EOPNOTSUPP);
+}
+
+}  // namespace fakeverbs
+
+using namespace fakeverbs;
+
+namespace {
+std::atomic<uint32_t> g_cq_seq{0};
+}
+
+FV_EXPORT ibv_cq* ibv_create_cq(ibv_context* c, int cqe, void* cq_context,
+                                ibv_comp_channel* channel, int comp_vector) {
+  Context* ctx = Context::from(c);
+  if (!ctx || cqe < 1 || cqe > Limits::kMaxCqe || comp_vector < 0 ||
+      comp_vector >= c->num_comp_vectors) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (channel) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  // mlx5 rounds the ring up to a power of two and reports one less.
+  uint32_t cap = 1;
+  while (cap < uint32_t(cqe) + 1) cap <<= 1;
+  auto* cq = new Cq;
+  cq->ctx = ctx;
+  std::string name = std::to_string(getpid()) + ".cq." + std::to_string(++g_cq_seq);
+  if (!cq->file.create(name, sizeof(wire::CqRing) + sizeof(wire::Cqe) * (cap - 1))) {
+    int e = errno;
+    delete cq;
+    errno = e;
+    return nullptr;
+  }
+  cq->ring = static_cast<wire::CqRing*>(cq->file.data());
+  cq->ring->owner_pid = getpid();
+  cq->ring->capacity = cap - 1;
+  shared_mutex_init(&cq->ring->mu);
+  cq->ring->magic = wire::kCqMagic;
+  cq->shell.owner = cq;
+  ibv_cq& q = cq->shell.ibv;
+  q.context = c;
+  q.cq_context = cq_context;
+  q.cqe = int(cap - 1);
+  pthread_mutex_init(&q.mutex, nullptr);
+  pthread_cond_init(&q.cond, nullptr);
+  ctx->children++;
+  return &q;
+}
+
+FV_EXPORT int ibv_destroy_cq(ibv_cq* c) {
+  Cq* cq = owner_of<Cq>(c);
+  if (!cq) return fail(EINVAL);
+  if (cq->users.load() != 0) {
+    log_error("ibv_destroy_cq: CQ still used by %d QP(s) (EBUSY)", cq->users.load());
+    return fail(EBUSY);
+  }
+  cq->ring->magic = wire::kDeadMagic;
+  cq->ctx->children--;
+  delete cq;
+  return 0;
+}
+
+// Completion channels are not modelled (ibv_create_cq refuses one), so no
+// event can be outstanding: acknowledging zero events is valid and a no-op.
+FV_EXPORT void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
+  if (nevents != 0)
+    log_error("ibv_ack_cq_events(%p, %u): no completion events were ever delivered",
+              static_cast<void*>(cq), nevents);
+}
+
+FV_EXPORT int ibv_get_cq_event(ibv_comp_channel*, ibv_cq**, void**) {
+  errno = EOPNOTSUPP;
+  return -1;
+}

@@ -1,0 +1,30 @@
+// fakeverbs: fault injection for reliability tests of the engine.
+//
+// FAKEVERBS_FAULT is a comma list of rules; counters are per process
+// (re-read after fork, so a test may set the variable in one child only):
+//   fail_post=N    the Nth ibv_post_send call fails with ENOMEM (nothing posted)
+//   fail_recv=N    the Nth ibv_post_recv call fails with ENOMEM
+//   retry_exc=N    the Nth send WR executed completes with IBV_WC_RETRY_EXC_ERR
+//   rem_access=N   the Nth send WR executed completes with IBV_WC_REM_ACCESS_ERR
+//   drop_cqe=N     the Nth completion this process generates is lost
+//   delay_us=D     every send WR executes D microseconds after it was posted
+//                  (its data lands and it completes only then, via poll_cq)
+//   qp_error=N     at the Nth ibv_post_send call the QP moves to the error
+//                  state (IBV_EVENT_QP_FATAL); the WRs are flushed
+// An erroring WR moves its QP to the error state exactly as a real error does.
+//
+// Thread safety: all functions are thread-safe.
+#pragma once
+
+#include <cstdint>
+
+namespace fakeverbs::fault {
+
+bool fail_post_send();
+bool fail_post_recv();
+bool qp_error_now();
+int wr_status();       // -1, or the ibv_wc_status to force on this WR
+bool drop_cqe();
+uint64_t delay_ns();
+
+}  // namespace fakeverbs::fault

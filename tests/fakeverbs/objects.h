@@ -1,0 +1,147 @@
+// fakeverbs: the C++ objects behind the verbs handles an application holds.
+//
+// Ownership follows verbs: the application creates and destroys every object
+// through ibv_* calls; a parent refuses to be destroyed while children exist
+// (EBUSY, as the kernel does).  Each object embeds its public struct in a
+// Shell so the handle converts back with owner_of<>().
+//
+// Thread safety: verbs allows concurrent calls on different objects and on
+// one QP/CQ from several threads; each Qp has its own mutex, a Context's
+// mutex guards its QP registry.  Lock order: Context::mu -> Qp::mu -> shared
+// file mutexes (wire.h).
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common.h"
+#include "config.h"
+#include "rendezvous.h"
+#include "wire.h"
+
+namespace fakeverbs {
+
+struct Qp;
+
+struct Context {
+  Shell<verbs_context, Context> shell{};
+  const DeviceSpec* dev = nullptr;
+  std::mutex mu;
+  std::map<uint32_t, Qp*> qps;  // by QPN, for progress and SQ retirement
+  std::atomic<int> children{0};
+  // Asynchronous events (ibv_get_async_event); async_fd is readable while
+  // the queue is non-empty.
+  std::mutex ev_mu;
+  std::deque<ibv_async_event> events;
+  int async_fd = -1;
+
+  ibv_context* ibv() { return &shell.ibv.context; }
+  static Context* from(ibv_context* c);
+  void push_async(const ibv_async_event& ev);
+};
+
+struct Pd {
+  Shell<ibv_pd, Pd> shell{};
+  Context* ctx = nullptr;
+  uint32_t id = 0;  // unique in this process; MRs and QPs must agree on it
+  std::atomic<int> children{0};
+};
+
+struct Mr {
+  Shell<ibv_mr, Mr> shell{};
+  Pd* pd = nullptr;
+  uint32_t slot = 0;           // index in this process's MR table
+  std::atomic<int> in_flight{0};  // posted WRs that still reference it
+};
+
+struct Cq {
+  Shell<ibv_cq, Cq> shell{};
+  Context* ctx = nullptr;
+  MappedFile file;
+  wire::CqRing* ring = nullptr;
+  std::atomic<int> users{0};  // QPs using it
+  bool overflow_reported = false;
+};
+
+// A send work request as queued in the fake send queue: a private copy, so
+// the application may reuse its ibv_send_wr (and inline buffers) at once.
+struct SendWr {
+  uint64_t wr_id = 0;
+  ibv_wr_opcode opcode = IBV_WR_SEND;
+  unsigned flags = 0;
+  uint32_t imm = 0;
+  std::vector<ibv_sge> sge;
+  std::vector<uint8_t> inline_data;
+  bool is_inline = false;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint64_t compare_add = 0;
+  uint64_t swap = 0;
+  uint64_t not_before_ns = 0;   // fault delay
+  uint64_t first_try_ns = 0;    // for retry / RNR deadlines
+  int forced_status = -1;       // fault-injected completion status
+  std::vector<Mr*> pinned;      // local MRs referenced (dereg guard)
+  uint64_t total_len() const;
+};
+
+struct Qp {
+  Shell<ibv_qp, Qp> shell{};
+  Context* ctx = nullptr;
+  Pd* pd = nullptr;
+  Cq* send_cq = nullptr;
+  Cq* recv_cq = nullptr;
+  ibv_qp_cap cap{};
+  bool sq_sig_all = false;
+  MappedFile file;
+  wire::QpShared* sh = nullptr;
+  std::string link;  // rendezvous link name ("qpn.<key>.<qpn>")
+
+  std::mutex mu;
+  std::deque<SendWr> sq;           // posted, not yet executed
+  // Send-queue accounting as on hardware: a WR occupies its slot until a
+  // completion of it or of a later WR of the QP is polled (selective
+  // signalling, man ibv_post_send).  Every CQE-generating WR closes a
+  // RetireGroup; polling that CQE frees the group and all earlier ones.
+  struct RetireGroup {
+    uint32_t seq;
+    uint32_t count;
+    std::vector<Mr*> pins;
+  };
+  std::atomic<uint32_t> sq_used{0};  // posted and not yet retired by a poll
+  uint32_t open_count = 0;           // executed WRs since the last CQE
+  std::vector<Mr*> open_pins;        // their pins
+  std::deque<RetireGroup> groups;
+  uint32_t next_seq = 1;
+
+  // Attributes kept for ibv_query_qp and for the requester side.
+  ibv_qp_attr attr{};
+  // Cached mappings of the peer (re-resolved when the peer changes).
+  MappedFile peer_qp_file, peer_cq_file, peer_mr_file;
+
+  uint32_t qpn() const { return shell.ibv.qp_num; }
+  ibv_qp_state state() const;
+  void set_state(ibv_qp_state s);  // takes sh->mu
+};
+
+// Process-wide MR table (pd_mr.cc).
+wire::MrTable* own_mr_table();
+// Local key lookup; the result is valid while the MR is registered.
+Mr* find_local_mr(uint32_t lkey);
+
+// CQ ring primitive (cq.cc): appends under the ring mutex.  Returns false
+// if the ring is full: the CQE is lost and the ring marked overflowed, as a
+// CQ overrun on hardware.
+bool cq_push(wire::CqRing* ring, const wire::Cqe& e);
+
+// Send-queue engine (post.cc).
+void progress(Qp& qp);           // caller holds qp.mu
+void progress_context(Context& ctx);
+// Moves a QP to the error state and flushes its receive queue (caller may
+// hold qp.mu but no shared mutex).
+void flush_recv_queue(wire::QpShared* sh, wire::CqRing* cq);
+
+}  // namespace fakeverbs

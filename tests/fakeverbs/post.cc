@@ -1,0 +1,448 @@
+// fakeverbs: the send and receive queues -- posting, and the execution of
+// RC operations against the peer process (the fake's "HCA").
+//
+// Execution model: ibv_post_send validates and queues a private copy of each
+// WR, then executes queued WRs in order; a WR that cannot execute yet (peer
+// not ready, receiver not ready = RNR, injected delay) stays at the head and
+// is retried from later ibv_post_send / ibv_poll_cq calls until the
+// transport or RNR retry budget of the QP runs out.  Data moves with
+// process_vm_writev/readv, so a write lands in the peer without the peer
+// doing anything -- one-sided, as on hardware.
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "fault.h"
+#include "objects.h"
+
+namespace fakeverbs {
+
+void release_pins(std::vector<Mr*>& pins) {
+  for (Mr* m : pins) m->in_flight--;
+  pins.clear();
+}
+
+uint64_t SendWr::total_len() const {
+  if (is_inline) return inline_data.size();
+  uint64_t n = 0;
+  for (const ibv_sge& s : sge) n += s.length;
+  return n;
+}
+
+namespace {
+
+bool is_atomic(ibv_wr_opcode op) {
+  return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+ibv_wc_opcode send_wc_opcode(ibv_wr_opcode op) {
+  switch (op) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
+    default: return IBV_WC_SEND;
+  }
+}
+
+// IB spec table 45 (RNR NAK timer field), microseconds.
+constexpr uint32_t kRnrUs[32] = {655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320,
+                                 480, 640, 960, 1280, 1920, 2560, 3840, 5120, 7680,
+                                 10240, 15360, 20480, 30720, 40960, 61440, 81920,
+                                 122880, 163840, 245760, 327680, 491520};
+
+// MR check as done by an HCA for a local (lkey) or remote (rkey) access.
+bool mr_allows(wire::MrTable* t, uint32_t key, uint32_t pd, uint64_t addr, uint64_t len,
+               unsigned need) {
+  uint32_t slot = key >> 8;
+  if (!t || slot == 0 || slot >= t->capacity) return false;
+  SharedLock lk(&t->mu);
+  const wire::MrEntry& e = t->entries()[slot];
+  return e.key == key && e.pd_id == pd && addr >= e.addr && len <= e.length &&
+         addr - e.addr <= e.length - len && (e.access & need) == need;
+}
+
+void flush_locked(wire::QpShared* sh, wire::CqRing* cq) {
+  for (; sh->rq_head != sh->rq_tail; ++sh->rq_head) {
+    wire::Cqe e{};
+    e.wr_id = sh->wqe(sh->rq_head)->wr_id;
+    e.status = IBV_WC_WR_FLUSH_ERR;
+    e.opcode = IBV_WC_RECV;
+    e.qp_num = sh->qpn;
+    if (cq) cq_push(cq, e);
+  }
+}
+
+// The responder side of a failed operation: its QP enters the error state
+// too (IB spec 9.9.3: responder class errors), flushing its receives.
+void responder_error(wire::QpShared* peer, wire::CqRing* peer_cq) {
+  SharedLock lk(&peer->mu);
+  peer->state = IBV_QPS_ERR;
+  flush_locked(peer, peer_cq);
+}
+
+struct Outcome {
+  bool wait = false;  // cannot execute now; retry later
+  bool rnr = false;   // ... because the receiver had no receive posted
+  ibv_wc_status status = IBV_WC_SUCCESS;
+  uint32_t byte_len = 0;
+};
+
+// Copies between local iovecs and the peer's memory; false on any error.
+bool vm_copy(pid_t pid, std::vector<iovec>& local, std::vector<iovec>& remote, bool write) {
+  size_t want = 0;
+  for (const iovec& v : local) want += v.iov_len;
+  if (want == 0) return true;
+  ssize_t n = write ? process_vm_writev(pid, local.data(), local.size(), remote.data(),
+                                        remote.size(), 0)
+                    : process_vm_readv(pid, local.data(), local.size(), remote.data(),
+                                       remote.size(), 0);
+  if (n != ssize_t(want)) {
+    log_error("process_vm_%s to pid %d moved %zd of %zu bytes: %s", write ? "writev" : "readv",
+              int(pid), n, want, n < 0 ? strerror(errno) : "short");
+    return false;
+  }
+  return true;
+}
+
+class Executor {
+ public:
+  explicit Executor(Qp& qp) : qp_(qp) {}
+  Outcome run(SendWr& w);
+
+ private:
+  bool resolve_peer();
+  Outcome responder_fault(ibv_wc_status st) {
+    responder_error(peer_, peer_cq_);
+    Outcome o;
+    o.status = st;
+    return o;
+  }
+  std::vector<iovec> local_iov(SendWr& w);
+  Outcome send(SendWr& w, std::vector<iovec>& src, uint64_t len);
+  Outcome write_imm(SendWr& w, std::vector<iovec>& src, uint64_t len);
+
+  Qp& qp_;
+  wire::QpShared* peer_ = nullptr;
+  wire::CqRing* peer_cq_ = nullptr;
+  wire::MrTable* peer_mr_ = nullptr;
+};
+
+// Finds the peer named by the QP's RTR attributes; false if it does not
+// (yet) accept our packets -- on hardware those would be dropped and retried.
+bool Executor::resolve_peer() {
+  wire::QpShared* me = qp_.sh;
+  std::string target =
+      resolve_link(std::string("qpn.") + me->dest_key + "." + std::to_string(me->dest_qpn));
+  if (target.empty()) return false;
+  if (qp_.peer_qp_file.name() != target) {
+    qp_.peer_cq_file.reset();
+    qp_.peer_mr_file.reset();
+    if (!qp_.peer_qp_file.open(target)) return false;
+  }
+  auto* p = static_cast<wire::QpShared*>(qp_.peer_qp_file.data());
+  {
+    SharedLock lk(&p->mu);
+    if (p->magic != wire::kQpMagic || (p->state != IBV_QPS_RTR && p->state != IBV_QPS_RTS) ||
+        p->dest_qpn != qp_.qpn() || strcmp(p->dest_key, me->local_key) != 0)
+      return false;
+  }
+  if (!qp_.peer_cq_file && !qp_.peer_cq_file.open(p->recv_cq)) return false;
+  if (!qp_.peer_mr_file && !qp_.peer_mr_file.open(p->mr_table)) return false;
+  peer_ = p;
+  peer_cq_ = static_cast<wire::CqRing*>(qp_.peer_cq_file.data());
+  peer_mr_ = static_cast<wire::MrTable*>(qp_.peer_mr_file.data());
+  return pid_alive(p->owner_pid);
+}
+
+std::vector<iovec> Executor::local_iov(SendWr& w) {
+  std::vector<iovec> v;
+  if (w.is_inline) {
+    if (!w.inline_data.empty()) v.push_back({w.inline_data.data(), w.inline_data.size()});
+  } else {
+    for (const ibv_sge& s : w.sge)
+      if (s.length) v.push_back({reinterpret_cast<void*>(uintptr_t(s.addr)), s.length});
+  }
+  return v;
+}
+
+Outcome Executor::run(SendWr& w) {
+  Outcome o;
+  const bool reads_into_local = w.opcode == IBV_WR_RDMA_READ || is_atomic(w.opcode);
+  if (!w.is_inline) {
+    wire::MrTable* own = own_mr_table();
+    for (const ibv_sge& s : w.sge) {
+      if (s.length && !mr_allows(own, s.lkey, qp_.pd->id, s.addr, s.length,
+                                 reads_into_local ? IBV_ACCESS_LOCAL_WRITE : 0)) {
+        log_error("QP 0x%x: local SGE (addr 0x%llx len %u lkey 0x%x) outside an MR of the "
+                  "QP's PD or lacking access -> IBV_WC_LOC_PROT_ERR", qp_.qpn(),
+                  (unsigned long long)s.addr, s.length, s.lkey);
+        o.status = IBV_WC_LOC_PROT_ERR;
+        return o;
+      }
+    }
+  }
+  if (reads_into_local && qp_.attr.max_rd_atomic == 0) {
+    log_error("QP 0x%x: RDMA READ/atomic with max_rd_atomic = 0 -> IBV_WC_LOC_QP_OP_ERR", qp_.qpn());
+    o.status = IBV_WC_LOC_QP_OP_ERR;
+    return o;
+  }
+  const uint64_t len = w.total_len();
+  if (len > 0x40000000ull) {
+    o.status = IBV_WC_LOC_LEN_ERR;
+    return o;
+  }
+  if (qp_.ctx->dev->port_state != IBV_PORT_ACTIVE || !resolve_peer()) {
+    o.wait = true;
+    return o;
+  }
+  std::vector<iovec> src = local_iov(w);
+  const pid_t pid = peer_->owner_pid;
+  uint32_t need = 0;
+  switch (w.opcode) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM:
+      return send(w, src, len);
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: need = IBV_ACCESS_REMOTE_WRITE; break;
+    case IBV_WR_RDMA_READ: need = IBV_ACCESS_REMOTE_READ; break;
+    default: need = IBV_ACCESS_REMOTE_ATOMIC; break;
+  }
+  // Responder checks, in the order an HCA makes them.
+  uint32_t peer_access, peer_pd, peer_rd;
+  {
+    SharedLock lk(&peer_->mu);
+    peer_access = peer_->access_flags;
+    peer_pd = peer_->pd_id;
+    peer_rd = peer_->max_dest_rd_atomic;
+  }
+  if ((need != IBV_ACCESS_REMOTE_WRITE) && peer_rd == 0) {
+    log_error("QP 0x%x: peer QP has max_dest_rd_atomic = 0 -> IBV_WC_REM_INV_REQ_ERR", qp_.qpn());
+    return responder_fault(IBV_WC_REM_INV_REQ_ERR);
+  }
+  if (is_atomic(w.opcode) && (w.remote_addr % 8) != 0) {
+    log_error("QP 0x%x: atomic on unaligned remote address 0x%llx -> IBV_WC_REM_INV_REQ_ERR",
+              qp_.qpn(), (unsigned long long)w.remote_addr);
+    return responder_fault(IBV_WC_REM_INV_REQ_ERR);
+  }
+  // A zero-length RDMA WRITE/READ checks no R_Key (IB spec 9.4.4).
+  const bool check_rkey = len != 0 || is_atomic(w.opcode);
+  if (!(peer_access & need) ||
+      (check_rkey && !mr_allows(peer_mr_, w.rkey, peer_pd, w.remote_addr,
+                                is_atomic(w.opcode) ? 8 : len, need))) {
+    log_error("QP 0x%x: remote access to 0x%llx len %llu rkey 0x%x denied (rkey invalid, "
+              "out of the MR, other PD, or access flags of MR/QP lack 0x%x) -> "
+              "IBV_WC_REM_ACCESS_ERR", qp_.qpn(), (unsigned long long)w.remote_addr,
+              (unsigned long long)len, w.rkey, need);
+    return responder_fault(IBV_WC_REM_ACCESS_ERR);
+  }
+  std::vector<iovec> dst{{reinterpret_cast<void*>(uintptr_t(w.remote_addr)), size_t(len)}};
+  if (w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) return write_imm(w, src, len);
+  if (w.opcode == IBV_WR_RDMA_WRITE) {
+    if (!vm_copy(pid, src, dst, true)) return responder_fault(IBV_WC_REM_ACCESS_ERR);
+    return o;
+  }
+  if (w.opcode == IBV_WR_RDMA_READ) {
+    if (!vm_copy(pid, src, dst, false)) return responder_fault(IBV_WC_REM_ACCESS_ERR);
+    o.byte_len = uint32_t(len);
+    return o;
+  }
+  // Atomics: serialised per target process, read-modify-write of 8 bytes.
+  uint64_t old = 0, val;
+  iovec lo{&old, 8}, ro{reinterpret_cast<void*>(uintptr_t(w.remote_addr)), 8};
+  {
+    SharedLock lk(&peer_mr_->atomic_mu);
+    if (process_vm_readv(pid, &lo, 1, &ro, 1, 0) != 8) return responder_fault(IBV_WC_REM_ACCESS_ERR);
+    if (w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) val = old + w.compare_add;
+    else val = old == w.compare_add ? w.swap : old;
+    iovec li{&val, 8};
+    if (val != old && process_vm_writev(pid, &li, 1, &ro, 1, 0) != 8)
+      return responder_fault(IBV_WC_REM_ACCESS_ERR);
+  }
+  memcpy(reinterpret_cast<void*>(uintptr_t(w.sge[0].addr)), &old, 8);
+  o.byte_len = 8;
+  return o;
+}
+
+Outcome Executor::write_imm(SendWr& w, std::vector<iovec>& src, uint64_t len) {
+  Outcome o;
+  {
+    SharedLock lk(&peer_->mu);
+    if (peer_->rq_head == peer_->rq_tail) {  // consumes a receive: RNR if none
+      o.wait = o.rnr = true;
+      return o;
+    }
+  }
+  std::vector<iovec> dst{{reinterpret_cast<void*>(uintptr_t(w.remote_addr)), size_t(len)}};
+  if (!vm_copy(peer_->owner_pid, src, dst, true)) return responder_fault(IBV_WC_REM_ACCESS_ERR);
+  // Data first, then the completion: the receiver can trust its buffer
+  // once it has polled IBV_WC_RECV_RDMA_WITH_IMM.
+  SharedLock lk(&peer_->mu);
+  wire::Cqe e{};
+  e.wr_id = peer_->wqe(peer_->rq_head)->wr_id;
+  peer_->rq_head++;
+  e.status = IBV_WC_SUCCESS;
+  e.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+  e.byte_len = uint32_t(len);
+  e.imm_data = w.imm;
+  e.wc_flags = IBV_WC_WITH_IMM;
+  e.qp_num = peer_->qpn;
+  e.src_qp = qp_.qpn();
+  if (!fault::drop_cqe() && !cq_push(peer_cq_, e)) peer_->state = IBV_QPS_ERR;
+  return o;
+}
+
+Outcome Executor::send(SendWr& w, std::vector<iovec>& src, uint64_t len) {
+  Outcome o;
+  SharedLock lk(&peer_->mu);
+  if (peer_->rq_head == peer_->rq_tail) {
+    o.wait = o.rnr = true;
+    return o;
+  }
+  wire::RecvWqe* r = peer_->wqe(peer_->rq_head);
+  wire::Cqe e{};
+  e.wr_id = r->wr_id;
+  e.opcode = IBV_WC_RECV;
+  e.qp_num = peer_->qpn;
+  e.src_qp = qp_.qpn();
+  std::vector<iovec> dst;
+  uint64_t room = 0;
+  ibv_wc_status recv_status = IBV_WC_SUCCESS;
+  for (uint32_t i = 0; i < r->num_sge && room < len; ++i) {
+    const ibv_sge& s = r->sge()[i];
+    if (!s.length) continue;
+    uint64_t take = std::min<uint64_t>(s.length, len - room);
+    if (!mr_allows(peer_mr_, s.lkey, peer_->pd_id, s.addr, s.length, IBV_ACCESS_LOCAL_WRITE)) {
+      recv_status = IBV_WC_LOC_PROT_ERR;
+      break;
+    }
+    dst.push_back({reinterpret_cast<void*>(uintptr_t(s.addr)), size_t(take)});
+    room += take;
+  }
+  if (recv_status == IBV_WC_SUCCESS && room < len) recv_status = IBV_WC_LOC_LEN_ERR;
+  if (recv_status == IBV_WC_SUCCESS && !vm_copy(peer_->owner_pid, src, dst, true))
+    recv_status = IBV_WC_LOC_PROT_ERR;
+  peer_->rq_head++;
+  e.status = recv_status;
+  e.byte_len = uint32_t(len);
+  if (w.opcode == IBV_WR_SEND_WITH_IMM) {
+    e.imm_data = w.imm;
+    e.wc_flags = IBV_WC_WITH_IMM;
+  }
+  if (recv_status != IBV_WC_SUCCESS) {
+    log_error("QP 0x%x: SEND of %llu bytes into peer QP 0x%x: receive buffer %s", qp_.qpn(),
+              (unsigned long long)len, peer_->qpn,
+              recv_status == IBV_WC_LOC_LEN_ERR ? "too small" : "not in a writable MR of its PD");
+    cq_push(peer_cq_, e);
+    peer_->state = IBV_QPS_ERR;
+    flush_locked(peer_, peer_cq_);
+    o.status = recv_status == IBV_WC_LOC_LEN_ERR ? IBV_WC_REM_INV_REQ_ERR : IBV_WC_REM_OP_ERR;
+    return o;
+  }
+  if (!fault::drop_cqe() && !cq_push(peer_cq_, e)) peer_->state = IBV_QPS_ERR;
+  return o;
+}
+
+// Retry budget of the QP for a WR waiting since `first`.
+bool budget_left(const Qp& qp, const SendWr& w, bool rnr, uint32_t peer_rnr_timer) {
+  uint64_t elapsed = now_ns() - w.first_try_ns;
+  if (rnr) {
+    if (qp.attr.rnr_retry == 7) return true;  // 7 = retry forever
+    return elapsed < uint64_t(kRnrUs[peer_rnr_timer & 31]) * 1000 * (qp.attr.rnr_retry + 1u);
+  }
+  if (qp.attr.timeout == 0) return true;  // 0 = infinite local ACK timeout
+  return elapsed < (4096ull << qp.attr.timeout) * (qp.attr.retry_cnt + 1u);
+}
+
+// Caller holds qp.mu.
+void complete(Qp& qp, SendWr& w, ibv_wc_status st, uint32_t byte_len) {
+  qp.open_count++;
+  for (Mr* m : w.pinned) qp.open_pins.push_back(m);
+  w.pinned.clear();
+  const bool signaled = qp.sq_sig_all || (w.flags & IBV_SEND_SIGNALED);
+  if (st == IBV_WC_SUCCESS && !signaled) return;  // errors always complete
+  uint32_t seq = qp.next_seq++;
+  if (seq == 0) seq = qp.next_seq++;
+  qp.groups.push_back({seq, qp.open_count, std::move(qp.open_pins)});
+  qp.open_pins.clear();
+  qp.open_count = 0;
+  if (fault::drop_cqe()) return;
+  wire::Cqe e{};
+  e.wr_id = w.wr_id;
+  e.status = st;
+  e.opcode = send_wc_opcode(w.opcode);
+  e.byte_len = byte_len;
+  e.qp_num = qp.qpn();
+  e.retire = seq;
+  if (!cq_push(qp.send_cq->ring, e)) qp.set_state(IBV_QPS_ERR);
+}
+
+}  // namespace
+
+void flush_recv_queue(wire::QpShared* sh, wire::CqRing* cq) {
+  SharedLock lk(&sh->mu);
+  flush_locked(sh, cq);
+}
+
+void progress(Qp& qp) {
+  while (!qp.sq.empty()) {
+    SendWr& w = qp.sq.front();
+    if (qp.state() == IBV_QPS_ERR) {
+      complete(qp, w, IBV_WC_WR_FLUSH_ERR, 0);
+      qp.sq.pop_front();
+      continue;
+    }
+    const uint64_t now = now_ns();
+    if (w.not_before_ns > now) break;
+    if (!w.first_try_ns) w.first_try_ns = now;
+    Outcome o;
+    if (w.forced_status >= 0) {
+      o.status = ibv_wc_status(w.forced_status);
+    } else {
+      Executor ex(qp);
+      o = ex.run(w);
+      if (o.wait) {
+        uint32_t rnr_timer = 0;
+        if (o.rnr && qp.peer_qp_file)
+          rnr_timer = static_cast<wire::QpShared*>(qp.peer_qp_file.data())->min_rnr_timer;
+        if (budget_left(qp, w, o.rnr, rnr_timer)) break;
+        o.status = o.rnr ? IBV_WC_RNR_RETRY_EXC_ERR : IBV_WC_RETRY_EXC_ERR;
+        log_error("QP 0x%x: %s", qp.qpn(), o.rnr ? "receiver not ready, RNR retries exhausted"
+                                                 : "peer unreachable, transport retries exhausted");
+      }
+    }
+    complete(qp, w, o.status, o.byte_len);
+    qp.sq.pop_front();
+    if (o.status != IBV_WC_SUCCESS) {
+      qp.set_state(IBV_QPS_ERR);
+      flush_recv_queue(qp.sh, qp.recv_cq->ring);
+    }
+  }
+}
+
+void progress_context(Context& ctx) {
+  std::lock_guard<std::mutex> g(ctx.mu);
+  for (auto& [qpn, qp] : ctx.qps) {
+    std::lock_guard<std::mutex> q(qp->mu);
+    if (!qp->sq.empty()) progress(*qp);
+  }
+}
+
+void retire_send_cqe(Context& ctx, uint32_t qpn, uint32_t seq) {
+  std::lock_guard<std::mutex> g(ctx.mu);
+  auto it = ctx.qps.find(qpn);
+  if (it == ctx.qps.end()) return;  // QP destroyed meanwhile
+  Qp& qp = *it->second;
+  std::lock_guard<std::mutex> q(qp.mu);
+  // Polling a completion frees its WR and every earlier one (selective
+  // signalling), including those whose own CQE was lost.
+  while (!qp.groups.empty() && int32_t(qp.groups.front().seq - seq) <= 0) {
+    qp.sq_used -= qp.groups.front().count;
+    release_pins(qp.groups.front().pins);
+    qp.groups.pop_front();
+  }
+}
+
+}  // namespace fakeverbs

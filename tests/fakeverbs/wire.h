@@ -1,0 +1,106 @@
+// fakeverbs: layouts of the shared files through which processes act on each
+// other's queues -- the fake's "wire".  Plain data only; every field that
+// another process reads or writes is guarded by the file's robust mutex.
+//
+// Lock order (deadlock freedom across processes): at most one QP mutex at a
+// time; a CQ mutex or MR-table mutex may be taken while holding a QP mutex,
+// never the other way round.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <sys/types.h>
+
+#include <cstdint>
+
+namespace fakeverbs::wire {
+
+constexpr uint32_t kCqMagic = 0x46564351;  // "FVCQ"
+constexpr uint32_t kQpMagic = 0x46565150;  // "FVQP"
+constexpr uint32_t kMrMagic = 0x46564d52;  // "FVMR"
+constexpr uint32_t kDeadMagic = 0xdeadbeef;
+
+// One completion as stored in a CQ ring.
+struct Cqe {
+  uint64_t wr_id;
+  uint32_t status;      // ibv_wc_status
+  uint32_t opcode;      // ibv_wc_opcode
+  uint32_t vendor_err;
+  uint32_t byte_len;
+  uint32_t imm_data;    // network order, as ibv_wc.imm_data
+  uint32_t qp_num;
+  uint32_t src_qp;
+  uint32_t wc_flags;
+  uint32_t retire;      // send queue slots this completion frees (see qp.h)
+  uint32_t pad;
+};
+
+struct CqRing {
+  uint32_t magic;
+  pid_t owner_pid;
+  uint32_t capacity;
+  uint32_t overflowed;  // sticky: a CQE was lost because the ring was full
+  pthread_mutex_t mu;
+  uint64_t head;        // next to poll
+  uint64_t tail;        // next to fill
+  Cqe* entries() { return reinterpret_cast<Cqe*>(this + 1); }
+};
+
+// A posted receive.  `sge` has QpShared::rq_sge entries.
+struct RecvWqe {
+  uint64_t wr_id;
+  uint32_t num_sge;
+  uint32_t pad;
+  ibv_sge* sge() { return reinterpret_cast<ibv_sge*>(this + 1); }
+};
+
+// The part of a QP its peers act on: state, addressing, receive queue.
+struct QpShared {
+  uint32_t magic;
+  pid_t owner_pid;
+  uint32_t qpn;
+  uint32_t pd_id;
+  uint32_t state;               // ibv_qp_state
+  uint32_t access_flags;        // qp_access_flags (responder side)
+  uint32_t dest_qpn;            // valid from RTR
+  uint32_t max_dest_rd_atomic;  // responder resources, from RTR
+  uint32_t min_rnr_timer;       // from RTR
+  uint32_t rq_cap;
+  uint32_t rq_sge;
+  uint32_t pad;
+  char local_key[48];           // this QP's port address (rendezvous key)
+  char dest_key[48];            // the peer port address, from RTR
+  char recv_cq[64];             // rendezvous name of the receive CQ
+  char mr_table[64];            // rendezvous name of the owner's MR table
+  pthread_mutex_t mu;
+  uint64_t rq_head;             // next receive to consume
+  uint64_t rq_tail;             // next slot to post into
+  size_t wqe_stride() const { return sizeof(RecvWqe) + rq_sge * sizeof(ibv_sge); }
+  RecvWqe* wqe(uint64_t i) {
+    return reinterpret_cast<RecvWqe*>(reinterpret_cast<char*>(this + 1) +
+                                      (i % rq_cap) * wqe_stride());
+  }
+};
+
+struct MrEntry {
+  uint32_t key;     // lkey == rkey; 0 = free slot
+  uint32_t pd_id;
+  uint64_t addr;
+  uint64_t length;
+  uint32_t access;  // ibv_access_flags
+  uint32_t pad;
+};
+
+// One per process: all its MRs, for local (lkey) and remote (rkey) checks.
+// `atomic_mu` serialises fake HCA atomics targeting this process.
+struct MrTable {
+  uint32_t magic;
+  pid_t owner_pid;
+  uint32_t capacity;
+  uint32_t pad;
+  pthread_mutex_t mu;
+  pthread_mutex_t atomic_mu;
+  MrEntry* entries() { return reinterpret_cast<MrEntry*>(this + 1); }
+};
+
+}  // namespace fakeverbs::wire
