@@ -1,0 +1,105 @@
+// mlxa2a::rcache — RegCache internals (not part of the API; included by regcache*.cc).
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+#include "rcache/pin_table.h"
+#include "rcache/regcache.h"
+#include "rcache/region_index.h"
+#include "rcache/unmap_events.h"
+
+namespace mlxa2a::rcache {
+
+namespace detail {
+
+enum RegionState : uint8_t {
+  kFree = 0,  // id unused
+  kLive = 1,  // registered and in the index
+  kDead = 2,  // registered, out of the index (unmapped, merged away, or never cached);
+              // deregistered when its last Ref goes
+};
+
+// Fields read by lock-free readers are atomics (relaxed loads: plain moves). `key` is
+// written only while the id is unreachable and read only by pin holders.
+struct Region {
+  std::atomic<uintptr_t> start{0};
+  std::atomic<uintptr_t> end{0};
+  std::atomic<unsigned> access{0};
+  std::atomic<uint8_t> state{kFree};
+  std::atomic<uint8_t> referenced{0};  // CLOCK bit, set on hits (store only if clear)
+  MemoryKey key;
+};
+
+}  // namespace detail
+
+class RegCache::Impl {
+ public:
+  Impl(Registrar& registrar, const Options& options, size_t max_bytes);
+  ~Impl();
+
+  Ref get(RegCache* owner, uintptr_t p, size_t len, unsigned access);
+  void release(uint32_t id) noexcept;
+  void purge();
+  Stats stats();
+
+  detail::EventSink sink_;
+  bool caching_ok_ = true;  // false once invalidation is known lost
+
+ private:
+  static constexpr uint32_t kChunkBits = detail::PinTable::kChunkBits;
+  detail::Region* region(uint32_t id) const {
+    if (id >= detail::PinTable::kMaxIds) return nullptr;
+    detail::Region* c = chunks_[id >> kChunkBits].load(std::memory_order_acquire);
+    return c == nullptr ? nullptr : &c[id & ((1u << kChunkBits) - 1)];
+  }
+  // Writer side, id < high_water_: its chunk exists.
+  detail::Region* slot(uint32_t id) const {
+    return &chunks_[id >> kChunkBits].load(std::memory_order_relaxed)[id & ((1u << kChunkBits) - 1)];
+  }
+  detail::PinTable* my_table();
+  void light_barrier() const;
+  void heavy_barrier() const;
+
+  // Everything below: caller holds mu_.
+  Ref slow_get(RegCache* owner, detail::PinTable* pins, uintptr_t p, size_t len, unsigned access);
+  Ref make_ref(RegCache* owner, detail::PinTable* pins, uint32_t id, uintptr_t p, size_t len);
+  uint32_t find_locked(uintptr_t p, size_t len, unsigned access) const;
+  void sync_locked();
+  int64_t pin_sum(uint32_t id) const;
+  void begin_write() { seq_.store(seq_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); std::atomic_thread_fence(std::memory_order_release); }
+  void end_write() { seq_.store(seq_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
+  // Takes live regions out of the index; deregisters the unreferenced ones now and the
+  // others at their last release.
+  void drop_locked(std::vector<uint32_t>& ids);
+  void drop_all_locked();
+  void collect_overlapping(uintptr_t start, uintptr_t end, std::vector<uint32_t>* out) const;
+  void evict_locked(size_t need_bytes);
+  void settle(uint32_t id);  // kDead and unreferenced -> deregister + free id
+  void free_region(uint32_t id);
+  uint32_t alloc_id();
+
+  Registrar& registrar_;
+  const Options opt_;
+  const size_t max_bytes_;
+  const size_t max_regions_;
+  const uint64_t uid_;
+  const bool membarrier_;
+  alignas(64) std::atomic<uint64_t> seq_{0};
+  alignas(64) std::mutex mu_;
+  detail::RegionIndex index_;
+  std::atomic<detail::Region*> chunks_[detail::PinTable::kChunks] = {};
+  std::vector<std::unique_ptr<detail::PinTable>> tables_;
+  std::vector<uint32_t> free_ids_;
+  uint32_t high_water_ = 0;
+  std::vector<uint32_t> dead_;
+  size_t hand_ = 0;
+  size_t regions_ = 0;
+  size_t bytes_ = 0;
+  size_t registrations_ = 0;
+  uint64_t mech_epoch_ = 0;
+  Stats stats_;
+};
+
+}  // namespace mlxa2a::rcache
