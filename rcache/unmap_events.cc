@@ -79,9 +79,18 @@ void on_ucm_event(int type, void* event, void*) {
 // Caller holds g_install_mu.
 std::string attach_ucm(bool load_if_absent) {
   if (g_ucm) return {};
-  int flags = RTLD_NOW | RTLD_GLOBAL | (load_if_absent ? 0 : RTLD_NOLOAD);
-  void* lib = dlopen("libucm.so.0", flags);
-  if (lib == nullptr) return "libucm.so.0 is not available";
+  void* lib = dlopen("libucm.so.0", RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+  if (lib == nullptr && load_if_absent) {
+    // libucm needs symbols of libucs (ucs_load_modules), which depends on libucm:
+    // loading libucs brings both in, in the right order.
+    if (dlopen("libucs.so.0", RTLD_NOW | RTLD_GLOBAL) != nullptr) {
+      lib = dlopen("libucm.so.0", RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+    }
+  }
+  if (lib == nullptr) {
+    const char* why = dlerror();
+    return std::string("libucm.so.0 is not available") + (why ? std::string(": ") + why : "");
+  }
   auto set = reinterpret_cast<UcmSetHandler>(dlsym(lib, "ucm_set_event_handler"));
   if (set == nullptr) return "libucm has no ucm_set_event_handler";
   // Priority: any value works for a read-only VM_UNMAPPED observer.

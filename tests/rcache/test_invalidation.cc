@@ -99,12 +99,29 @@ TEST_F(RcacheInvalidation, MapFixedOverACachedRange) {
 
 TEST_F(RcacheInvalidation, MremapMove) {
   Mapping m(2 * page());
+  Mapping blocker(page(), m.get() + 2 * page());  // growth in place impossible: it moves
+  const uint32_t k = cache_it(m.get(), 2 * page());
+  void* moved = mremap(m.get(), 2 * page(), 64 * page(), MREMAP_MAYMOVE);
+  ASSERT_NE(moved, MAP_FAILED);
+  m.forget();
+  EXPECT_NE(moved, static_cast<void*>(m.get()));
+  EXPECT_FALSE(still_cached(k));
+  munmap(moved, 64 * page());
+}
+
+TEST_F(RcacheInvalidation, MremapFixedTarget) {
+  // libucm 1.13's mremap hook drops the new_address argument of MREMAP_FIXED (the call
+  // fails); our own patch forwards it.
+  if (test_mode() == Invalidation::kUcm) GTEST_SKIP() << "libucm 1.13 does not support MREMAP_FIXED";
+  Mapping m(2 * page());
   Mapping target(8 * page());
   const uint32_t k = cache_it(m.get(), 2 * page());
+  const uint32_t t = cache_it(target.get(), 8 * page());
   void* moved = mremap(m.get(), 2 * page(), 8 * page(), MREMAP_MAYMOVE | MREMAP_FIXED, target.get());
   ASSERT_EQ(moved, target.get());
   m.forget();
   EXPECT_FALSE(still_cached(k));
+  EXPECT_FALSE(still_cached(t));  // the target's old pages were replaced
 }
 
 TEST_F(RcacheInvalidation, MadviseDontneedAndFree) {
