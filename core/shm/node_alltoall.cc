@@ -117,8 +117,9 @@ Status NodeAlltoall::setup(Bootstrap& boot, const Options& opt) {
       h->version = layout::kVersion;
       h->local_size = static_cast<std::uint32_t>(n_);
       h->slot_capacity = capacity;
-      const bool cma_wanted = opt.cma_threshold != 0 && !opt.oversubscribed && n_ > 1;
-      h->cma_threshold = cma_wanted ? opt.cma_threshold : 0;
+      h->cma_threshold = n_ == 1               ? 0
+                         : opt.oversubscribed ? opt.cma_threshold_oversubscribed
+                                              : opt.cma_threshold;
       h->oversubscribed = opt.oversubscribed ? 1 : 0;
       std::snprintf(msg.name, sizeof msg.name, "%s", seg_.name().c_str());
       msg.bytes = g.total;

@@ -23,16 +23,22 @@ struct Options {
 
   // [layout] True when local ranks outnumber the cores they may run on. Waits
   // then spin at most a handful of iterations before yielding (the peer we
-  // wait for needs our core), and the CMA single-copy path is never used
-  // (every process_vm_readv then competes with the peer it reads from).
+  // wait for needs our core), and CMA uses cma_threshold_oversubscribed.
   // Suggested: computed by the caller from the affinity masks (default false).
   bool oversubscribed = false;
 
   // [layout] Bytes per peer from which run() uses one process_vm_readv per
   // block instead of copy-in/copy-out through the segment. 0 = never.
-  // Suggested 32768; CMA is also off when oversubscribed or when the probe
-  // at creation shows that ranks cannot read each other (ptrace policy).
+  // Suggested 32768. CMA is off on all ranks when the probe at creation shows
+  // that some rank cannot read some peer (ptrace policy, pid namespaces).
   std::size_t cma_threshold = 32768;
+
+  // [layout] The same threshold when `oversubscribed`. Each process_vm_readv
+  // then competes for a core with the very peer it reads from, so CMA loses
+  // at medium sizes; but the copy path needs one node-wide handoff per slot
+  // round, and each costs context switches, so CMA (two handoffs per call
+  // whatever the size) wins for large blocks. Suggested 262144; 0 = never.
+  std::size_t cma_threshold_oversubscribed = 262144;
 
   // [layout] Bytes of each rank's slot (two slots per rank, double-buffered).
   // Calls whose local_size * bytes_per_peer exceeds it are pipelined through

@@ -45,7 +45,7 @@ TEST_P(SizesTest, EveryByteArrives) {
   const auto [n, cma] = GetParam();
   const ForkResult res = run_forked(n, [cma = cma](ForkBootstrap& boot) {
     Options o = test_options();
-    o.oversubscribed = false;  // CMA is off when oversubscribed; test it anyway
+    o.oversubscribed = false;  // so that cma_threshold applies
     o.cma_threshold = cma ? 4096 : 0;
     std::unique_ptr<NodeAlltoall> a2a;
     FT_CHECK_STATUS(NodeAlltoall::create(boot, o, a2a), Status::ok);
@@ -137,6 +137,24 @@ TEST(NodeAlltoall, TwoInstancesInterleaved) {
     }
     a.reset();  // destruction is local: b keeps working
     return exchange(*b, 10, 777);
+  });
+  EXPECT_FALSE(res.hung);
+  for (int code : res.exit_codes) EXPECT_EQ(code, 0);
+}
+
+// The path depends on the layout: with ranks outnumbering cores CMA starts at
+// a larger size. Also checks the oversubscribed CMA path moves data right.
+TEST(NodeAlltoall, OversubscribedUsesLaterCma) {
+  const ForkResult res = run_forked(4, [](ForkBootstrap& boot) {
+    Options o = test_options();
+    o.cma_threshold = 1024;
+    o.cma_threshold_oversubscribed = 65536;
+    std::unique_ptr<NodeAlltoall> a2a;
+    FT_CHECK_STATUS(NodeAlltoall::create(boot, o, a2a), Status::ok);
+    FT_CHECK(a2a->path_for(65535) == Path::copy);
+    FT_CHECK(a2a->path_for(65536) == Path::cma);
+    if (exchange(*a2a, 3, 65536) != 0) return 1;
+    return exchange(*a2a, 3, 2000, 3);
   });
   EXPECT_FALSE(res.hung);
   for (int code : res.exit_codes) EXPECT_EQ(code, 0);
