@@ -1,9 +1,13 @@
-// The segment layout shared by all ranks of a node (internal to core/shm).
+// Segment layouts shared by all ranks of a node (internal to core/shm).
 //
+// Every segment (NodeSegment):
 //   SegmentHeader                      one kLine
 //   RankInfo[local_size]               one kLine each, written once at setup
+//   user area (page aligned)           owner-specific, see below
+//
+// NodeAlltoall's user area:
 //   DoneFlag[local_size]               one kLine each (CMA completion)
-//   Slot[local_size][2]                slot_stride bytes each: seq word + data
+//   Slot[local_size][2] (page aligned) slot_stride bytes each: seq word + data
 //
 // Everything that one rank writes and others poll sits in its own kLine-aligned
 // block, so a rank's store invalidates only the readers of that block. kLine
@@ -19,7 +23,7 @@ namespace mlxa2a::shm::layout {
 
 constexpr std::size_t kLine = 128;
 constexpr std::uint64_t kMagic = 0x6d6c786132617368ULL;  // "mlxa2ash"
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
               "cross-process atomics must be lock-free");
@@ -32,11 +36,8 @@ struct alignas(kLine) SegmentHeader {
   std::uint64_t magic;
   std::uint32_t version;
   std::uint32_t local_size;
-  std::uint64_t slot_capacity;
-  std::uint64_t cma_threshold;     // 0 = CMA never used
-  std::uint32_t oversubscribed;
   std::atomic<std::uint32_t> attached;  // ranks that mapped the segment
-  std::atomic<std::uint32_t> failed;    // set by any rank whose run() failed
+  std::atomic<std::uint32_t> failed;    // set by any rank whose collective failed
 };
 
 // Written by its rank during setup; read by others after the setup barrier.
@@ -55,25 +56,20 @@ struct alignas(kLine) DoneFlag {
 // starts 8 bytes in so that up to kLine-8 bytes travel with the flag in one line.
 constexpr std::size_t kSlotDataOffset = sizeof(std::uint64_t);
 
-struct Geometry {
-  std::size_t local_size;
-  std::size_t slot_capacity;
-  std::size_t info_offset;
+constexpr std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
+
+// NodeAlltoall's user area.
+struct AlltoallGeometry {
   std::size_t done_offset;
   std::size_t slots_offset;
   std::size_t slot_stride;
   std::size_t total;
 };
 
-constexpr std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
-
-constexpr Geometry geometry(std::size_t local_size, std::size_t slot_capacity) {
-  Geometry g{};
-  g.local_size = local_size;
-  g.slot_capacity = slot_capacity;
-  g.info_offset = sizeof(SegmentHeader);
-  g.done_offset = g.info_offset + local_size * sizeof(RankInfo);
-  g.slots_offset = round_up(g.done_offset + local_size * sizeof(DoneFlag), 4096);
+constexpr AlltoallGeometry alltoall_geometry(std::size_t local_size, std::size_t slot_capacity) {
+  AlltoallGeometry g{};
+  g.done_offset = 0;
+  g.slots_offset = round_up(local_size * sizeof(DoneFlag), 4096);
   g.slot_stride = round_up(kSlotDataOffset + slot_capacity, kLine);
   g.total = g.slots_offset + 2 * local_size * g.slot_stride;
   return g;

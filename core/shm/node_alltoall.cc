@@ -1,6 +1,5 @@
 #include "core/shm/node_alltoall.h"
 
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,29 +13,11 @@ namespace mlxa2a::shm {
 
 namespace {
 
-// What local rank 0 broadcasts after trying to create the segment.
-struct SetupMessage {
-  std::int32_t status;
-  std::uint32_t reserved;
-  std::uint64_t bytes;
-  char name[240];
-};
+enum Param { kSlotCapacity = 0, kCmaThreshold = 1 };
 
-// Reads `len` bytes at `remote` in process `pid` into `local`; loops over
-// partial transfers (process_vm_readv(2) may stop at a page it cannot read).
-bool cma_read(int pid, void* local, std::uint64_t remote, std::size_t len) noexcept {
-  char* dst = static_cast<char*>(local);
-  while (len > 0) {
-    iovec l{dst, len};
-    iovec r{reinterpret_cast<void*>(remote), len};
-    const ssize_t got = ::process_vm_readv(pid, &l, 1, &r, 1, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    dst += got;
-    remote += static_cast<std::uint64_t>(got);
-    len -= static_cast<std::size_t>(got);
-  }
-  return true;
+std::size_t user_bytes(int n, const SegmentParams& p) {
+  if (p[kSlotCapacity] < 64 * static_cast<std::uint64_t>(n)) return 0;
+  return layout::alltoall_geometry(static_cast<std::size_t>(n), p[kSlotCapacity]).total;
 }
 
 }  // namespace
@@ -90,112 +71,31 @@ Status NodeAlltoall::create(Bootstrap& boot, const Options& opt,
 }
 
 Status NodeAlltoall::setup(Bootstrap& boot, const Options& opt) {
-  // --- local rank 0 creates and initialises the segment -------------------
-  SetupMessage msg{};
-  msg.status = static_cast<std::int32_t>(Status::create_failed);
-  if (me_ == 0) {
-    const std::size_t capacity =
-        opt.slot_capacity < 64 * static_cast<std::size_t>(n_) ? 64 * static_cast<std::size_t>(n_)
-                                                              : opt.slot_capacity;
-    const layout::Geometry g = layout::geometry(static_cast<std::size_t>(n_), capacity);
-    const bool name_ok = !opt.name_prefix.empty() &&
-                         opt.name_prefix.find_first_of("/-") == std::string::npos &&
-                         opt.job_tag.find('/') == std::string::npos;
-    Status st = Status::invalid_argument;
-    if (name_ok) {
-      // A recycled pid can meet a leftover of its own name: try a few sequence numbers.
-      for (int attempt = 0; attempt < 8; ++attempt) {
-        const std::string name = make_segment_name(opt.name_prefix, opt.job_tag);
-        if (name.size() >= sizeof msg.name) break;
-        st = Segment::create(name, g.total, seg_);
-        if (st != Status::create_failed) break;
-      }
-    }
-    if (st == Status::ok) {
-      auto* h = new (seg_.data()) layout::SegmentHeader{};
-      h->magic = layout::kMagic;
-      h->version = layout::kVersion;
-      h->local_size = static_cast<std::uint32_t>(n_);
-      h->slot_capacity = capacity;
-      h->cma_threshold = n_ == 1               ? 0
-                         : opt.oversubscribed ? opt.cma_threshold_oversubscribed
-                                              : opt.cma_threshold;
-      h->oversubscribed = opt.oversubscribed ? 1 : 0;
-      std::snprintf(msg.name, sizeof msg.name, "%s", seg_.name().c_str());
-      msg.bytes = g.total;
-    }
-    msg.status = static_cast<std::int32_t>(st);
-  }
-  if (!boot.broadcast(&msg, sizeof msg, 0)) return Status::bootstrap_failed;
-  if (static_cast<Status>(msg.status) != Status::ok) return static_cast<Status>(msg.status);
+  // Rank 0's layout choices travel in the segment parameters, so every rank
+  // takes the same path for a given size.
+  NodeSegment::Request req;
+  const std::size_t min_capacity = 64 * static_cast<std::size_t>(n_);
+  req.params[kSlotCapacity] = opt.slot_capacity < min_capacity ? min_capacity : opt.slot_capacity;
+  req.params[kCmaThreshold] = n_ == 1               ? 0
+                              : opt.oversubscribed ? opt.cma_threshold_oversubscribed
+                                                   : opt.cma_threshold;
+  req.probe_cma = req.params[kCmaThreshold] != 0;
+  req.user_bytes = user_bytes;
+  const Status st = NodeSegment::create(boot, opt, req, seg_);
+  if (st != Status::ok) return st;
 
-  // --- everybody else attaches and checks the header ----------------------
-  bool attached = me_ == 0;
-  if (me_ != 0) {
-    msg.name[sizeof msg.name - 1] = '\0';
-    if (Segment::attach(msg.name, msg.bytes, seg_) == Status::ok) {
-      const layout::SegmentHeader* h = header();
-      attached = h->magic == layout::kMagic && h->version == layout::kVersion &&
-                 h->local_size == static_cast<std::uint32_t>(n_) &&
-                 layout::geometry(n_, h->slot_capacity).total == msg.bytes;
-    }
-  }
-  layout::Geometry g{};
-  if (attached) {
-    layout::SegmentHeader* h = header();
-    g = layout::geometry(static_cast<std::size_t>(n_), h->slot_capacity);
-    capacity_ = h->slot_capacity;
-    char* base = static_cast<char*>(seg_.data());
-    auto* info = reinterpret_cast<layout::RankInfo*>(base + g.info_offset) + me_;
-    probe_value_ = layout::kMagic ^ (static_cast<std::uint64_t>(::getpid()) << 20) ^
-                   reinterpret_cast<std::uintptr_t>(this);
-    info->pid = static_cast<std::int32_t>(::getpid());
-    info->probe_addr = reinterpret_cast<std::uintptr_t>(&probe_value_);
-    info->probe_value = probe_value_;
-    // Release: the RankInfo written above is visible to whoever counts us.
-    h->attached.fetch_add(1, std::memory_order_acq_rel);
-  }
-  if (!boot.barrier()) return Status::bootstrap_failed;
-  // Everybody who could attach has: the name is no longer needed.
-  seg_.unlink();
-  if (!attached) return Status::create_failed;
-  layout::SegmentHeader* h = header();
-  if (h->attached.load(std::memory_order_acquire) != static_cast<std::uint32_t>(n_))
-    return Status::create_failed;
-
-  // --- per-peer state -----------------------------------------------------
-  char* base = static_cast<char*>(seg_.data());
-  const auto* infos = reinterpret_cast<const layout::RankInfo*>(base + g.info_offset);
+  capacity_ = seg_.params()[kSlotCapacity];
+  cma_threshold_ = seg_.cma_usable() ? seg_.params()[kCmaThreshold] : 0;
+  const layout::AlltoallGeometry g = layout::alltoall_geometry(static_cast<std::size_t>(n_), capacity_);
+  char* user = seg_.user();
   slots_.resize(2 * static_cast<std::size_t>(n_));
   done_.resize(static_cast<std::size_t>(n_));
-  pids_.resize(static_cast<std::size_t>(n_));
-  watch_pids_.resize(static_cast<std::size_t>(n_));
   for (int r = 0; r < n_; ++r) {
-    slots_[2 * r] = base + g.slots_offset + (2 * static_cast<std::size_t>(r)) * g.slot_stride;
+    slots_[2 * r] = user + g.slots_offset + (2 * static_cast<std::size_t>(r)) * g.slot_stride;
     slots_[2 * r + 1] = slots_[2 * r] + g.slot_stride;
-    done_[r] = reinterpret_cast<layout::DoneFlag*>(base + g.done_offset) + r;
-    pids_[r] = infos[r].pid;
-    // A pid from another pid namespace would look dead: only watch visible ones.
-    watch_pids_[r] = (r != me_ && process_alive(infos[r].pid)) ? infos[r].pid : 0;
+    done_[r] = reinterpret_cast<layout::DoneFlag*>(user + g.done_offset) + r;
   }
-  waiter_ = Waiter(opt, &h->failed);
-
-  // --- agree on CMA: every rank must be able to read every peer -----------
-  if (h->cma_threshold != 0) {
-    bool ok = true;
-    for (int r = 0; r < n_ && ok; ++r) {
-      if (r == me_) continue;
-      std::uint64_t v = 0;
-      ok = cma_read(infos[r].pid, &v, infos[r].probe_addr, sizeof v) && v == infos[r].probe_value;
-    }
-    auto* mine = const_cast<layout::RankInfo*>(infos + me_);
-    mine->cma_ok.store(ok ? 1 : 2, std::memory_order_release);
-    if (!boot.barrier()) return Status::bootstrap_failed;
-    bool all_ok = true;
-    for (int r = 0; r < n_; ++r)
-      all_ok = all_ok && infos[r].cma_ok.load(std::memory_order_acquire) == 1;
-    cma_threshold_ = all_ok ? h->cma_threshold : 0;
-  }
+  waiter_ = Waiter(opt, seg_.failed_flag());
   return Status::ok;
 }
 
@@ -220,7 +120,7 @@ Status NodeAlltoall::run(const void* send, void* recv, std::size_t bytes) noexce
   if (st != Status::ok) {
     broken_ = true;
     // Tell the peers, which may be waiting for us, to give up too.
-    header()->failed.store(1, std::memory_order_relaxed);
+    seg_.failed_flag()->store(1, std::memory_order_release);
   }
   return st;
 }
@@ -254,7 +154,7 @@ Status NodeAlltoall::run_copy(const char* send, char* recv, std::size_t bytes) n
     // Start at the next rank so that ranks do not all read the same slot first.
     for (std::size_t k = 1; k < n; ++k) {
       const std::size_t j = me + k < n ? me + k : me + k - n;
-      const Status st = waiter_.wait_geq(slot_seq(static_cast<int>(j), p), seq, watch_pids_[j]);
+      const Status st = waiter_.wait_geq(slot_seq(static_cast<int>(j), p), seq, seg_.watch_pid(static_cast<int>(j)));
       if (st != Status::ok) return st;
       std::memcpy(recv + j * bytes + off, slot_data(static_cast<int>(j), p) + me * len, len);
     }
@@ -277,17 +177,22 @@ Status NodeAlltoall::run_cma(const char* send, char* recv, std::size_t bytes) no
   std::memcpy(recv + me * bytes, send + me * bytes, bytes);
   for (std::size_t k = 1; k < n; ++k) {
     const std::size_t j = me + k < n ? me + k : me + k - n;
-    Status st = waiter_.wait_geq(slot_seq(static_cast<int>(j), p), seq, watch_pids_[j]);
+    Status st = waiter_.wait_geq(slot_seq(static_cast<int>(j), p), seq, seg_.watch_pid(static_cast<int>(j)));
     if (st != Status::ok) return st;
     std::uint64_t peer_send = 0;
     std::memcpy(&peer_send, slot_data(static_cast<int>(j), p), sizeof peer_send);
-    if (!cma_read(pids_[j], recv + j * bytes, peer_send + me * bytes, bytes))
+    if (!cma_read(seg_.pid(static_cast<int>(j)), recv + j * bytes, peer_send + me * bytes, bytes)) {
+      // A peer that failed elsewhere may have left run(), or died, since it
+      // published its address: report that cause, not the symptom.
+      if (seg_.failed_flag()->load(std::memory_order_acquire) != 0) return Status::peer_failed;
+      if (!process_alive(seg_.pid(static_cast<int>(j)))) return Status::peer_dead;
       return Status::cma_failed;
+    }
   }
   done_[me]->seq.store(seq, std::memory_order_release);
   for (std::size_t k = 1; k < n; ++k) {
     const std::size_t j = me + k < n ? me + k : me + k - n;
-    const Status st = waiter_.wait_geq(done_[j]->seq, seq, watch_pids_[j]);
+    const Status st = waiter_.wait_geq(done_[j]->seq, seq, seg_.watch_pid(static_cast<int>(j)));
     if (st != Status::ok) return st;
   }
   return Status::ok;

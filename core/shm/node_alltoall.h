@@ -32,7 +32,7 @@
 #include "core/shm/bootstrap.h"
 #include "core/shm/layout.h"
 #include "core/shm/options.h"
-#include "core/shm/segment.h"
+#include "core/shm/node_segment.h"
 #include "core/shm/status.h"
 #include "core/shm/wait.h"
 
@@ -68,9 +68,6 @@ class NodeAlltoall {
   Status run_copy(const char* send, char* recv, std::size_t bytes) noexcept;
   Status run_cma(const char* send, char* recv, std::size_t bytes) noexcept;
 
-  layout::SegmentHeader* header() const noexcept {
-    return static_cast<layout::SegmentHeader*>(seg_.data());
-  }
   std::atomic<std::uint64_t>& slot_seq(int rank, std::uint64_t parity) const noexcept {
     return *reinterpret_cast<std::atomic<std::uint64_t>*>(slots_[2 * rank + parity]);
   }
@@ -80,17 +77,14 @@ class NodeAlltoall {
 
   int me_;
   int n_;
-  Segment seg_;
+  NodeSegment seg_;
   std::size_t capacity_ = 0;        // data bytes per slot
   std::size_t cma_threshold_ = 0;   // 0 = CMA off (agreed at creation)
   std::uint64_t seq_ = 0;           // calls/rounds done; equal on all ranks
   bool broken_ = false;
   std::vector<char*> slots_;        // [2 * rank + parity]
   std::vector<layout::DoneFlag*> done_;
-  std::vector<int> pids_;           // for process_vm_readv
-  std::vector<int> watch_pids_;     // for liveness checks; 0 where pid is not visible
   Waiter waiter_;
-  std::uint64_t probe_value_ = 0;   // read by peers with process_vm_readv
 };
 
 }  // namespace mlxa2a::shm

@@ -1,0 +1,159 @@
+#include "core/shm/node_segment.h"
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <new>
+#include <string>
+
+#include "core/shm/layout.h"
+
+namespace mlxa2a::shm {
+
+namespace {
+
+// What local rank 0 broadcasts after trying to create the segment.
+struct SetupMessage {
+  std::int32_t status;
+  std::uint32_t probe_cma;  // rank 0's Request::probe_cma: all ranks probe or none
+  std::uint64_t bytes;
+  SegmentParams params;
+  char name[224];
+};
+
+std::size_t user_offset(int n) {
+  return layout::round_up(sizeof(layout::SegmentHeader) +
+                              static_cast<std::size_t>(n) * sizeof(layout::RankInfo),
+                          4096);
+}
+
+}  // namespace
+
+bool cma_read(int pid, void* local, std::uint64_t remote, std::size_t len) noexcept {
+  char* dst = static_cast<char*>(local);
+  while (len > 0) {
+    iovec l{dst, len};
+    iovec r{reinterpret_cast<void*>(remote), len};
+    // process_vm_readv(2) may stop early at a page it cannot read: loop.
+    const ssize_t got = ::process_vm_readv(pid, &l, 1, &r, 1, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    dst += got;
+    remote += static_cast<std::uint64_t>(got);
+    len -= static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+std::atomic<std::uint32_t>* NodeSegment::failed_flag() const noexcept {
+  return &static_cast<layout::SegmentHeader*>(seg_.data())->failed;
+}
+
+Status NodeSegment::create(Bootstrap& boot, const Options& opt, const Request& req,
+                           NodeSegment& out) {
+  const int n = boot.local_size();
+  const int me = boot.local_rank();
+  if (n < 1 || me < 0 || me >= n || !req.user_bytes) return Status::invalid_argument;
+  NodeSegment ns;
+  ns.me_ = me;
+  ns.n_ = n;
+
+  // --- local rank 0 creates and initialises the segment -------------------
+  SetupMessage msg{};
+  msg.status = static_cast<std::int32_t>(Status::create_failed);
+  if (me == 0) {
+    const std::size_t user = req.user_bytes(n, req.params);
+    const bool name_ok = !opt.name_prefix.empty() &&
+                         opt.name_prefix.find_first_of("/-") == std::string::npos &&
+                         opt.job_tag.find('/') == std::string::npos;
+    Status st = Status::invalid_argument;
+    if (name_ok && user != 0) {
+      // A recycled pid can meet a leftover of its own name: try a few sequence numbers.
+      for (int attempt = 0; attempt < 8; ++attempt) {
+        const std::string name = make_segment_name(opt.name_prefix, opt.job_tag);
+        if (name.size() >= sizeof msg.name) break;
+        st = Segment::create(name, user_offset(n) + user, ns.seg_);
+        if (st != Status::create_failed) break;
+      }
+    }
+    if (st == Status::ok) {
+      auto* h = new (ns.seg_.data()) layout::SegmentHeader{};
+      h->magic = layout::kMagic;
+      h->version = layout::kVersion;
+      h->local_size = static_cast<std::uint32_t>(n);
+      std::snprintf(msg.name, sizeof msg.name, "%s", ns.seg_.name().c_str());
+      msg.bytes = ns.seg_.size();
+      msg.params = req.params;
+      msg.probe_cma = req.probe_cma ? 1 : 0;
+    }
+    msg.status = static_cast<std::int32_t>(st);
+  }
+  // The broadcast orders rank 0's header writes before the others' reads
+  // (it is a synchronising collective: MPI, or a futex/pipe in tests).
+  if (!boot.broadcast(&msg, sizeof msg, 0)) return Status::bootstrap_failed;
+  if (static_cast<Status>(msg.status) != Status::ok) return static_cast<Status>(msg.status);
+  ns.params_ = msg.params;
+
+  // --- everybody else attaches and checks the header ----------------------
+  bool attached = me == 0;
+  if (me != 0) {
+    msg.name[sizeof msg.name - 1] = '\0';
+    const std::size_t user = req.user_bytes(n, msg.params);
+    if (user != 0 && user_offset(n) + user == msg.bytes &&
+        Segment::attach(msg.name, msg.bytes, ns.seg_) == Status::ok) {
+      const auto* h = static_cast<const layout::SegmentHeader*>(ns.seg_.data());
+      attached = h->magic == layout::kMagic && h->version == layout::kVersion &&
+                 h->local_size == static_cast<std::uint32_t>(n);
+    }
+  }
+  char* base = static_cast<char*>(ns.seg_.data());
+  auto* infos = reinterpret_cast<layout::RankInfo*>(base + sizeof(layout::SegmentHeader));
+  // Peers read this with process_vm_readv before the probe barrier below,
+  // while this frame is still alive.
+  const std::uint64_t probe_value =
+      layout::kMagic ^ (static_cast<std::uint64_t>(::getpid()) << 20) ^ std::uint64_t{0x5a5a};
+  if (attached) {
+    infos[me].pid = static_cast<std::int32_t>(::getpid());
+    infos[me].probe_addr = reinterpret_cast<std::uintptr_t>(&probe_value);
+    infos[me].probe_value = probe_value;
+    // Release: our RankInfo is visible to whoever reads the final count.
+    static_cast<layout::SegmentHeader*>(ns.seg_.data())->attached.fetch_add(1, std::memory_order_acq_rel);
+  }
+  if (!boot.barrier()) return Status::bootstrap_failed;
+  ns.seg_.unlink();  // everybody who could attach has
+  if (!attached) return Status::create_failed;
+  const auto* h = static_cast<const layout::SegmentHeader*>(ns.seg_.data());
+  if (h->attached.load(std::memory_order_acquire) != static_cast<std::uint32_t>(n))
+    return Status::create_failed;
+
+  ns.user_ = base + user_offset(n);
+  ns.pids_.resize(static_cast<std::size_t>(n));
+  ns.watch_pids_.resize(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    ns.pids_[r] = infos[r].pid;
+    // A pid from another pid namespace would look dead: only watch visible ones.
+    ns.watch_pids_[r] = (r != me && process_alive(infos[r].pid)) ? infos[r].pid : 0;
+  }
+
+  // --- optionally agree on CMA: every rank must be able to read every peer --
+  if (msg.probe_cma != 0 && n > 1) {
+    bool ok = true;
+    for (int r = 0; r < n && ok; ++r) {
+      if (r == me) continue;
+      std::uint64_t v = 0;
+      ok = cma_read(infos[r].pid, &v, infos[r].probe_addr, sizeof v) && v == infos[r].probe_value;
+    }
+    infos[me].cma_ok.store(ok ? 1 : 2, std::memory_order_release);
+    if (!boot.barrier()) return Status::bootstrap_failed;
+    bool all_ok = true;
+    for (int r = 0; r < n; ++r)
+      all_ok = all_ok && infos[r].cma_ok.load(std::memory_order_acquire) == 1;
+    ns.cma_usable_ = all_ok;
+  }
+  out = std::move(ns);
+  return Status::ok;
+}
+
+}  // namespace mlxa2a::shm
