@@ -10,39 +10,29 @@
 #include <atomic>
 #include <cstdint>
 
+#include "rcache/virtual_array.h"
+
 namespace mlxa2a::rcache::detail {
 
 class PinTable {
  public:
-  static constexpr uint32_t kChunkBits = 10;
-  static constexpr uint32_t kChunks = 4096;  // => at most 4M region ids
-  static constexpr uint32_t kMaxIds = kChunks << kChunkBits;
+  static constexpr uint32_t kMaxIds = uint32_t{1} << 20;  // regions per cache
 
-  PinTable() = default;
-  ~PinTable();
-  PinTable(const PinTable&) = delete;
-  PinTable& operator=(const PinTable&) = delete;
+  PinTable() : counters_(kMaxIds) {}
 
   // Owner thread only.
-  void add(uint32_t id, int32_t delta) {
-    std::atomic<int32_t>& c = counter(id);
+  std::atomic<int32_t>& counter(uint32_t id) { return counters_[id]; }
+  static void add(std::atomic<int32_t>& c, int32_t delta) {
     c.store(c.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
   }
+  void add(uint32_t id, int32_t delta) { add(counters_[id], delta); }
   // Any thread.
   [[nodiscard]] int32_t get(uint32_t id) const {
-    const std::atomic<int32_t>* chunk = chunks_[id >> kChunkBits].load(std::memory_order_acquire);
-    return chunk == nullptr ? 0 : chunk[id & ((1u << kChunkBits) - 1)].load(std::memory_order_relaxed);
+    return counters_[id].load(std::memory_order_relaxed);
   }
 
  private:
-  std::atomic<int32_t>& counter(uint32_t id) {
-    std::atomic<int32_t>* chunk = chunks_[id >> kChunkBits].load(std::memory_order_relaxed);
-    if (chunk == nullptr) chunk = grow(id >> kChunkBits);
-    return chunk[id & ((1u << kChunkBits) - 1)];
-  }
-  std::atomic<int32_t>* grow(uint32_t chunk_index);
-
-  std::atomic<std::atomic<int32_t>*> chunks_[kChunks] = {};
+  VirtualArray<std::atomic<int32_t>> counters_;
 };
 
 }  // namespace mlxa2a::rcache::detail

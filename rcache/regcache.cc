@@ -37,13 +37,22 @@ bool membarrier_available() {
 
 std::atomic<uint64_t> g_next_uid{1};
 
-// Which PinTable this thread uses for which cache. Cache uids are never reused, so
-// entries of dead caches never match again (they are a few bytes each).
+// Which PinTable this thread uses for which cache, plus a memo of the last region it
+// hit there (valid while the cache's seqlock still reads `seq`). Cache uids are never
+// reused, so entries of dead caches never match again (they are a few bytes each).
 struct TlEntry {
   uint64_t uid;
   PinTable* table;
+  uint64_t seq;  // 1 (odd: never matches) when there is no memo
+  uintptr_t start;
+  uintptr_t end;
+  unsigned access;
+  uint32_t id;
 };
-thread_local TlEntry tl_last{0, nullptr};
+// initial-exec: the hit path reads this on every call, and the default model for PIC
+// code goes through __tls_get_addr. A few dozen bytes of static TLS are fine for a
+// library that is LD_PRELOADed or linked (glibc keeps surplus static TLS for dlopen).
+__attribute__((tls_model("initial-exec"))) thread_local TlEntry tl_last{0, nullptr, 1, 0, 0, 0, 0};
 thread_local std::vector<TlEntry> tl_all;
 
 size_t effective_max_bytes(const Options& o) {
@@ -63,6 +72,9 @@ Ref& Ref::operator=(Ref&& other) noexcept {
   if (this != &other) {
     reset();
     cache_ = other.cache_;
+    region_ = other.region_;
+    table_ = other.table_;
+    pin_ = other.pin_;
     id_ = other.id_;
     addr_ = other.addr_;
     len_ = other.len_;
@@ -74,17 +86,9 @@ Ref& Ref::operator=(Ref&& other) noexcept {
   return *this;
 }
 
-void Ref::reset() noexcept {
-  if (cache_ != nullptr) {
-    cache_->release(id_);
-    cache_ = nullptr;
-  }
-}
-
-KeyInfo Ref::key_for(const void* ptr) const {
-  const auto q = reinterpret_cast<uintptr_t>(ptr);
-  if (cache_ == nullptr || q < addr_ || q > addr_ + len_) return {};
-  return {true, key_.lkey, key_.rkey, key_.iova + (q - reg_begin_)};
+void Ref::release() noexcept {
+  cache_->impl_->release(*this);
+  cache_ = nullptr;
 }
 
 // ---------------------------------------------------------------- RegCache
@@ -115,7 +119,6 @@ RegCache::~RegCache() {
 Ref RegCache::get(const void* addr, size_t len, unsigned access) {
   return impl_->get(this, reinterpret_cast<uintptr_t>(addr), len == 0 ? 1 : len, access);
 }
-void RegCache::release(uint32_t id) noexcept { impl_->release(id); }
 void RegCache::purge() { impl_->purge(); }
 Stats RegCache::stats() { return impl_->stats(); }
 
@@ -140,74 +143,79 @@ void RegCache::Impl::heavy_barrier() const {
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
-PinTable* RegCache::Impl::my_table() {
-  if (tl_last.uid == uid_) return tl_last.table;
+[[gnu::always_inline]] inline PinTable* RegCache::Impl::my_table() {
+  return tl_last.uid == uid_ ? tl_last.table : my_table_slow();
+}
+
+PinTable* RegCache::Impl::my_table_slow() {
+  PinTable* t = nullptr;
   for (const TlEntry& e : tl_all) {
-    if (e.uid == uid_) {
-      tl_last = e;
-      return e.table;
+    if (e.uid == uid_) t = e.table;
+  }
+  if (t == nullptr) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tables_.push_back(std::make_unique<PinTable>());
+      t = tables_.back().get();
     }
+    tl_all.push_back({uid_, t, 1, 0, 0, 0, 0});
   }
-  PinTable* t;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    tables_.push_back(std::make_unique<PinTable>());
-    t = tables_.back().get();
-  }
-  tl_all.push_back({uid_, t});
-  tl_last = {uid_, t};
+  tl_last = {uid_, t, 1, 0, 0, 0, 0};
   return t;
 }
 
-Ref RegCache::Impl::get(RegCache* owner, uintptr_t p, size_t len, unsigned access) {
+[[gnu::always_inline]] inline Ref RegCache::Impl::get(RegCache* owner, uintptr_t p, size_t len, unsigned access) {
   PinTable* pins = my_table();
+  TlEntry& tl = tl_last;
   if (!sink_.pending()) {
     const uint64_t s1 = seq_.load(std::memory_order_acquire);
-    if ((s1 & 1) == 0) {
-      const uint32_t id = index_.find(p, len, [&](uint32_t cand) {
+    uint32_t id = RegionIndex::kNoId;
+    // Same region as this thread's last hit, and nothing changed since: skip the index.
+    if (tl.seq == s1 && tl.start <= p && p + len <= tl.end && (tl.access & access) == access) {
+      id = tl.id;
+    } else if ((s1 & 1) == 0) {
+      id = index_.find(p, len, [&](uint32_t cand) {
         const Region* r = region(cand);
         return r != nullptr && r->state.load(std::memory_order_relaxed) == kLive &&
                r->start.load(std::memory_order_relaxed) <= p &&
                p + len <= r->end.load(std::memory_order_relaxed) &&
                (r->access.load(std::memory_order_relaxed) & access) == access;
       });
-      if (id != RegionIndex::kNoId) {
-        pins->add(id, +1);
-        light_barrier();  // pin visible before we re-check seq_ (pairs with heavy_barrier)
-        std::atomic_thread_fence(std::memory_order_acquire);
-        if (seq_.load(std::memory_order_relaxed) == s1) return make_ref(owner, pins, id, p, len);
-        pins->add(id, -1);
+    }
+    if (id != RegionIndex::kNoId) {
+      std::atomic<int32_t>& pin = pins->counter(id);
+      PinTable::add(pin, +1);
+      light_barrier();  // pin visible before we re-check seq_ (pairs with heavy_barrier)
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (seq_.load(std::memory_order_relaxed) == s1) {
+        Ref ref = make_ref(owner, pins, &pin, id, p, len);
+        if (tl.seq != s1 || tl.id != id) {
+          const Region* r = region(id);
+          tl.seq = s1;
+          tl.id = id;
+          tl.start = r->start.load(std::memory_order_relaxed);
+          tl.end = r->end.load(std::memory_order_relaxed);
+          tl.access = r->access.load(std::memory_order_relaxed);
+        }
+        return ref;
       }
+      PinTable::add(pin, -1);
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
   return slow_get(owner, pins, p, len, access);
 }
 
-// Pin already taken.
-Ref RegCache::Impl::make_ref(RegCache* owner, PinTable*, uint32_t id, uintptr_t p, size_t len) {
-  Region* r = region(id);
-  if (r->referenced.load(std::memory_order_relaxed) == 0) {
-    r->referenced.store(1, std::memory_order_relaxed);
-  }
-  Ref ref;
-  ref.cache_ = owner;
-  ref.id_ = id;
-  ref.addr_ = p;
-  ref.len_ = len;
-  ref.reg_begin_ = r->start.load(std::memory_order_relaxed);
-  ref.reg_end_ = r->end.load(std::memory_order_relaxed);
-  ref.key_ = r->key;
-  return ref;
-}
-
-void RegCache::Impl::release(uint32_t id) noexcept {
-  my_table()->add(id, -1);
+[[gnu::always_inline]] inline void RegCache::Impl::release(const Ref& ref) noexcept {
+  // Our own counter if this thread took the Ref, else this thread's counter (-1 here,
+  // +1 in the taker's table: the sum is what counts).
+  std::atomic<int32_t>* pin = ref.pin_;
+  if (tl_last.uid != uid_ || tl_last.table != ref.table_) pin = &my_table_slow()->counter(ref.id_);
+  PinTable::add(*pin, -1);
   light_barrier();  // pairs with the heavy_barrier after a region is marked kDead
-  const Region* r = region(id);
-  if (r != nullptr && r->state.load(std::memory_order_relaxed) != kLive) {
+  if (ref.region_->state.load(std::memory_order_relaxed) != kLive) {
     std::lock_guard<std::mutex> lock(mu_);
-    settle(id);
+    settle(ref.id_);
   }
 }
 

@@ -38,6 +38,10 @@
 namespace mlxa2a::rcache {
 
 class RegCache;
+namespace detail {
+struct Region;
+class PinTable;
+}  // namespace detail
 
 // Keys and NIC address for one user pointer. `addr` goes into ibv_sge.addr (local) or
 // the RDMA write's remote_addr (when sent to a peer together with rkey).
@@ -59,12 +63,18 @@ class Ref {
 
   // False when get() failed (registration refused by the registrar).
   explicit operator bool() const { return cache_ != nullptr; }
-  void reset() noexcept;
+  void reset() noexcept {
+    if (cache_ != nullptr) release();
+  }
 
   [[nodiscard]] uint32_t lkey() const { return key_.lkey; }
   [[nodiscard]] uint32_t rkey() const { return key_.rkey; }
   // For ptr in [addr(), addr() + length()] (one-past-the-end allowed, for empty tails).
-  [[nodiscard]] KeyInfo key_for(const void* ptr) const;
+  [[nodiscard]] KeyInfo key_for(const void* ptr) const {
+    const auto q = reinterpret_cast<uintptr_t>(ptr);
+    if (cache_ == nullptr || q < addr_ || q > addr_ + len_) return {};
+    return {true, key_.lkey, key_.rkey, key_.iova + (q - reg_begin_)};
+  }
 
   // The request this Ref was made for.
   [[nodiscard]] const void* addr() const { return reinterpret_cast<const void*>(addr_); }
@@ -75,7 +85,11 @@ class Ref {
 
  private:
   friend class RegCache;
+  void release() noexcept;  // drops the pin; cache_ becomes nullptr
   RegCache* cache_ = nullptr;
+  detail::Region* region_ = nullptr;
+  detail::PinTable* table_ = nullptr;   // the getting thread's table ...
+  std::atomic<int32_t>* pin_ = nullptr;  // ... and our counter in it
   uint32_t id_ = 0;
   uintptr_t addr_ = 0;
   size_t len_ = 0;
@@ -121,7 +135,6 @@ class RegCache {
  private:
   friend class Ref;
   RegCache() = default;
-  void release(uint32_t id) noexcept;
   std::unique_ptr<Impl> impl_;
   Options options_;
   Invalidation mode_ = Invalidation::kNone;

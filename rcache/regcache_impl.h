@@ -23,7 +23,7 @@ enum RegionState : uint8_t {
 
 // Fields read by lock-free readers are atomics (relaxed loads: plain moves). `key` is
 // written only while the id is unreachable and read only by pin holders.
-struct Region {
+struct alignas(64) Region {  // one cache line: a random hit touches one line here
   std::atomic<uintptr_t> start{0};
   std::atomic<uintptr_t> end{0};
   std::atomic<unsigned> access{0};
@@ -40,7 +40,7 @@ class RegCache::Impl {
   ~Impl();
 
   Ref get(RegCache* owner, uintptr_t p, size_t len, unsigned access);
-  void release(uint32_t id) noexcept;
+  void release(const Ref& ref) noexcept;
   void purge();
   Stats stats();
 
@@ -48,23 +48,21 @@ class RegCache::Impl {
   bool caching_ok_ = true;  // false once invalidation is known lost
 
  private:
-  static constexpr uint32_t kChunkBits = detail::PinTable::kChunkBits;
+  // Reader side: ids come from racy reads, so bound them.
   detail::Region* region(uint32_t id) const {
-    if (id >= detail::PinTable::kMaxIds) return nullptr;
-    detail::Region* c = chunks_[id >> kChunkBits].load(std::memory_order_acquire);
-    return c == nullptr ? nullptr : &c[id & ((1u << kChunkBits) - 1)];
+    return id < detail::PinTable::kMaxIds ? &region_array_[id] : nullptr;
   }
-  // Writer side, id < high_water_: its chunk exists.
-  detail::Region* slot(uint32_t id) const {
-    return &chunks_[id >> kChunkBits].load(std::memory_order_relaxed)[id & ((1u << kChunkBits) - 1)];
-  }
-  detail::PinTable* my_table();
+  // Writer side: id < high_water_.
+  detail::Region* slot(uint32_t id) const { return &region_array_[id]; }
+  detail::PinTable* my_table();  // defined in regcache.cc (thread-local fast check)
+  detail::PinTable* my_table_slow();
   void light_barrier() const;
   void heavy_barrier() const;
 
   // Everything below: caller holds mu_.
   Ref slow_get(RegCache* owner, detail::PinTable* pins, uintptr_t p, size_t len, unsigned access);
-  Ref make_ref(RegCache* owner, detail::PinTable* pins, uint32_t id, uintptr_t p, size_t len);
+  Ref make_ref(RegCache* owner, detail::PinTable* pins, std::atomic<int32_t>* pin, uint32_t id,
+               uintptr_t p, size_t len);
   uint32_t find_locked(uintptr_t p, size_t len, unsigned access) const;
   void sync_locked();
   int64_t pin_sum(uint32_t id) const;
@@ -89,7 +87,7 @@ class RegCache::Impl {
   alignas(64) std::atomic<uint64_t> seq_{0};
   alignas(64) std::mutex mu_;
   detail::RegionIndex index_;
-  std::atomic<detail::Region*> chunks_[detail::PinTable::kChunks] = {};
+  detail::VirtualArray<detail::Region> region_array_{detail::PinTable::kMaxIds};
   std::vector<std::unique_ptr<detail::PinTable>> tables_;
   std::vector<uint32_t> free_ids_;
   uint32_t high_water_ = 0;
@@ -101,5 +99,26 @@ class RegCache::Impl {
   uint64_t mech_epoch_ = 0;
   Stats stats_;
 };
+
+// Pin already taken.
+inline Ref RegCache::Impl::make_ref(RegCache* owner, detail::PinTable* pins, std::atomic<int32_t>* pin, uint32_t id,
+                             uintptr_t p, size_t len) {
+  detail::Region* r = region(id);
+  if (r->referenced.load(std::memory_order_relaxed) == 0) {
+    r->referenced.store(1, std::memory_order_relaxed);
+  }
+  Ref ref;
+  ref.cache_ = owner;
+  ref.region_ = r;
+  ref.table_ = pins;
+  ref.pin_ = pin;
+  ref.id_ = id;
+  ref.addr_ = p;
+  ref.len_ = len;
+  ref.reg_begin_ = r->start.load(std::memory_order_relaxed);
+  ref.reg_end_ = r->end.load(std::memory_order_relaxed);
+  ref.key_ = r->key;
+  return ref;
+}
 
 }  // namespace mlxa2a::rcache

@@ -28,7 +28,6 @@ RegCache::Impl::~Impl() {
   if (leaked != 0) {
     std::fprintf(stderr, "mlxa2a rcache: destroyed with %zu slot(s) still referenced\n", leaked);
   }
-  for (auto& c : chunks_) delete[] c.load(std::memory_order_relaxed);
 }
 
 int64_t RegCache::Impl::pin_sum(uint32_t id) const {
@@ -44,11 +43,7 @@ uint32_t RegCache::Impl::alloc_id() {
     return id;
   }
   if (high_water_ >= PinTable::kMaxIds) return RegionIndex::kNoId;
-  const uint32_t id = high_water_;
-  if (chunks_[id >> kChunkBits].load(std::memory_order_relaxed) == nullptr) {
-    chunks_[id >> kChunkBits].store(new Region[1u << kChunkBits], std::memory_order_release);
-  }
-  ++high_water_;
+  const uint32_t id = high_water_++;
   return id;
 }
 
@@ -199,8 +194,9 @@ Ref RegCache::Impl::slow_get(RegCache* owner, PinTable* pins, uintptr_t p, size_
   sync_locked();
   uint32_t id = find_locked(p, len, access);
   if (id != RegionIndex::kNoId) {
-    pins->add(id, +1);
-    return make_ref(owner, pins, id, p, len);
+    std::atomic<int32_t>& pin = pins->counter(id);
+    PinTable::add(pin, +1);
+    return make_ref(owner, pins, &pin, id, p, len);
   }
   ++stats_.misses;
   const uintptr_t a = opt_.alignment;
@@ -258,7 +254,8 @@ Ref RegCache::Impl::slow_get(RegCache* owner, PinTable* pins, uintptr_t p, size_
   stats_.merges += merged.size();
   drop_locked(merged);
   const bool cache_it = caching_ok_ && regions_ + 1 <= max_regions_ && bytes_ + (me - ms) <= max_bytes_;
-  pins->add(id, +1);
+  std::atomic<int32_t>& pin = pins->counter(id);
+  PinTable::add(pin, +1);
   if (cache_it) {
     begin_write();
     index_.insert(ms, me, id);
@@ -273,7 +270,7 @@ Ref RegCache::Impl::slow_get(RegCache* owner, PinTable* pins, uintptr_t p, size_
     dead_.push_back(id);
     ++stats_.uncached;
   }
-  return make_ref(owner, pins, id, p, len);
+  return make_ref(owner, pins, &pin, id, p, len);
 }
 
 void RegCache::Impl::purge() {

@@ -21,6 +21,8 @@
 #include <memory>
 #include <vector>
 
+#include "rcache/virtual_array.h"
+
 namespace mlxa2a::rcache::detail {
 
 class RegionIndex {
@@ -60,10 +62,10 @@ class RegionIndex {
     std::atomic<uint32_t> id{kNoId};
   };
   struct Table {
-    explicit Table(size_t cap) : mask(cap - 1), shift(64 - std::countr_zero(cap)), slots(new Slot[cap]) {}
+    explicit Table(size_t cap) : mask(cap - 1), shift(64 - std::countr_zero(cap)), slots(cap) {}
     size_t mask;
     unsigned shift;
-    std::unique_ptr<Slot[]> slots;
+    VirtualArray<Slot> slots;  // zero = empty; huge pages when large
   };
   static constexpr uint64_t kTomb = UINT64_MAX;
   static uint64_t key_of(unsigned level, uintptr_t granule) {
