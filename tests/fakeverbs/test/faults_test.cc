@@ -1,0 +1,202 @@
+// FAKEVERBS_FAULT modes, transport/RNR retry exhaustion, rendezvous hygiene.
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "harness.h"
+
+using namespace fvtest;
+
+namespace {
+
+// Runs `body` on a self-connected endpoint in a child with FAKEVERBS_FAULT.
+void with_fault(const char* spec, std::function<void(Endpoint&, Address&)> body) {
+  std::string env = std::string("FAKEVERBS_FAULT=") + spec;
+  run_one([body](Channel&) {
+    Endpoint e;
+    e.connect_self();
+    Address self = e.address();
+    body(e, self);
+  }, {env, "FAKEVERBS_QUIET=1"});
+}
+
+}  // namespace
+
+TEST(Faults, FailNthPost) {
+  with_fault("fail_post=2", [](Endpoint& e, Address& self) {
+    EXPECT_EQ(e.post_write(1, self, 0, 8, true, 1024), 0);
+    EXPECT_EQ(e.post_write(2, self, 0, 8, true, 1024), ENOMEM);
+    EXPECT_EQ(e.post_write(3, self, 0, 8, true, 1024), 0);
+    auto wc = e.poll(2);
+    ASSERT_EQ(wc.size(), 2u);
+    EXPECT_EQ(wc[0].wr_id, 1u);
+    EXPECT_EQ(wc[1].wr_id, 3u);
+  });
+}
+
+TEST(Faults, FailNthPostRecv) {
+  with_fault("fail_recv=1", [](Endpoint& e, Address&) {
+    EXPECT_EQ(e.post_recv(1, 0, 8), ENOMEM);
+    EXPECT_EQ(e.post_recv(2, 0, 8), 0);
+  });
+}
+
+TEST(Faults, RetryExceededStatus) {
+  with_fault("retry_exc=2", [](Endpoint& e, Address& self) {
+    for (int i = 1; i <= 3; ++i) EXPECT_EQ(e.post_write(i, self, 0, 8, true, 1024), 0);
+    auto wc = e.poll(3);
+    ASSERT_EQ(wc.size(), 3u);
+    EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc[1].status, IBV_WC_RETRY_EXC_ERR);
+    EXPECT_EQ(wc[2].status, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(e.qp_state(), IBV_QPS_ERR);
+  });
+}
+
+TEST(Faults, RemoteAccessErrorStatus) {
+  with_fault("rem_access=1", [](Endpoint& e, Address& self) {
+    EXPECT_EQ(e.post_write(1, self, 0, 8, false, 1024), 0);
+    auto wc = e.poll(1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR);
+    EXPECT_EQ(e.qp_state(), IBV_QPS_ERR);
+  });
+}
+
+TEST(Faults, DropCompletion) {
+  with_fault("drop_cqe=1", [](Endpoint& e, Address& self) {
+    EXPECT_EQ(e.post_write(1, self, 0, 8, true, 1024), 0);
+    EXPECT_EQ(e.post_write(2, self, 0, 8, true, 1024), 0);
+    auto wc = e.poll(2, 300);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].wr_id, 2u);
+  });
+}
+
+TEST(Faults, DelayedExecution) {
+  auto a = [](Channel& ch) {
+    Endpoint e;
+    Address peer = e.connect_over(ch);
+    e.buf[0] = 9;
+    auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(e.post_write(1, peer, 0, 1, true), 0);
+    ch.sync();  // B checks the data has not landed yet
+    ch.sync();
+    auto wc = e.poll(1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
+    ch.sync();
+  };
+  auto b = [](Channel& ch) {
+    Endpoint e;
+    e.connect_over(ch);
+    ch.sync();
+    EXPECT_EQ(e.buf[0], 0) << "delayed write landed early";
+    ch.sync();
+    ch.sync();
+    EXPECT_EQ(e.buf[0], 9);
+  };
+  run_pair(a, b, {"FAKEVERBS_FAULT=delay_us=200000"}, {});
+}
+
+TEST(Faults, QpToError) {
+  with_fault("qp_error=2", [](Endpoint& e, Address& self) {
+    EXPECT_EQ(e.post_recv(5, 0, 8), 0);
+    EXPECT_EQ(e.post_write(1, self, 0, 8, true, 1024), 0);
+    EXPECT_EQ(e.post_write(2, self, 0, 8, true, 1024), 0);  // QP goes to ERR here
+    auto wc = e.poll(3);
+    ASSERT_EQ(wc.size(), 3u);
+    EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc[1].status, IBV_WC_WR_FLUSH_ERR);  // the receive
+    EXPECT_EQ(wc[1].wr_id, 5u);
+    EXPECT_EQ(wc[2].status, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(wc[2].wr_id, 2u);
+    EXPECT_EQ(e.qp_state(), IBV_QPS_ERR);
+    int fl = fcntl(e.ctx->async_fd, F_GETFL);
+    fcntl(e.ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+    ibv_async_event ev{};
+    ASSERT_EQ(ibv_get_async_event(e.ctx, &ev), 0);
+    EXPECT_EQ(ev.event_type, IBV_EVENT_QP_FATAL);
+    EXPECT_EQ(ev.element.qp, e.qp);
+  });
+}
+
+TEST(Transport, UnreachablePeerRetryExceeded) {
+  run_one([](Channel&) {
+    EndpointOptions o;
+    o.timeout = 10;  // 4.2 ms x (retry_cnt + 1)
+    o.retry_cnt = 2;
+    Endpoint e(o);
+    Address nobody = e.address();
+    nobody.qpn = 0xabcde;  // nobody owns it
+    e.connect(nobody);
+    ASSERT_EQ(e.post_write(1, nobody, 0, 8, true), 0);
+    auto wc = e.poll(1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR) << wc_name(wc[0].status);
+  }, {"FAKEVERBS_QUIET=1"});
+}
+
+TEST(Transport, ReceiverNotReady) {
+  run_one([](Channel&) {
+    EndpointOptions o;
+    o.rnr_retry = 1;
+    o.min_rnr_timer = 14;  // 1.28 ms
+    Endpoint e(o);
+    e.connect_self();
+    ASSERT_EQ(e.post_send(1, 0, 8), 0);  // no receive posted
+    auto wc = e.poll(1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_RNR_RETRY_EXC_ERR) << wc_name(wc[0].status);
+  }, {"FAKEVERBS_QUIET=1"});
+}
+
+TEST(Transport, RnrRetryRecoversWhenReceivePosted) {
+  auto a = [](Channel& ch) {
+    Endpoint e;  // rnr_retry 7: retry forever
+    e.connect_over(ch);
+    ASSERT_EQ(e.post_send(1, 0, 8), 0);
+    ch.sync();  // let B post its receive late
+    auto wc = e.poll(1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS) << wc_name(wc[0].status);
+  };
+  auto b = [](Channel& ch) {
+    Endpoint e;
+    e.connect_over(ch);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_EQ(e.post_recv(1, 0, 64), 0);
+    ch.sync();
+    EXPECT_EQ(e.poll(1).size(), 1u);
+  };
+  run_pair(a, b);
+}
+
+TEST(Rendezvous, DeadPeerEntriesIgnoredAndSwept) {
+  auto a = [](Channel& ch) {
+    Endpoint e;
+    ch.put(e.address());
+    ch.sync();
+    _exit(0);  // dies without destroying anything
+  };
+  auto b = [](Channel& ch) {
+    Address dead = ch.get<Address>();
+    ch.sync();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // A is gone
+    EndpointOptions o;
+    o.timeout = 10;
+    o.retry_cnt = 1;
+    Endpoint e(o);
+    e.connect(dead);
+    ASSERT_EQ(e.post_write(1, dead, 0, 8, true), 0);
+    auto wc = e.poll(1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR) << wc_name(wc[0].status);
+  };
+  run_pair(a, b, {"FAKEVERBS_QUIET=1"}, {"FAKEVERBS_QUIET=1"});
+}
