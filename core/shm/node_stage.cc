@@ -1,0 +1,107 @@
+#include "core/shm/node_stage.h"
+
+#include "core/shm/layout.h"
+
+namespace mlxa2a::shm {
+
+namespace {
+
+enum Param { kInBytes = 0, kOutBytes = 1 };
+
+// User area: arrived[n] | released[n] | (page) in[2] | out[2]
+struct StageGeometry {
+  std::size_t released_offset;
+  std::size_t in_offset;
+  std::size_t in_stride;
+  std::size_t out_offset;
+  std::size_t out_stride;
+  std::size_t total;
+};
+
+StageGeometry stage_geometry(int n, const SegmentParams& p) {
+  StageGeometry g{};
+  const std::size_t flags = static_cast<std::size_t>(n) * layout::kLine;
+  g.released_offset = flags;
+  g.in_offset = layout::round_up(2 * flags, 4096);
+  g.in_stride = layout::round_up(p[kInBytes], 4096);
+  g.out_offset = g.in_offset + 2 * g.in_stride;
+  g.out_stride = layout::round_up(p[kOutBytes], 4096);
+  g.total = g.out_offset + 2 * g.out_stride;
+  return g;
+}
+
+}  // namespace
+
+Status NodeStage::create(Bootstrap& boot, const Options& opt, std::size_t in_bytes,
+                         std::size_t out_bytes, std::unique_ptr<NodeStage>& out) noexcept {
+  out.reset();
+  try {
+    std::unique_ptr<NodeStage> self(new NodeStage(opt));
+    NodeSegment::Request req;
+    req.params[kInBytes] = in_bytes;
+    req.params[kOutBytes] = out_bytes;
+    req.user_bytes = [](int n, const SegmentParams& p) { return stage_geometry(n, p).total; };
+    const Status st = NodeSegment::create(boot, opt, req, self->seg_);
+    if (st != Status::ok) return st;
+    const int n = self->seg_.local_size();
+    const StageGeometry g = stage_geometry(n, self->seg_.params());
+    char* user = self->seg_.user();
+    self->in_bytes_ = self->seg_.params()[kInBytes];
+    self->out_bytes_ = self->seg_.params()[kOutBytes];
+    for (int p = 0; p < 2; ++p) {
+      self->in_[p] = user + g.in_offset + static_cast<std::size_t>(p) * g.in_stride;
+      self->out_[p] = user + g.out_offset + static_cast<std::size_t>(p) * g.out_stride;
+    }
+    for (int r = 0; r < n; ++r) {
+      const std::size_t line = static_cast<std::size_t>(r) * layout::kLine;
+      self->arrived_.push_back(reinterpret_cast<std::atomic<std::uint64_t>*>(user + line));
+      self->released_.push_back(
+          reinterpret_cast<std::atomic<std::uint64_t>*>(user + g.released_offset + line));
+    }
+    self->waiter_ = Waiter(opt, self->seg_.failed_flag());
+    out = std::move(self);
+    return Status::ok;
+  } catch (...) {  // allocation only
+    return Status::create_failed;
+  }
+}
+
+Status NodeStage::fail(Status st) noexcept {
+  broken_ = true;
+  seg_.failed_flag()->store(1, std::memory_order_release);
+  return st;
+}
+
+Status NodeStage::arrive() noexcept {
+  if (broken_) return Status::broken;
+  arrived_[static_cast<std::size_t>(local_rank())]->store(seq_, std::memory_order_release);
+  return Status::ok;
+}
+
+Status NodeStage::release() noexcept {
+  if (broken_) return Status::broken;
+  released_[static_cast<std::size_t>(local_rank())]->store(seq_, std::memory_order_release);
+  return Status::ok;
+}
+
+Status NodeStage::wait_arrived(std::span<const int> ranks) noexcept {
+  return wait_all(ranks, true);
+}
+
+Status NodeStage::wait_released(std::span<const int> leaders) noexcept {
+  return wait_all(leaders, false);
+}
+
+Status NodeStage::wait_all(std::span<const int> ranks, bool arrivals) noexcept {
+  if (broken_) return Status::broken;
+  for (const int r : ranks) {
+    if (r < 0 || r >= local_size()) return fail(Status::invalid_argument);
+    const auto& flag = arrivals ? *arrived_[static_cast<std::size_t>(r)]
+                                : *released_[static_cast<std::size_t>(r)];
+    const Status st = waiter_.wait_geq(flag, seq_, seg_.watch_pid(r));
+    if (st != Status::ok) return fail(st);
+  }
+  return Status::ok;
+}
+
+}  // namespace mlxa2a::shm

@@ -1,0 +1,83 @@
+// Fan-in / fan-out staging for the inter-node engine: a shared area all
+// local ranks map, plus the two node-wide handoffs around it.
+//
+// One engine call, with some local ranks acting as leaders:
+//   begin()                 every rank; selects this call's double-buffered areas
+//   ... write own blocks into in() (e.g. with copy_blocks) ...
+//   arrive()                every rank: my fan-in data is in place
+//   wait_arrived(ranks)     leader: those ranks' fan-in data is readable
+//   ... leader reads in(), exchanges over the network, writes out() ...
+//   release()               leader: my fan-out data is in place
+//   wait_released(leaders)  every rank: those leaders' fan-out data is readable
+//   ... read own results out of out() ...
+//
+// Reuse rule (why no extra "done" flags): call c uses areas of parity c & 1,
+// last used by call c-2. The caller must make
+//   * wait_arrived(R) cover every rank whose in() data the leader reads and
+//     every rank that reads the leader's out() data, and
+//   * wait_released(L) cover every leader that reads this rank's in() data and
+//     every leader whose out() data this rank reads.
+// Then every read of call c-2's data happened before the reader's signal in
+// call c-1, which the writer acquired before writing in call c (docs/shm.md).
+// A leader that is also a rank of its own group does both roles.
+//
+// Errors: as NodeAlltoall (peer_dead, peer_failed, timeout, aborted); after an
+// error the stage is broken. Not thread-safe. Creation collective; destruction
+// local.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/shm/bootstrap.h"
+#include "core/shm/node_segment.h"
+#include "core/shm/options.h"
+#include "core/shm/status.h"
+#include "core/shm/wait.h"
+
+namespace mlxa2a::shm {
+
+class NodeStage {
+ public:
+  // in_bytes / out_bytes: size of one fan-in / fan-out area (each is double
+  // buffered). Rank 0's sizes are used by all ranks.
+  [[nodiscard]] static Status create(Bootstrap& boot, const Options& opt, std::size_t in_bytes,
+                                     std::size_t out_bytes, std::unique_ptr<NodeStage>& out) noexcept;
+  NodeStage(const NodeStage&) = delete;
+  NodeStage& operator=(const NodeStage&) = delete;
+
+  void begin() noexcept { ++seq_; }
+  char* in() const noexcept { return in_[seq_ & 1]; }
+  char* out() const noexcept { return out_[seq_ & 1]; }
+  std::size_t in_bytes() const noexcept { return in_bytes_; }
+  std::size_t out_bytes() const noexcept { return out_bytes_; }
+
+  [[nodiscard]] Status arrive() noexcept;
+  [[nodiscard]] Status wait_arrived(std::span<const int> ranks) noexcept;
+  [[nodiscard]] Status release() noexcept;
+  [[nodiscard]] Status wait_released(std::span<const int> leaders) noexcept;
+
+  int local_rank() const noexcept { return seg_.local_rank(); }
+  int local_size() const noexcept { return seg_.local_size(); }
+
+ private:
+  explicit NodeStage(const Options& opt) : waiter_(opt, nullptr) {}
+  Status wait_all(std::span<const int> ranks, bool arrivals) noexcept;
+  Status fail(Status st) noexcept;
+
+  NodeSegment seg_;
+  std::uint64_t seq_ = 0;
+  bool broken_ = false;
+  std::size_t in_bytes_ = 0;
+  std::size_t out_bytes_ = 0;
+  char* in_[2] = {nullptr, nullptr};
+  char* out_[2] = {nullptr, nullptr};
+  std::vector<std::atomic<std::uint64_t>*> arrived_;   // per rank
+  std::vector<std::atomic<std::uint64_t>*> released_;  // per rank (leaders use theirs)
+  Waiter waiter_;
+};
+
+}  // namespace mlxa2a::shm
