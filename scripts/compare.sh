@@ -227,6 +227,7 @@ print_table() {
   echo "# mlxa2a vs PMPI: $(family_label "$fam"), np=$np, $rounds rounds alternating without/with mlxa2a"
   echo "# benchmark: $(family_bench "$fam") ${bench_args[*]}"
   echo "# shim: $shim (through mlxa2a-run); with-mlxa2a env: $env_text"
+  echo "# host: $(uname -n), $cores cores, load average $load_at_start at start"
   echo "# median over rounds of the per-size average latency; ratio = mlxa2a / PMPI"
   awk '
     function median(key,   n, i, j, t, v) {
@@ -251,6 +252,7 @@ if [ "$np" -gt "$cores" ]; then
   echo "$prog: note: $np ranks on $cores cores; MPICH ranks spin while they wait, so its runs will be slow" >&2
 fi
 
+load_at_start=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo unknown)
 status=0
 for fam in "${families[@]}"; do
   bench=$(family_bench "$fam")
