@@ -48,11 +48,13 @@ struct TlEntry {
   uintptr_t end;
   unsigned access;
   uint32_t id;
+  std::atomic<int32_t>* pin;  // this thread's counter for `id`
+  Region* region;
 };
 // initial-exec: the hit path reads this on every call, and the default model for PIC
 // code goes through __tls_get_addr. A few dozen bytes of static TLS are fine for a
 // library that is LD_PRELOADed or linked (glibc keeps surplus static TLS for dlopen).
-__attribute__((tls_model("initial-exec"))) thread_local TlEntry tl_last{0, nullptr, 1, 0, 0, 0, 0};
+__attribute__((tls_model("initial-exec"))) thread_local TlEntry tl_last{0, nullptr, 1, 0, 0, 0, 0, nullptr, nullptr};
 thread_local std::vector<TlEntry> tl_all;
 
 size_t effective_max_bytes(const Options& o) {
@@ -116,8 +118,41 @@ RegCache::~RegCache() {
   if (impl_ != nullptr && mode_ != Invalidation::kNone) detail::unsubscribe(&impl_->sink_);
 }
 
+// The hit path proper: this thread hits the region it hit last and nothing changed
+// since (no write section, no pending unmap event). Everything it needs is in the
+// thread-local memo; the rest of the work is in Impl::get.
 Ref RegCache::get(const void* addr, size_t len, unsigned access) {
-  return impl_->get(this, reinterpret_cast<uintptr_t>(addr), len == 0 ? 1 : len, access);
+  Impl& im = *impl_;
+  const auto p = reinterpret_cast<uintptr_t>(addr);
+  len = len == 0 ? 1 : len;
+  TlEntry& tl = tl_last;
+  const uint64_t s1 = im.seq_.load(std::memory_order_acquire);
+  if (tl.uid == im.uid_ && tl.seq == s1 && tl.start <= p && p + len <= tl.end &&
+      (tl.access & access) == access && !im.sink_.pending()) {
+    std::atomic<int32_t>& pin = *tl.pin;
+    PinTable::add(pin, +1);
+    im.light_barrier();
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (im.seq_.load(std::memory_order_relaxed) == s1) {
+      Ref ref;
+      ref.cache_ = this;
+      ref.region_ = tl.region;
+      ref.table_ = tl.table;
+      ref.pin_ = &pin;
+      ref.id_ = tl.id;
+      ref.addr_ = p;
+      ref.len_ = len;
+      ref.reg_begin_ = tl.start;
+      ref.reg_end_ = tl.end;
+      ref.key_ = tl.region->key;
+      if (tl.region->referenced.load(std::memory_order_relaxed) == 0) {
+        tl.region->referenced.store(1, std::memory_order_relaxed);
+      }
+      return ref;
+    }
+    PinTable::add(pin, -1);
+  }
+  return im.get(this, p, len, access);
 }
 void RegCache::purge() { impl_->purge(); }
 Stats RegCache::stats() { return impl_->stats(); }
@@ -125,18 +160,13 @@ Stats RegCache::stats() { return impl_->stats(); }
 // ---------------------------------------------------------------- Impl: hit path
 
 RegCache::Impl::Impl(Registrar& registrar, const Options& options, size_t max_bytes)
-    : registrar_(registrar),
+    : uid_(g_next_uid.fetch_add(1)),
+      registrar_(registrar),
       opt_(options),
       max_bytes_(max_bytes),
       max_regions_(options.max_regions == 0 ? PinTable::kMaxIds : std::min<size_t>(options.max_regions, PinTable::kMaxIds)),
-      uid_(g_next_uid.fetch_add(1)),
       membarrier_(membarrier_available()),
       mech_epoch_(detail::mechanism_epoch()) {}
-
-void RegCache::Impl::light_barrier() const {
-  if (membarrier_) std::atomic_signal_fence(std::memory_order_seq_cst);
-  else std::atomic_thread_fence(std::memory_order_seq_cst);
-}
 
 void RegCache::Impl::heavy_barrier() const {
   if (membarrier_) syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
@@ -158,22 +188,19 @@ PinTable* RegCache::Impl::my_table_slow() {
       tables_.push_back(std::make_unique<PinTable>());
       t = tables_.back().get();
     }
-    tl_all.push_back({uid_, t, 1, 0, 0, 0, 0});
+    tl_all.push_back({uid_, t, 1, 0, 0, 0, 0, nullptr, nullptr});
   }
-  tl_last = {uid_, t, 1, 0, 0, 0, 0};
+  tl_last = {uid_, t, 1, 0, 0, 0, 0, nullptr, nullptr};
   return t;
 }
 
-[[gnu::always_inline]] inline Ref RegCache::Impl::get(RegCache* owner, uintptr_t p, size_t len, unsigned access) {
+Ref RegCache::Impl::get(RegCache* owner, uintptr_t p, size_t len, unsigned access) {
   PinTable* pins = my_table();
   TlEntry& tl = tl_last;
   if (!sink_.pending()) {
     const uint64_t s1 = seq_.load(std::memory_order_acquire);
     uint32_t id = RegionIndex::kNoId;
-    // Same region as this thread's last hit, and nothing changed since: skip the index.
-    if (tl.seq == s1 && tl.start <= p && p + len <= tl.end && (tl.access & access) == access) {
-      id = tl.id;
-    } else if ((s1 & 1) == 0) {
+    if ((s1 & 1) == 0) {
       id = index_.find(p, len, [&](uint32_t cand) {
         const Region* r = region(cand);
         return r != nullptr && r->state.load(std::memory_order_relaxed) == kLive &&
@@ -189,14 +216,14 @@ PinTable* RegCache::Impl::my_table_slow() {
       std::atomic_thread_fence(std::memory_order_acquire);
       if (seq_.load(std::memory_order_relaxed) == s1) {
         Ref ref = make_ref(owner, pins, &pin, id, p, len);
-        if (tl.seq != s1 || tl.id != id) {
-          const Region* r = region(id);
-          tl.seq = s1;
-          tl.id = id;
-          tl.start = r->start.load(std::memory_order_relaxed);
-          tl.end = r->end.load(std::memory_order_relaxed);
-          tl.access = r->access.load(std::memory_order_relaxed);
-        }
+        Region* r = region(id);
+        tl.seq = s1;
+        tl.id = id;
+        tl.start = r->start.load(std::memory_order_relaxed);
+        tl.end = r->end.load(std::memory_order_relaxed);
+        tl.access = r->access.load(std::memory_order_relaxed);
+        tl.pin = &pin;
+        tl.region = r;
         return ref;
       }
       PinTable::add(pin, -1);

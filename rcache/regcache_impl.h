@@ -47,6 +47,14 @@ class RegCache::Impl {
   detail::EventSink sink_;
   bool caching_ok_ = true;  // false once invalidation is known lost
 
+  // Read by RegCache::get's memo fast path.
+  const uint64_t uid_;
+  alignas(64) std::atomic<uint64_t> seq_{0};
+  void light_barrier() const {
+    if (membarrier_) std::atomic_signal_fence(std::memory_order_seq_cst);
+    else std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+
  private:
   // Reader side: ids come from racy reads, so bound them.
   detail::Region* region(uint32_t id) const {
@@ -56,7 +64,6 @@ class RegCache::Impl {
   detail::Region* slot(uint32_t id) const { return &region_array_[id]; }
   detail::PinTable* my_table();  // defined in regcache.cc (thread-local fast check)
   detail::PinTable* my_table_slow();
-  void light_barrier() const;
   void heavy_barrier() const;
 
   // Everything below: caller holds mu_.
@@ -82,9 +89,7 @@ class RegCache::Impl {
   const Options opt_;
   const size_t max_bytes_;
   const size_t max_regions_;
-  const uint64_t uid_;
   const bool membarrier_;
-  alignas(64) std::atomic<uint64_t> seq_{0};
   alignas(64) std::mutex mu_;
   detail::RegionIndex index_;
   detail::VirtualArray<detail::Region> region_array_{detail::PinTable::kMaxIds};
