@@ -160,6 +160,28 @@ TEST_F(RcacheInvalidation, ReferencedRegionSurvivesUntilRelease) {
   EXPECT_FALSE(fake_.is_live(k));
 }
 
+TEST_F(RcacheInvalidation, EventRingOverflowFlushesEverything) {
+  Mapping m(16 * page());
+  const uint32_t k = cache_it(m.get(), page());
+  (void)cache_it(m.get() + 15 * page(), page());  // the address filter now spans the mapping
+  // More events than the ring holds, inside the filter but touching no region: the
+  // cache must assume the worst and flush.
+  for (int i = 0; i < 5000; ++i) ASSERT_EQ(madvise(m.get() + 7 * page(), page(), MADV_DONTNEED), 0);
+  EXPECT_FALSE(still_cached(k));
+  EXPECT_GE(cache_->stats().flushes, 1u);
+  // And it keeps working.
+  EXPECT_TRUE(cache_->get(m.get(), page(), kLocalWrite));
+}
+
+TEST_F(RcacheInvalidation, UnrelatedUnmapsKeepTheRegion) {
+  Mapping m(4 * page());
+  const uint32_t k = cache_it(m.get(), 2 * page());
+  munmap(m.get() + 3 * page(), page());  // same mapping, other pages
+  Mapping other(page());
+  other.unmap();
+  EXPECT_TRUE(still_cached(k));
+}
+
 TEST_F(RcacheInvalidation, BrkShrink) {
   // sbrk directly: nothing may allocate from the heap top in between, so prepare first.
   (void)cache_->stats();
