@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Configures and builds mlxa2a into ${MLXA2A_BUILD_DIR:-build}. Extra arguments go to
+# Configures and builds mlxa2a into ${BUILD_DIR:-build}. Extra arguments go to
 # `meson setup` (for example -Dmpi=mpich). Warnings are errors.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=${MLXA2A_BUILD_DIR:-$top/build}
+build=${BUILD_DIR:-$top/build}
 if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" "$top" -Dwerror=true "$@"
 elif [ $# -gt 0 ]; then

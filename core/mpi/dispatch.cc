@@ -15,7 +15,7 @@ namespace {
 using config::tune::Path;
 
 int pmpi_alltoall(const AlltoallArgs& a) {
-#if MPI_VERSION >= 4
+#ifdef MLXA2A_HAVE_LARGE_COUNT
   if (a.large_count) {
     return PMPI_Alltoall_c(a.sendbuf, static_cast<MPI_Count>(a.sendcount), a.sendtype, a.recvbuf,
                            static_cast<MPI_Count>(a.recvcount), a.recvtype, a.comm);
@@ -41,13 +41,12 @@ void trace_call(const AlltoallArgs& a, std::uint64_t bytes, const CommState* st,
     PMPI_Comm_size(a.comm, &size);
     PMPI_Comm_rank(a.comm, &rank);
   }
-  log::trace("%s comm=%s%s np=%d rank=%d bytes_per_peer=%llu path=%.*s reason=%s%s",
+  log::trace("%s comm=%s%s np=%d rank=%d bytes_per_peer=%llu in_place=%d path=%.*s reason=%s",
              a.entry, a.comm == MPI_COMM_NULL ? "MPI_COMM_NULL" : comm_label(a.comm).c_str(),
              st ? (" id=" + std::to_string(st->id) + " call=" + std::to_string(st->calls)).c_str()
                 : "",
-             size, rank, static_cast<unsigned long long>(bytes),
-             static_cast<int>(to_string(path).size()), to_string(path).data(), reason,
-             a.sendbuf == MPI_IN_PLACE ? " in_place" : "");
+             size, rank, static_cast<unsigned long long>(bytes), a.sendbuf == MPI_IN_PLACE,
+             static_cast<int>(to_string(path).size()), to_string(path).data(), reason);
 }
 
 // Falls through to PMPI, tracing why when asked.

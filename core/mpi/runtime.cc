@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string_view>
@@ -27,6 +28,15 @@ constexpr std::string_view kSonames[] = {"libmpich.so.12", "libmpi.so.12"};
 #else
 #error "build with MLXA2A_FAMILY_OMPI or MLXA2A_FAMILY_MPICH"
 #endif
+
+// Without a usable MPI the rank is unknown; launchers export it, so one line
+// per job (not per rank) is printed when they do.
+bool launcher_rank_is_zero() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
+    if (const char* v = std::getenv(var)) return std::strcmp(v, "0") == 0;
+  }
+  return true;
+}
 
 int self_delete(MPI_Comm, int, void*, void*) {
   Runtime::instance().before_finalize();
@@ -107,10 +117,12 @@ void Runtime::after_init() {
     // even MPI_Comm_rank, so this rank cannot take part in any agreement.
     settings_ = config::Settings{};
     log::configure(log::Level::Warn, "");
-    MLXA2A_LOG(Error,
+    if (launcher_rank_is_zero()) {
+      MLXA2A_LOG(Error,
                "this shim is built for %.*s but PMPI comes from %s; mlxa2a disables itself "
                "(use mlxa2a-run to pick the right library)",
-               static_cast<int>(kFamily.size()), kFamily.data(), found.c_str());
+                 static_cast<int>(kFamily.size()), kFamily.data(), found.c_str());
+    }
     set_inactive("built for another MPI family");
     return;
   }

@@ -1,22 +1,17 @@
-// Fortran entry points for Open MPI, whose Fortran bindings (mpif.h, `use mpi`,
-// `use mpi_f08`) call PMPI_Alltoall and PMPI_Init directly and so bypass the C
-// wrappers. (MPICH's Fortran bindings call the C MPI_Alltoall, so the MPICH shim
+// Fortran MPI_ALLTOALL entry points for Open MPI, whose Fortran bindings
+// (mpif.h, `use mpi`, `use mpi_f08`) call PMPI_Alltoall directly and so bypass
+// the C wrapper. (MPICH's Fortran bindings call the C MPI_Alltoall, so the MPICH shim
 // needs none of these: they would count every call twice.)
 //
 // All Fortran arguments are passed by reference; handles are converted with
 // PMPI_*_f2c; Fortran's MPI_IN_PLACE and MPI_BOTTOM are the addresses of Open
 // MPI's common blocks and are translated to the C constants. In mpi_f08 the
 // ierror argument is optional and arrives as a null pointer when absent.
-#include <dlfcn.h>
 #include <mpi.h>
 
-#include <cstdio>
-#include <cstdlib>
-
 #include "core/mpi/dispatch.h"
-#include "core/mpi/runtime.h"
-
-#define MLXA2A_EXPORT extern "C" __attribute__((visibility("default")))
+#include "core/mpi/abi.h"
+#include "shim/fortran.h"
 
 namespace {
 
@@ -56,35 +51,15 @@ void* c_buffer(void* fortran_buf) {
   return fortran_buf;
 }
 
-bool family_ok() {
-  static const bool ok = [] {
-    std::string found;
-    return dispatch::mpi_family_matches(&found);
-  }();
-  return ok;
-}
-
-// The next definition of a Fortran symbol (the MPI library's own), for calls we
-// only observe, or all calls when loaded under the wrong MPI family.
-template <typename Fn>
-Fn next_symbol(const char* name) {
-  void* sym = dlsym(RTLD_NEXT, name);
-  if (!sym) {
-    std::fprintf(stderr, "[mlxa2a] error: %s not found in the MPI library\n", name);
-    std::abort();
-  }
-  return reinterpret_cast<Fn>(sym);
-}
-
 using AlltoallFn = void (*)(void*, MPI_Fint*, MPI_Fint*, void*, MPI_Fint*, MPI_Fint*, MPI_Fint*,
                             MPI_Fint*);
 
 void alltoall_f(const char* name, void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype,
                 void* recvbuf, MPI_Fint* recvcount, MPI_Fint* recvtype, MPI_Fint* comm,
                 MPI_Fint* ierr) {
-  if (!family_ok()) {
+  if (!dispatch::family_ok()) {
     static AlltoallFn next = nullptr;
-    if (!next) next = next_symbol<AlltoallFn>(name);
+    if (!next) next = mlxa2a::shim::next_symbol<AlltoallFn>(name);
     next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierr);
     return;
   }
@@ -97,15 +72,6 @@ void alltoall_f(const char* name, void* sendbuf, MPI_Fint* sendcount, MPI_Fint* 
        in_place_call ? MPI_DATATYPE_NULL : PMPI_Type_f2c(*sendtype), c_buffer(recvbuf),
        *recvcount, PMPI_Type_f2c(*recvtype), PMPI_Comm_f2c(*comm), false, name});
   if (ierr) *ierr = static_cast<MPI_Fint>(rc);
-}
-
-using InitFn = void (*)(MPI_Fint*);
-using InitThreadFn = void (*)(MPI_Fint*, MPI_Fint*, MPI_Fint*);
-
-void after_fortran_init() {
-  int initialised = 0;
-  PMPI_Initialized(&initialised);
-  dispatch::after_init(initialised ? MPI_SUCCESS : MPI_ERR_OTHER);
 }
 
 }  // namespace
@@ -126,27 +92,3 @@ MLXA2A_FORTRAN_ALLTOALL(mpi_alltoall__)
 MLXA2A_FORTRAN_ALLTOALL(MPI_ALLTOALL)
 MLXA2A_FORTRAN_ALLTOALL(mpi_alltoall_f08_)
 
-#define MLXA2A_FORTRAN_INIT(sym)                       \
-  MLXA2A_EXPORT void sym(MPI_Fint* ierr) {             \
-    static const InitFn next = next_symbol<InitFn>(#sym); \
-    next(ierr);                                        \
-    if (family_ok()) after_fortran_init();             \
-  }
-
-#define MLXA2A_FORTRAN_INIT_THREAD(sym)                                    \
-  MLXA2A_EXPORT void sym(MPI_Fint* required, MPI_Fint* provided, MPI_Fint* ierr) { \
-    static const InitThreadFn next = next_symbol<InitThreadFn>(#sym);      \
-    next(required, provided, ierr);                                        \
-    if (family_ok()) after_fortran_init();                                 \
-  }
-
-MLXA2A_FORTRAN_INIT(mpi_init)
-MLXA2A_FORTRAN_INIT(mpi_init_)
-MLXA2A_FORTRAN_INIT(mpi_init__)
-MLXA2A_FORTRAN_INIT(MPI_INIT)
-MLXA2A_FORTRAN_INIT(mpi_init_f08_)
-MLXA2A_FORTRAN_INIT_THREAD(mpi_init_thread)
-MLXA2A_FORTRAN_INIT_THREAD(mpi_init_thread_)
-MLXA2A_FORTRAN_INIT_THREAD(mpi_init_thread__)
-MLXA2A_FORTRAN_INIT_THREAD(MPI_INIT_THREAD)
-MLXA2A_FORTRAN_INIT_THREAD(mpi_init_thread_f08_)

@@ -1,0 +1,43 @@
+// The ABI-neutral face of the dispatcher, for shim/entry_c.cc.
+//
+// Why: a shim can end up preloaded under the other MPI family (Open MPI handles
+// are pointers, MPICH handles are 32-bit integers). If our exported functions
+// took MPI_Comm etc., the MPICH shim would truncate Open MPI's pointers before
+// it could even tell that it is in the wrong process. So the exported entry
+// points take every handle as a register-wide integer (on the LP64 ABIs we
+// support — x86-64, aarch64, ppc64le — an int argument occupies a full register or
+// 8-byte stack slot, so nothing is lost either way) and the dispatcher either
+// converts it to this family's handle type or forwards it bit-for-bit to the MPI
+// library that is really there.
+//
+// This header must not include <mpi.h>: entry_c.cc defines MPI_* with these types.
+#pragma once
+
+#include <cstdint>
+
+namespace mlxa2a::core::mpi {
+
+using RawHandle = std::uintptr_t;
+
+struct RawAlltoallArgs {
+  const void* sendbuf;
+  std::int64_t sendcount;
+  RawHandle sendtype;
+  void* recvbuf;
+  std::int64_t recvcount;
+  RawHandle recvtype;
+  RawHandle comm;
+  bool large_count;   // MPI_Alltoall_c
+  const char* entry;  // entry point name, for the trace
+};
+
+int alltoall_entry(const RawAlltoallArgs& args) noexcept;
+int comm_split_entry(RawHandle comm, int color, int key, void* newcomm) noexcept;
+int init_entry(int* argc, char*** argv) noexcept;
+int init_thread_entry(int* argc, char*** argv, int required, int* provided) noexcept;
+int finalize_entry() noexcept;
+
+// True when the MPI library in this process has this shim's ABI (cached).
+bool family_ok() noexcept;
+
+}  // namespace mlxa2a::core::mpi

@@ -1,0 +1,245 @@
+// a2a_check: calls MPI_Alltoall the ways applications do and checks every result
+// against the value each peer sent, computed from a formula (no collective is
+// trusted for the reference). Run under mpirun with or without mlxa2a; prints
+//   CALLS <rank> <n>       MPI_Alltoall calls this rank made (for trace checks)
+//   ERRCLASS <case> <cls>  error classes for invalid arguments (rank 0)
+//   RESULT PASS|FAIL       (rank 0, after an allreduce of failures)
+// Usage: a2a_check [--init-thread] [--quick]
+#include <mpi.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+int g_calls = 0;
+int g_failures = 0;
+int g_world_rank = 0;
+
+#define CHECK(cond, ...)                                         \
+  do {                                                           \
+    if (!(cond)) {                                               \
+      if (g_failures++ < 10) {                                   \
+        std::fprintf(stderr, "rank %d: FAIL %s:%d: ", g_world_rank, __FILE__, __LINE__); \
+        std::fprintf(stderr, __VA_ARGS__);                       \
+        std::fputc('\n', stderr);                                \
+      }                                                          \
+    }                                                            \
+  } while (0)
+
+int a2a(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, MPI_Comm c) {
+  ++g_calls;
+  return MPI_Alltoall(s, sc, st, r, rc, rt, c);
+}
+
+// The byte rank `src` sends to rank `dst` at offset i of the block, call `iter`.
+unsigned char pattern(int src, int dst, std::size_t i, int iter) {
+  return static_cast<unsigned char>(src * 131 + dst * 31 + i * 7 + iter * 13 + 1);
+}
+
+struct Comm {
+  MPI_Comm comm;
+  int rank, size;
+  explicit Comm(MPI_Comm c) : comm(c) {
+    MPI_Comm_rank(c, &rank);
+    MPI_Comm_size(c, &size);
+  }
+};
+
+// Contiguous bytes, any size; optionally in place; fresh buffers each call.
+void bytes_case(const Comm& c, std::size_t n, bool in_place, int iter, const char* what) {
+  std::vector<unsigned char> send(n * c.size), recv(n * c.size + 64, 0xEE);
+  for (int p = 0; p < c.size; ++p) {
+    for (std::size_t i = 0; i < n; ++i) send[p * n + i] = pattern(c.rank, p, i, iter);
+  }
+  if (in_place) std::memcpy(recv.data(), send.data(), send.size());
+  const int rc = a2a(in_place ? MPI_IN_PLACE : send.data(), static_cast<int>(n), MPI_BYTE,
+                     recv.data(), static_cast<int>(n), MPI_BYTE, c.comm);
+  CHECK(rc == MPI_SUCCESS, "%s: rc=%d", what, rc);
+  for (int p = 0; p < c.size; ++p) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const unsigned char want = pattern(p, c.rank, i, iter);
+      CHECK(recv[p * n + i] == want, "%s n=%zu from %d byte %zu: got %d want %d", what, n, p, i,
+            recv[p * n + i], want);
+      if (recv[p * n + i] != want) return;
+    }
+  }
+  for (std::size_t i = n * c.size; i < recv.size(); ++i) {
+    CHECK(recv[i] == 0xEE, "%s n=%zu: write past the receive buffer at %zu", what, n, i);
+  }
+}
+
+void typed_case(const Comm& c, int count, int iter) {
+  std::vector<double> send(count * c.size), recv(count * c.size, -1.0);
+  for (int p = 0; p < c.size; ++p) {
+    for (int i = 0; i < count; ++i) send[p * count + i] = c.rank * 1e6 + p * 1e3 + i + iter;
+  }
+  CHECK(a2a(send.data(), count, MPI_DOUBLE, recv.data(), count, MPI_DOUBLE, c.comm) ==
+            MPI_SUCCESS, "double rc");
+  for (int p = 0; p < c.size; ++p) {
+    for (int i = 0; i < count; ++i) {
+      CHECK(recv[p * count + i] == p * 1e6 + c.rank * 1e3 + i + iter, "double from %d [%d]", p, i);
+    }
+  }
+}
+
+// Non-contiguous send type (every other int) received as contiguous ints, and
+// the reverse: type signatures match, layouts do not.
+void vector_case(const Comm& c, int blocks, int iter) {
+  MPI_Datatype strided;
+  MPI_Type_vector(blocks, 1, 2, MPI_INT, &strided);
+  MPI_Type_commit(&strided);
+  MPI_Aint lb, extent;
+  MPI_Type_get_extent(strided, &lb, &extent);
+  const std::size_t ints_per_elem = static_cast<std::size_t>(extent) / sizeof(int);
+  std::vector<int> sparse(ints_per_elem * c.size + 1, -7), dense(blocks * c.size, -1);
+  for (int p = 0; p < c.size; ++p) {
+    for (int b = 0; b < blocks; ++b) sparse[p * ints_per_elem + 2 * b] = c.rank * 10000 + p * 100 + b + iter;
+  }
+  CHECK(a2a(sparse.data(), 1, strided, dense.data(), blocks, MPI_INT, c.comm) == MPI_SUCCESS,
+        "vector rc");
+  for (int p = 0; p < c.size; ++p) {
+    for (int b = 0; b < blocks; ++b) {
+      CHECK(dense[p * blocks + b] == p * 10000 + c.rank * 100 + b + iter, "vector->dense %d %d", p, b);
+    }
+  }
+  // Reverse: dense out, strided in; the gaps must stay untouched.
+  std::vector<int> back(ints_per_elem * c.size + 1, -7);
+  for (int p = 0; p < c.size; ++p) {
+    for (int b = 0; b < blocks; ++b) dense[p * blocks + b] = c.rank * 10000 + p * 100 + b + iter;
+  }
+  CHECK(a2a(dense.data(), blocks, MPI_INT, back.data(), 1, strided, c.comm) == MPI_SUCCESS,
+        "dense->vector rc");
+  for (int p = 0; p < c.size; ++p) {
+    for (int b = 0; b < blocks; ++b) {
+      CHECK(back[p * ints_per_elem + 2 * b] == p * 10000 + c.rank * 100 + b + iter,
+            "dense->vector %d %d", p, b);
+      if (b + 1 < blocks) CHECK(back[p * ints_per_elem + 2 * b + 1] == -7, "gap written");
+    }
+  }
+  MPI_Type_free(&strided);
+}
+
+// In place with a derived type whose extent has a gap (resized).
+void in_place_resized_case(const Comm& c, int iter) {
+  MPI_Datatype padded;
+  MPI_Type_create_resized(MPI_INT, 0, 2 * sizeof(int), &padded);
+  MPI_Type_commit(&padded);
+  std::vector<int> buf(2 * c.size * 3);
+  for (int p = 0; p < c.size; ++p) {
+    for (int k = 0; k < 3; ++k) {
+      buf[2 * (p * 3 + k)] = c.rank * 1000 + p * 10 + k + iter;
+      buf[2 * (p * 3 + k) + 1] = -5;
+    }
+  }
+  CHECK(a2a(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf.data(), 3, padded, c.comm) == MPI_SUCCESS,
+        "in-place resized rc");
+  for (int p = 0; p < c.size; ++p) {
+    for (int k = 0; k < 3; ++k) {
+      CHECK(buf[2 * (p * 3 + k)] == p * 1000 + c.rank * 10 + k + iter, "in-place resized %d %d", p, k);
+      CHECK(buf[2 * (p * 3 + k) + 1] == -5, "in-place resized gap written");
+    }
+  }
+  MPI_Type_free(&padded);
+}
+
+void battery(const Comm& c, bool quick, int iter) {
+  const std::size_t sizes_full[] = {0, 1, 3, 8, 17, 64, 100, 1024, 4096, 65536, 262144};
+  const std::size_t sizes_quick[] = {0, 1, 3, 64, 4096};
+  if (quick) {
+    for (std::size_t n : sizes_quick) bytes_case(c, n, false, iter, "bytes");
+  } else {
+    for (std::size_t n : sizes_full) bytes_case(c, n, false, iter, "bytes");
+  }
+  bytes_case(c, 5, true, iter, "bytes in place");
+  bytes_case(c, 4096, true, iter, "bytes in place");
+  typed_case(c, 7, iter);
+  vector_case(c, 5, iter);
+  in_place_resized_case(c, iter);
+}
+
+void error_cases(const Comm& c) {
+  int buf[64] = {};
+  auto report = [&](const char* what, int rc) {
+    int cls = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+    if (c.rank == 0) std::printf("ERRCLASS %s %d\n", what, cls);
+  };
+  report("comm_null", a2a(buf, 1, MPI_INT, buf + 32, 1, MPI_INT, MPI_COMM_NULL));
+  report("negative_count", a2a(buf, -1, MPI_INT, buf + 32, -1, MPI_INT, c.comm));
+  report("null_datatype", a2a(buf, 1, MPI_DATATYPE_NULL, buf + 32, 1, MPI_DATATYPE_NULL, c.comm));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool init_thread = false, quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--init-thread")) init_thread = true;
+    if (!std::strcmp(argv[i], "--quick")) quick = true;
+  }
+  if (init_thread) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  } else {
+    MPI_Init(&argc, &argv);
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  const Comm world(MPI_COMM_WORLD);
+  g_world_rank = world.rank;
+
+  battery(world, quick, 0);
+
+  // Sub-communicators: odd/even, reversed keys, and MPI_UNDEFINED for rank 0.
+  MPI_Comm halves, reversed, without0;
+  MPI_Comm_split(MPI_COMM_WORLD, world.rank % 2, world.rank, &halves);
+  MPI_Comm_split(MPI_COMM_WORLD, 0, world.size - world.rank, &reversed);
+  MPI_Comm_split(MPI_COMM_WORLD, world.rank == 0 ? MPI_UNDEFINED : 1, 0, &without0);
+  CHECK((world.rank == 0) == (without0 == MPI_COMM_NULL), "MPI_UNDEFINED colour");
+  battery(Comm(halves), true, 1);
+  battery(Comm(reversed), true, 2);
+  if (without0 != MPI_COMM_NULL) battery(Comm(without0), true, 3);
+
+  // Many communicators alive at once, interleaved with other collectives.
+  std::vector<MPI_Comm> alive;
+  for (int k = 0; k < 6; ++k) {
+    MPI_Comm sub;
+    MPI_Comm_split(k % 2 ? halves : MPI_COMM_WORLD, k, (world.rank * 7 + k) % world.size, &sub);
+    alive.push_back(sub);
+  }
+  for (int round = 0; round < 3; ++round) {
+    for (MPI_Comm sub : alive) {
+      bytes_case(Comm(sub), 16 + round, false, round, "many alive");
+      int one = 1, sum = 0;
+      MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, sub);
+      CHECK(sum == Comm(sub).size, "allreduce between alltoalls");
+    }
+  }
+  for (MPI_Comm& sub : alive) MPI_Comm_free(&sub);
+
+  // Split/free churn: handles are reused by MPI; state must not leak across.
+  for (int k = 0; k < (quick ? 10 : 40); ++k) {
+    MPI_Comm sub;
+    MPI_Comm_split(MPI_COMM_WORLD, (world.rank + k) % 3, k, &sub);
+    bytes_case(Comm(sub), 1 + k % 5, k % 2 == 0, k, "churn");
+    MPI_Comm_free(&sub);
+  }
+
+  error_cases(world);
+
+  MPI_Comm_free(&halves);
+  MPI_Comm_free(&reversed);
+  if (without0 != MPI_COMM_NULL) MPI_Comm_free(&without0);
+
+  int failures = 0;
+  MPI_Allreduce(&g_failures, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  std::printf("CALLS %d %d\n", world.rank, g_calls);
+  std::fflush(stdout);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world.rank == 0) std::printf("RESULT %s\n", failures ? "FAIL" : "PASS");
+  MPI_Finalize();
+  return failures ? 1 : 0;
+}

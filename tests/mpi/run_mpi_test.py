@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Runs an MPI test program twice under mpirun -- without mlxa2a (the reference)
+and with the shim preloaded -- and requires that:
+  * both runs pass (RESULT PASS) and give the same ERRCLASS lines;
+  * with the shim, every rank's trace (MLXA2A_COLL_TRACE=info) has exactly one
+    line per MPI_Alltoall call the program made (its CALLS line), so a test that
+    would also pass without the shim cannot pass here;
+  * the shim logged no warning or error.
+Options for special cases:
+  --expect-reason RE   every traced call must give a reason matching RE
+  --rank0-env VAR=VAL  set VAR only for rank 0 (MPMD launch), e.g. to make an
+                       all-equal switch differ across ranks
+  --wrong-family       the shim is built for the other MPI: the run must pass
+                       with exactly one error line from mlxa2a and no trace
+Usage: run_mpi_test.py --mpirun PATH --family ompi|mpich --shim LIB --np N PROG [ARGS...]
+"""
+import argparse
+import glob
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+TIMEOUT = int(os.environ.get("MLXA2A_TEST_TIMEOUT", "300"))
+
+
+def launch(args, extra_env, prog):
+    env = dict(os.environ)
+    env.update(extra_env)
+    cmd = [args.mpirun]
+    if args.family == "ompi":
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   OMPI_MCA_rmaps_base_oversubscribe="1")
+        cmd += ["--oversubscribe", "--bind-to", "none"]
+        for k in extra_env:
+            cmd += ["-x", k]
+    if args.rank0_env and "LD_PRELOAD" in extra_env:
+        # MPMD: rank 0 gets the extra variable through env(1), the rest do not.
+        cmd += ["-np", "1", "env", args.rank0_env] + prog
+        if args.np > 1:
+            cmd += [":", "-np", str(args.np - 1)] + prog
+    else:
+        cmd += ["-np", str(args.np)] + prog
+    try:
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        sys.exit(f"FAIL: timed out after {TIMEOUT}s: {' '.join(cmd)}")
+    return p
+
+
+def parse(out):
+    calls = {int(r): int(n) for r, n in re.findall(r"^CALLS (\d+) (\d+)$", out, re.M)}
+    errs = sorted(re.findall(r"^ERRCLASS .*$", out, re.M))
+    return calls, errs, "RESULT PASS" in out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mpirun", required=True)
+    ap.add_argument("--family", required=True, choices=["ompi", "mpich"])
+    ap.add_argument("--shim", required=True)
+    ap.add_argument("--np", type=int, required=True)
+    ap.add_argument("--expect-reason")
+    ap.add_argument("--rank0-env")
+    ap.add_argument("--wrong-family", action="store_true")
+    ap.add_argument("prog", nargs=argparse.REMAINDER)
+    args = ap.parse_args()
+
+    ref = launch(args, {}, args.prog)
+    ref_calls, ref_errs, ref_ok = parse(ref.stdout)
+    if ref.returncode != 0 or not ref_ok:
+        print(ref.stdout, ref.stderr)
+        sys.exit("FAIL: the reference run (no mlxa2a) failed")
+
+    with tempfile.TemporaryDirectory(prefix="mlxa2a-mpitest-") as tmp:
+        env = {"LD_PRELOAD": args.shim, "MLXA2A_COLL_TRACE": "info",
+               "MLXA2A_LOG_FILE": os.path.join(tmp, "trace.%r")}
+        run = launch(args, env, args.prog)
+        calls, errs, ok = parse(run.stdout)
+        if run.returncode != 0 or not ok:
+            print(run.stdout, run.stderr)
+            sys.exit("FAIL: the run with mlxa2a failed")
+        if args.wrong_family:
+            complaints = [l for l in run.stderr.splitlines() if "[mlxa2a" in l]
+            if len(complaints) != 1 or "built for" not in complaints[0]:
+                sys.exit("FAIL: expected one error line from mlxa2a, got:\n" + run.stderr)
+            if glob.glob(os.path.join(tmp, "trace.*")):
+                sys.exit("FAIL: a shim of the wrong family traced calls")
+            print(f"PASS: {args.family} program with the other family's shim ran unharmed: "
+                  f"{complaints[0]}")
+            return
+        if errs != ref_errs:
+            sys.exit(f"FAIL: error classes differ\n without: {ref_errs}\n with:    {errs}")
+        if calls != ref_calls or len(calls) != args.np:
+            sys.exit(f"FAIL: call counts differ or are missing: {ref_calls} vs {calls}")
+        for rank, n in sorted(calls.items()):
+            path = os.path.join(tmp, f"trace.{rank}")
+            text = open(path).read() if os.path.exists(path) else ""
+            traced = len(re.findall(r"\] coll: (MPI_Alltoall|mpi_alltoall\w*|MPI_ALLTOALL)\b",
+                                    text))
+            if traced != n:
+                print(text)
+                sys.exit(f"FAIL: rank {rank} made {n} MPI_Alltoall calls, {traced} traced")
+            if args.expect_reason:
+                reasons = re.findall(r"\] coll: \S+ .* reason=(.*)$", text, re.M)
+                wrong = [r for r in reasons if not re.search(args.expect_reason, r)]
+                if wrong or not reasons:
+                    sys.exit(f"FAIL: rank {rank}: reasons {sorted(set(wrong))} do not match "
+                             f"{args.expect_reason!r}")
+            bad = [l for l in text.splitlines() if "] warn:" in l or "] error:" in l]
+            if bad and not args.rank0_env:
+                sys.exit("FAIL: mlxa2a complained:\n" + "\n".join(bad))
+        stray = sorted(glob.glob(os.path.join(tmp, "trace.x")))
+        if stray:
+            sys.exit("FAIL: lines were logged before the rank was known")
+    total = sum(calls.values())
+    print(f"PASS: {args.family} np={args.np} {os.path.basename(args.prog[0])}: "
+          f"{total} calls traced, error classes {len(errs)} equal")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+#include <gtest/gtest.h>
+
+#include "core/config/parse.h"
+#include "core/config/switches.h"
+
+namespace mlxa2a::core::config {
+namespace {
+
+TEST(ParseBool, AcceptsCommonSpellings) {
+  for (const char* t : {"1", "y", "Y", "yes", "true", "TRUE", "on", " on "}) {
+    EXPECT_EQ(parse_bool(t), true) << t;
+  }
+  for (const char* t : {"0", "n", "no", "false", "off", "Off"}) {
+    EXPECT_EQ(parse_bool(t), false) << t;
+  }
+  for (const char* t : {"", "2", "yess", "enable", "-1"}) {
+    EXPECT_FALSE(parse_bool(t).has_value()) << t;
+  }
+}
+
+TEST(ParseInt, RejectsTrailingGarbageAndOverflow) {
+  EXPECT_EQ(parse_int("42"), 42);
+  EXPECT_EQ(parse_int("+7"), 7);
+  EXPECT_EQ(parse_int("-3"), -3);
+  EXPECT_FALSE(parse_int("4K").has_value());
+  EXPECT_FALSE(parse_int("").has_value());
+  EXPECT_FALSE(parse_int("1.5").has_value());
+  EXPECT_FALSE(parse_int("99999999999999999999").has_value());
+}
+
+TEST(ParseSize, SuffixesAndInfinity) {
+  EXPECT_EQ(parse_size("0"), 0u);
+  EXPECT_EQ(parse_size("4096"), 4096u);
+  EXPECT_EQ(parse_size("4K"), 4096u);
+  EXPECT_EQ(parse_size("4k"), 4096u);
+  EXPECT_EQ(parse_size("4KB"), 4096u);
+  EXPECT_EQ(parse_size("1M"), 1u << 20);
+  EXPECT_EQ(parse_size("2G"), 2ull << 30);
+  EXPECT_EQ(parse_size("1T"), 1ull << 40);
+  EXPECT_EQ(parse_size("inf"), kSizeInfinite);
+  EXPECT_EQ(parse_size("INF"), kSizeInfinite);
+  for (const char* t : {"", "K", "-1", "4X", "1.5K", "4 K B", "99999999999T"}) {
+    EXPECT_FALSE(parse_size(t).has_value()) << t;
+  }
+}
+
+TEST(ParseDevices, ListsWithOptionalPorts) {
+  auto all = parse_devices("all");
+  ASSERT_TRUE(all);
+  EXPECT_TRUE(all->empty());
+  auto two = parse_devices("mlx5_0:1, mlx5_1");
+  ASSERT_TRUE(two);
+  ASSERT_EQ(two->size(), 2u);
+  EXPECT_EQ((*two)[0], (Device{"mlx5_0", 1}));
+  EXPECT_EQ((*two)[1], (Device{"mlx5_1", 0}));
+  for (const char* t : {"", "mlx5_0:", "mlx5_0:0", "mlx5_0:256", ":1", "mlx5_0,,mlx5_1",
+                        "mlx5 0", "mlx5_0:1,mlx5_0:1"}) {
+    EXPECT_FALSE(parse_devices(t).has_value()) << t;
+  }
+}
+
+Spec spec_of(std::string_view name) {
+  for (const Spec& s : all_switches()) {
+    if (s.name == name) return s;
+  }
+  ADD_FAILURE() << name;
+  return {};
+}
+
+TEST(ParseValue, BadValuesSayWhatIsAccepted) {
+  auto r = parse_value(spec_of("ENABLE"), "maybe");
+  EXPECT_FALSE(r.value);
+  EXPECT_NE(r.accepted.find("boolean"), std::string::npos);
+
+  r = parse_value(spec_of("LOG_LEVEL"), "loud");
+  EXPECT_FALSE(r.value);
+  EXPECT_NE(r.accepted.find("error, warn, info, debug or trace"), std::string::npos) << r.accepted;
+
+  r = parse_value(spec_of("RCACHE_MAX_REGIONS"), "0");
+  EXPECT_FALSE(r.value);
+  EXPECT_NE(r.accepted.find("from 1 to"), std::string::npos);
+
+  r = parse_value(spec_of("RCACHE_ALIGN"), "24");
+  EXPECT_FALSE(r.value);
+  EXPECT_NE(r.accepted.find("power of two"), std::string::npos);
+  r = parse_value(spec_of("RCACHE_ALIGN"), "8");
+  EXPECT_FALSE(r.value);
+  r = parse_value(spec_of("RCACHE_ALIGN"), "8K");
+  EXPECT_FALSE(r.value);
+  for (const char* ok : {"16", "64", "4K"}) {
+    EXPECT_TRUE(parse_value(spec_of("RCACHE_ALIGN"), ok).value) << ok;
+  }
+
+  r = parse_value(spec_of("RCACHE_MAX_BYTES"), "0");
+  EXPECT_FALSE(r.value);
+
+  r = parse_value(spec_of("NET_DEVICES"), "mlx5_0:x");
+  EXPECT_FALSE(r.value);
+  EXPECT_NE(r.accepted.find("mlx5_0:1"), std::string::npos);
+
+  r = parse_value(spec_of("TUNE"), "0-4K:fast");
+  EXPECT_FALSE(r.value);
+  EXPECT_NE(r.accepted.find("0-4K:fast"), std::string::npos) << r.accepted;
+
+  r = parse_value(spec_of("COLL_TRACE"), "INFO");  // enums are case-insensitive
+  ASSERT_TRUE(r.value);
+  EXPECT_EQ(std::get<std::string>(*r.value), "info");
+}
+
+TEST(Switches, EveryDefaultParsesAndRoundTrips) {
+  for (const Spec& s : all_switches()) {
+    auto r = parse_value(s, s.default_text);
+    ASSERT_TRUE(r.value) << s.name << ": " << r.accepted;
+    const std::string text = format_value(s, *r.value);
+    auto again = parse_value(s, text);
+    ASSERT_TRUE(again.value) << s.name << " canonical '" << text << "'";
+    EXPECT_EQ(format_value(s, *again.value), text) << s.name;
+    EXPECT_FALSE(s.description.empty()) << s.name;
+  }
+}
+
+TEST(FormatSize, UsesLargestExactUnit) {
+  EXPECT_EQ(format_size(0), "0");
+  EXPECT_EQ(format_size(1000), "1000");
+  EXPECT_EQ(format_size(4096), "4K");
+  EXPECT_EQ(format_size(3u << 20), "3M");
+  EXPECT_EQ(format_size((1u << 20) + 1024), "1025K");
+  EXPECT_EQ(format_size(kSizeInfinite), "inf");
+}
+
+}  // namespace
+}  // namespace mlxa2a::core::config

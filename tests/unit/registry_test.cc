@@ -1,0 +1,136 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "core/config/registry.h"
+#include "core/config/switches.h"
+
+namespace mlxa2a::core::config {
+namespace {
+
+class TempFile {
+ public:
+  explicit TempFile(const std::string& text) {
+    char name[] = "/tmp/mlxa2a-registry-test-XXXXXX";
+    const int fd = mkstemp(name);
+    EXPECT_GE(fd, 0);
+    close(fd);
+    path_ = name;
+    std::ofstream(path_) << text;
+  }
+  ~TempFile() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+bool has_warning(const Registry& r, std::string_view needle) {
+  for (const std::string& w : r.warnings()) {
+    if (w.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(Registry, DefaultsWithoutEnvironment) {
+  Registry r(all_switches());
+  r.load({});
+  EXPECT_TRUE(r.warnings().empty());
+  for (const auto& e : r.entries()) {
+    EXPECT_EQ(e.source, Source::Default) << e.spec->name;
+  }
+  EXPECT_TRUE(r.get_bool("ENABLE"));
+  EXPECT_EQ(r.get_size("MLXA2A_RCACHE_ALIGN"), 16u);
+  EXPECT_EQ(r.get_string("COLL_TRACE"), "none");
+}
+
+TEST(Registry, EnvironmentOverridesFileOverridesDefault) {
+  TempFile f("# comment\n\nMLXA2A_LOG_LEVEL = debug\nRCACHE_ALIGN=64\nMLXA2A_TUNE=\"0-1K:shm\"\n");
+  Registry r(all_switches());
+  r.load({{"MLXA2A_CONFIG_FILE", f.path()}, {"MLXA2A_LOG_LEVEL", "info"}});
+  EXPECT_TRUE(r.warnings().empty()) << r.warnings().front();
+  EXPECT_EQ(r.get_string("LOG_LEVEL"), "info");
+  EXPECT_EQ(r.find("LOG_LEVEL")->source, Source::Env);
+  EXPECT_EQ(r.get_size("RCACHE_ALIGN"), 64u);
+  EXPECT_EQ(r.find("RCACHE_ALIGN")->source, Source::File);
+  EXPECT_EQ(r.find("RCACHE_ALIGN")->origin, f.path() + ":4");
+  EXPECT_EQ(r.find("TUNE")->text, "0-1K:shm");
+  EXPECT_EQ(r.find("ENABLE")->source, Source::Default);
+}
+
+TEST(Registry, BadValueWarnsOnceAndKeepsTheLowerSource) {
+  TempFile f("MLXA2A_RCACHE_ALIGN = 64\n");
+  Registry r(all_switches());
+  r.load({{"MLXA2A_CONFIG_FILE", f.path()}, {"MLXA2A_RCACHE_ALIGN", "100"},
+          {"MLXA2A_ENABLE", "perhaps"}});
+  ASSERT_EQ(r.warnings().size(), 2u);
+  EXPECT_TRUE(has_warning(r, "MLXA2A_RCACHE_ALIGN='100' (env) is not valid: expected a power of two"));
+  EXPECT_TRUE(has_warning(r, "using 64 (file)"));
+  EXPECT_TRUE(has_warning(r, "MLXA2A_ENABLE='perhaps'"));
+  EXPECT_EQ(r.get_size("RCACHE_ALIGN"), 64u);
+  EXPECT_TRUE(r.get_bool("ENABLE"));
+  EXPECT_EQ(r.find("ENABLE")->source, Source::Default);
+}
+
+TEST(Registry, UnknownNamesAreWarnedWithASuggestion) {
+  Registry r(all_switches());
+  r.load({{"MLXA2A_COLL_TRACES", "info"}, {"MLXA2A_WHATEVER", "1"}});
+  ASSERT_EQ(r.warnings().size(), 2u);
+  EXPECT_TRUE(has_warning(r, "unknown variable MLXA2A_COLL_TRACES in the environment"));
+  EXPECT_TRUE(has_warning(r, "did you mean MLXA2A_COLL_TRACE?"));
+  EXPECT_TRUE(has_warning(r, "unknown variable MLXA2A_WHATEVER"));
+  EXPECT_FALSE(has_warning(r, "WHATEVER in the environment is ignored; did you mean"));
+}
+
+TEST(Registry, FileErrorsNameTheLine) {
+  TempFile f("MLXA2A_ENABLE = n\nthis is not an assignment\nMLXA2A_NOPE = 1\nMLXA2A_CONFIG_FILE = x\n");
+  Registry r(all_switches());
+  r.load({{"MLXA2A_CONFIG_FILE", f.path()}});
+  EXPECT_FALSE(r.get_bool("ENABLE"));
+  EXPECT_TRUE(has_warning(r, f.path() + ":2: expected MLXA2A_NAME = VALUE"));
+  EXPECT_TRUE(has_warning(r, "unknown variable MLXA2A_NOPE in " + f.path() + ":3"));
+  EXPECT_TRUE(has_warning(r, f.path() + ":4: MLXA2A_CONFIG_FILE can only be set in the environment"));
+  EXPECT_EQ(r.warnings().size(), 3u);
+}
+
+TEST(Registry, MissingFileIsAWarningNotAFailure) {
+  Registry r(all_switches());
+  r.load({{"MLXA2A_CONFIG_FILE", "/nonexistent/mlxa2a.conf"}});
+  EXPECT_TRUE(has_warning(r, "/nonexistent/mlxa2a.conf: cannot open"));
+  EXPECT_TRUE(r.get_bool("ENABLE"));
+}
+
+TEST(Registry, AllEqualHashUsesCanonicalValues) {
+  Registry a(all_switches()), b(all_switches()), c(all_switches()), d(all_switches());
+  a.load({{"MLXA2A_TUNE", "0-4096:shm"}});
+  b.load({{"MLXA2A_TUNE", "0-4K:shm"}});
+  c.load({{"MLXA2A_TUNE", "0-8K:shm"}});
+  d.load({{"MLXA2A_TUNE", "0-4K:shm"}, {"MLXA2A_LOG_LEVEL", "debug"}});  // local switch
+  EXPECT_EQ(a.all_equal_hash(), b.all_equal_hash());
+  EXPECT_NE(a.all_equal_hash(), c.all_equal_hash());
+  EXPECT_EQ(b.all_equal_hash(), d.all_equal_hash());
+  EXPECT_NE(c.all_equal_summary().find("MLXA2A_TUNE=0-8K:shm"), std::string::npos);
+  EXPECT_EQ(c.all_equal_summary().find("LOG_LEVEL"), std::string::npos);
+}
+
+TEST(Registry, SettingsSnapshotIsTyped) {
+  Registry r(all_switches());
+  r.load({{"MLXA2A_ENABLE", "off"},
+          {"MLXA2A_LOG_LEVEL", "trace"},
+          {"MLXA2A_COLL_TRACE", "info"},
+          {"MLXA2A_NET_DEVICES", "mlx5_2:1"},
+          {"MLXA2A_RCACHE_MAX_BYTES", "1G"}});
+  const Settings s = settings_from(r);
+  EXPECT_FALSE(s.enable);
+  EXPECT_EQ(s.log_level, log::Level::Trace);
+  EXPECT_EQ(s.coll_trace, CollTrace::Info);
+  ASSERT_EQ(s.net_devices.size(), 1u);
+  EXPECT_EQ(s.net_devices[0].name, "mlx5_2");
+  EXPECT_EQ(s.rcache_max_bytes, 1ull << 30);
+}
+
+}  // namespace
+}  // namespace mlxa2a::core::config

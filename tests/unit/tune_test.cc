@@ -1,0 +1,79 @@
+#include <gtest/gtest.h>
+
+#include "core/config/tune.h"
+#include "core/selection.h"
+
+namespace mlxa2a::core::config::tune {
+namespace {
+
+Table parse_ok(std::string_view text) {
+  std::string error;
+  auto t = Table::parse(text, &error);
+  EXPECT_TRUE(t) << text << ": " << error;
+  return t ? *t : Table{};
+}
+
+TEST(Tune, DefaultIsAutoEverywhere) {
+  Table t;
+  EXPECT_EQ(t.lookup(0), Path::Auto);
+  EXPECT_EQ(t.lookup(UINT64_MAX), Path::Auto);
+  EXPECT_EQ(t, parse_ok("auto"));
+  EXPECT_EQ(t.format(), "auto");
+}
+
+TEST(Tune, RangesAreHalfOpen) {
+  Table t = parse_ok("0-4K:shm#4K-inf:pmpi");
+  EXPECT_EQ(t.lookup(0), Path::Shm);
+  EXPECT_EQ(t.lookup(4095), Path::Shm);
+  EXPECT_EQ(t.lookup(4096), Path::Pmpi);
+  EXPECT_EQ(t.lookup(UINT64_MAX), Path::Pmpi);
+}
+
+TEST(Tune, LaterRulesWinAndGapsAreAuto) {
+  Table t = parse_ok("pmpi#16-128:shm#64-100:rdma");
+  EXPECT_EQ(t.lookup(15), Path::Pmpi);
+  EXPECT_EQ(t.lookup(16), Path::Shm);
+  EXPECT_EQ(t.lookup(64), Path::Rdma);
+  EXPECT_EQ(t.lookup(99), Path::Rdma);
+  EXPECT_EQ(t.lookup(100), Path::Shm);
+  EXPECT_EQ(t.lookup(128), Path::Pmpi);
+
+  Table gap = parse_ok("1K-2K:pmpi");
+  EXPECT_EQ(gap.lookup(0), Path::Auto);
+  EXPECT_EQ(gap.lookup(1024), Path::Pmpi);
+  EXPECT_EQ(gap.lookup(2048), Path::Auto);
+}
+
+TEST(Tune, FormatRoundTrips) {
+  for (const char* text : {"0-4K:shm#4K-inf:pmpi", "pmpi", "16-1M:rdma#shm", " 0 - 64 : shm "}) {
+    Table t = parse_ok(text);
+    EXPECT_EQ(parse_ok(t.format()), t) << text << " -> " << t.format();
+  }
+}
+
+TEST(Tune, RejectsMalformedRules) {
+  for (const char* text : {"", "#", "fast", "0-4K", "0-4K:", "4K:shm", "4K-0:shm", "4K-4K:shm",
+                           "inf-inf:shm", "0-4Q:shm", "0-4K:shm#", "x-1:shm", "0-4K:shm:pmpi"}) {
+    std::string error;
+    EXPECT_FALSE(Table::parse(text, &error)) << text;
+    EXPECT_FALSE(error.empty()) << text;
+  }
+}
+
+TEST(Selection, NeverPicksAnEngineTheTeamLacks) {
+  const Capabilities none{}, shm{true, false}, rdma{false, true};
+  EXPECT_EQ(select(8, Table{}, none).path, Path::Pmpi);
+  EXPECT_EQ(select(8, Table{}, shm).path, Path::Shm);
+  EXPECT_EQ(select(8, Table{}, rdma).path, Path::Rdma);
+  EXPECT_EQ(select(8, parse_ok("shm"), rdma).path, Path::Pmpi);
+  EXPECT_EQ(select(8, parse_ok("rdma"), shm).path, Path::Pmpi);
+  EXPECT_EQ(select(8, parse_ok("pmpi"), shm).path, Path::Pmpi);
+  EXPECT_EQ(select(8, parse_ok("0-4:pmpi"), shm).path, Path::Shm);
+  for (auto caps : {none, shm, rdma}) {
+    EXPECT_NE(select(0, Table{}, caps).reason, nullptr);
+    EXPECT_NE(select(0, Table{}, caps).path, Path::Auto);
+  }
+}
+
+}  // namespace
+}  // namespace mlxa2a::core::config::tune
