@@ -77,9 +77,12 @@ void flush_locked(wire::QpShared* sh, wire::CqRing* cq) {
 
 // The responder side of a failed operation: its QP enters the error state
 // too (IB spec 9.9.3: responder class errors), flushing its receives.
-void responder_error(wire::QpShared* peer, wire::CqRing* peer_cq) {
+// The owner learns of it by an affiliated asynchronous event, delivered by
+// its next ibv_poll_cq (progress_context).
+void responder_error(wire::QpShared* peer, wire::CqRing* peer_cq, ibv_event_type ev) {
   SharedLock lk(&peer->mu);
   peer->state = IBV_QPS_ERR;
+  if (!peer->pending_event) peer->pending_event = uint32_t(ev) + 1;
   flush_locked(peer, peer_cq);
 }
 
@@ -115,7 +118,8 @@ class Executor {
  private:
   bool resolve_peer();
   Outcome responder_fault(ibv_wc_status st) {
-    responder_error(peer_, peer_cq_);
+    responder_error(peer_, peer_cq_,
+                    st == IBV_WC_REM_ACCESS_ERR ? IBV_EVENT_QP_ACCESS_ERR : IBV_EVENT_QP_REQ_ERR);
     Outcome o;
     o.status = st;
     return o;
@@ -337,6 +341,7 @@ Outcome Executor::send(SendWr& w, std::vector<iovec>& src, uint64_t len) {
               recv_status == IBV_WC_LOC_LEN_ERR ? "too small" : "not in a writable MR of its PD");
     cq_push(peer_cq_, e);
     peer_->state = IBV_QPS_ERR;
+    if (!peer_->pending_event) peer_->pending_event = uint32_t(IBV_EVENT_QP_FATAL) + 1;
     flush_locked(peer_, peer_cq_);
     o.status = recv_status == IBV_WC_LOC_LEN_ERR ? IBV_WC_REM_INV_REQ_ERR : IBV_WC_REM_OP_ERR;
     return o;
@@ -427,6 +432,18 @@ void progress_context(Context& ctx) {
   for (auto& [qpn, qp] : ctx.qps) {
     std::lock_guard<std::mutex> q(qp->mu);
     if (!qp->sq.empty()) progress(*qp);
+    uint32_t ev;
+    {
+      SharedLock lk(&qp->sh->mu);
+      ev = qp->sh->pending_event;
+      qp->sh->pending_event = 0;
+    }
+    if (ev) {
+      ibv_async_event a{};
+      a.element.qp = &qp->shell.ibv;
+      a.event_type = ibv_event_type(ev - 1);
+      ctx.push_async(a);
+    }
   }
 }
 

@@ -67,7 +67,7 @@ struct QpShared {
   uint32_t min_rnr_timer;       // from RTR
   uint32_t rq_cap;
   uint32_t rq_sge;
-  uint32_t pad;
+  uint32_t pending_event;       // ibv_event_type + 1 raised by a peer; 0 = none
   char local_key[48];           // this QP's port address (rendezvous key)
   char dest_key[48];            // the peer port address, from RTR
   char recv_cq[64];             // rendezvous name of the receive CQ

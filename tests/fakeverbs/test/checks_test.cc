@@ -46,6 +46,14 @@ void access_case(EndpointOptions target_opts, std::function<void(Address&)> muta
       ASSERT_EQ(wc.size(), 1u);
       EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
       EXPECT_EQ(wc[0].wr_id, 5u);
+      // The responder's owner is told by an affiliated async event.
+      int fl = fcntl(e.ctx->async_fd, F_GETFL);
+      fcntl(e.ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+      ibv_async_event ev{};
+      ASSERT_EQ(ibv_get_async_event(e.ctx, &ev), 0);
+      EXPECT_EQ(ev.event_type, IBV_EVENT_QP_ACCESS_ERR);
+      EXPECT_EQ(ev.element.qp, e.qp);
+      ibv_ack_async_event(&ev);
     }
   };
   run_pair(a, b, {"FAKEVERBS_QUIET=1"}, {"FAKEVERBS_QUIET=1"});

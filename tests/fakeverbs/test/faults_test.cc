@@ -181,17 +181,30 @@ TEST(Rendezvous, DeadPeerEntriesIgnoredAndSwept) {
   auto a = [](Channel& ch) {
     Endpoint e;
     ch.put(e.address());
+    ch.put(int(getpid()));
     ch.sync();
     _exit(0);  // dies without destroying anything
   };
   auto b = [](Channel& ch) {
     Address dead = ch.get<Address>();
+    int dead_pid = ch.get<int>();
     ch.sync();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // A is gone
     EndpointOptions o;
     o.timeout = 10;
     o.retry_cnt = 1;
     Endpoint e(o);
+    // Opening the directory swept the dead process's files and QPN links.
+    DIR* d = opendir(getenv("FAKEVERBS_DIR"));
+    ASSERT_NE(d, nullptr);
+    int mine = 0;
+    while (dirent* ent = readdir(d)) {
+      std::string n = ent->d_name;
+      EXPECT_NE(n.rfind(std::to_string(dead_pid) + ".", 0), 0u) << "dead entry kept: " << n;
+      mine += n.rfind(std::to_string(getpid()) + ".", 0) == 0;
+    }
+    closedir(d);
+    EXPECT_EQ(mine, 3);  // our MR table, CQ, QP
     e.connect(dead);
     ASSERT_EQ(e.post_write(1, dead, 0, 8, true), 0);
     auto wc = e.poll(1);
