@@ -24,6 +24,7 @@ Table::Table() : rules_{Rule{}} { flatten(); }
 
 std::optional<Table> Table::parse(std::string_view text, std::string* error) {
   Table table;
+  table.rules_.clear();
   std::string_view rest = text;
   if (trim(rest).empty()) {
     *error = "an empty tuning string (use \"auto\")";
