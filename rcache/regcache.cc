@@ -40,10 +40,11 @@ std::atomic<uint64_t> g_next_uid{1};
 // Which PinTable this thread uses for which cache, plus a memo of the last region it
 // hit there (valid while the cache's seqlock still reads `seq`). Cache uids are never
 // reused, so entries of dead caches never match again (they are a few bytes each).
+constexpr uint64_t kNoMemo = UINT64_MAX;  // a sequence value the cache never reaches
 struct TlEntry {
   uint64_t uid;
   PinTable* table;
-  uint64_t seq;  // 1 (odd: never matches) when there is no memo
+  uint64_t seq;  // kNoMemo when there is no memo
   uintptr_t start;
   uintptr_t end;
   unsigned access;
@@ -54,7 +55,7 @@ struct TlEntry {
 // initial-exec: the hit path reads this on every call, and the default model for PIC
 // code goes through __tls_get_addr. A few dozen bytes of static TLS are fine for a
 // library that is LD_PRELOADed or linked (glibc keeps surplus static TLS for dlopen).
-__attribute__((tls_model("initial-exec"))) thread_local TlEntry tl_last{0, nullptr, 1, 0, 0, 0, 0, nullptr, nullptr};
+__attribute__((tls_model("initial-exec"))) thread_local TlEntry tl_last{0, nullptr, kNoMemo, 0, 0, 0, 0, nullptr, nullptr};
 thread_local std::vector<TlEntry> tl_all;
 
 size_t effective_max_bytes(const Options& o) {
@@ -106,6 +107,7 @@ std::unique_ptr<RegCache> RegCache::create(Registrar& registrar, const Options& 
   cache->options_ = options;
   cache->impl_ = std::make_unique<Impl>(registrar, options, effective_max_bytes(options));
   err = detail::subscribe(&cache->impl_->sink_, options.invalidation, &cache->mode_);
+  cache->impl_->mode_ = cache->mode_;
   if (!err.empty()) {
     if (error != nullptr) *error = err;
     cache->impl_.reset();
@@ -168,8 +170,14 @@ RegCache::Impl::Impl(Registrar& registrar, const Options& options, size_t max_by
       membarrier_(membarrier_available()),
       mech_epoch_(detail::mechanism_epoch()) {}
 
+// Caller holds mu_. A thread that has never used this cache has no PinTable and must
+// take mu_ to get one, so it cannot be inside a hit: when the only table is the
+// caller's own (the common single-threaded MPI rank), no other reader exists and the
+// system call is skipped.
 void RegCache::Impl::heavy_barrier() const {
-  if (membarrier_) syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+  const bool alone = tables_.empty() ||
+                     (tables_.size() == 1 && tl_last.uid == uid_ && tl_last.table == tables_[0].get());
+  if (membarrier_ && !alone) syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
@@ -188,9 +196,9 @@ PinTable* RegCache::Impl::my_table_slow() {
       tables_.push_back(std::make_unique<PinTable>());
       t = tables_.back().get();
     }
-    tl_all.push_back({uid_, t, 1, 0, 0, 0, 0, nullptr, nullptr});
+    tl_all.push_back({uid_, t, kNoMemo, 0, 0, 0, 0, nullptr, nullptr});
   }
-  tl_last = {uid_, t, 1, 0, 0, 0, 0, nullptr, nullptr};
+  tl_last = {uid_, t, kNoMemo, 0, 0, 0, 0, nullptr, nullptr};
   return t;
 }
 

@@ -46,6 +46,7 @@ class RegCache::Impl {
 
   detail::EventSink sink_;
   bool caching_ok_ = true;  // false once invalidation is known lost
+  Invalidation mode_ = Invalidation::kNone;  // the mechanism actually in use
 
   // Read by RegCache::get's memo fast path.
   const uint64_t uid_;

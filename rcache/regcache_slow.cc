@@ -133,7 +133,7 @@ void RegCache::Impl::sync_locked() {
   if (epoch != mech_epoch_) {
     mech_epoch_ = epoch;
     flush = true;
-    caching_ok_ = caching_ok_ && detail::mechanism_ok(opt_.invalidation == Invalidation::kAuto ? Invalidation::kPatch : opt_.invalidation);
+    caching_ok_ = caching_ok_ && detail::mechanism_ok(mode_);
   }
   if (sink_.pending() || flush) {
     std::vector<uint32_t> ids;

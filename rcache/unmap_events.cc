@@ -52,7 +52,7 @@ std::atomic<EventSink*> g_sinks[kMaxSinks];
 std::atomic<int> g_users[kMaxSinks];
 
 std::mutex g_install_mu;
-bool g_patched = false;           // our libc patches installed
+std::atomic<bool> g_patched{false};  // our libc patches installed
 bool g_patch_lost = false;        // ... and later found overwritten
 bool g_ucm = false;               // our handler registered with libucm
 std::atomic<uint64_t> g_epoch{0};
@@ -173,7 +173,7 @@ void unsubscribe(EventSink* sink) noexcept {
 uint64_t mechanism_epoch() noexcept { return g_epoch.load(std::memory_order_acquire); }
 
 void check_mechanisms() noexcept {
-  if (!__atomic_load_n(&g_patched, __ATOMIC_ACQUIRE)) return;
+  if (!g_patched.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(g_install_mu);
   if (!g_patched || g_patch_lost || libc_patches_intact()) return;
   // Someone (typically libucm loaded after us) overwrote our jumps: events may have been
