@@ -24,17 +24,26 @@ Options test_options() {
 }
 
 // Runs `iters` calls at `bytes`, each with fresh contents; the recv buffer is
-// poisoned before each call so stale data cannot pass the check.
+// poisoned before each call so stale data cannot pass the check, and guard
+// zones on both sides of both buffers must come back untouched.
 int exchange(NodeAlltoall& a2a, int iters, std::size_t bytes, int iter_base = 0) {
+  constexpr std::size_t kGuard = 64;
   const int n = a2a.local_size();
   const int me = a2a.local_rank();
-  std::vector<unsigned char> send(n * bytes + 1), recv(n * bytes + 1);
+  std::vector<unsigned char> send(n * bytes), sbuf(n * bytes + 2 * kGuard, 0x5C);
+  std::vector<unsigned char> recv(n * bytes), rbuf(n * bytes + 2 * kGuard);
   for (int it = 0; it < iters; ++it) {
     fill_send(send, me, n, iter_base + it, bytes);
-    std::memset(recv.data(), 0xA5, recv.size());
-    FT_CHECK_STATUS(a2a.run(send.data(), recv.data(), bytes), Status::ok);
+    std::memcpy(sbuf.data() + kGuard, send.data(), send.size());
+    std::memset(rbuf.data(), 0xA5, rbuf.size());
+    FT_CHECK_STATUS(a2a.run(sbuf.data() + kGuard, rbuf.data() + kGuard, bytes), Status::ok);
+    std::memcpy(recv.data(), rbuf.data() + kGuard, recv.size());
     FT_CHECK(check_recv(recv, me, n, iter_base + it, bytes));
-    FT_CHECK(recv[n * bytes] == 0xA5);  // guard byte past the end untouched
+    for (std::size_t g = 0; g < kGuard; ++g) {
+      FT_CHECK(rbuf[g] == 0xA5 && rbuf[kGuard + n * bytes + g] == 0xA5);
+      FT_CHECK(sbuf[g] == 0x5C && sbuf[kGuard + n * bytes + g] == 0x5C);
+    }
+    FT_CHECK(std::memcmp(sbuf.data() + kGuard, send.data(), send.size()) == 0);  // send is input only
   }
   return 0;
 }
@@ -46,6 +55,7 @@ TEST_P(SizesTest, EveryByteArrives) {
   const ForkResult res = run_forked(n, [cma = cma](ForkBootstrap& boot) {
     Options o = test_options();
     o.oversubscribed = false;  // so that cma_threshold applies
+    o.spin_iterations = 50;    // still up to 8 ranks on 2 cores: yield soon
     o.cma_threshold = cma ? 4096 : 0;
     std::unique_ptr<NodeAlltoall> a2a;
     FT_CHECK_STATUS(NodeAlltoall::create(boot, o, a2a), Status::ok);
@@ -155,6 +165,30 @@ TEST(NodeAlltoall, OversubscribedUsesLaterCma) {
     FT_CHECK(a2a->path_for(65536) == Path::cma);
     if (exchange(*a2a, 3, 65536) != 0) return 1;
     return exchange(*a2a, 3, 2000, 3);
+  });
+  EXPECT_FALSE(res.hung);
+  for (int code : res.exit_codes) EXPECT_EQ(code, 0);
+}
+
+// Layout options differ between ranks: rank 0's win everywhere, so all ranks
+// take the same path for every size (a mismatch would deadlock or corrupt).
+TEST(NodeAlltoall, RankZeroLayoutOptionsWin) {
+  const ForkResult res = run_forked(3, [](ForkBootstrap& boot) {
+    Options o = test_options();
+    o.oversubscribed = boot.local_rank() == 1;
+    o.slot_capacity = boot.local_rank() == 0 ? 4096 : 1 << 20;
+    o.cma_threshold = boot.local_rank() == 0 ? 2048 : 0;
+    o.cma_threshold_oversubscribed = 0;
+    std::unique_ptr<NodeAlltoall> a2a;
+    FT_CHECK_STATUS(NodeAlltoall::create(boot, o, a2a), Status::ok);
+    FT_CHECK(a2a->slot_capacity() == 4096);
+    FT_CHECK(a2a->path_for(2047) == Path::copy && a2a->path_for(2048) == Path::cma);
+    int base = 0;
+    for (std::size_t bytes : {1, 1365, 1366, 2047, 2048, 5000}) {
+      if (exchange(*a2a, 2, bytes, base) != 0) return 1;
+      base += 2;
+    }
+    return 0;
   });
   EXPECT_FALSE(res.hung);
   for (int code : res.exit_codes) EXPECT_EQ(code, 0);
