@@ -117,6 +117,19 @@ std::string DeviceSpec::address_key() const {
   return fakeverbs::address_key(roce, lid, gid);
 }
 
+const Limits& limits() {
+  static const Limits l = [] {
+    Limits x;
+    x.max_qp_wr = env_int("FAKEVERBS_MAX_QP_WR", x.max_qp_wr, 1, 1 << 22);
+    x.max_sge = env_int("FAKEVERBS_MAX_SGE", x.max_sge, 1, 64);
+    x.max_cqe = env_int("FAKEVERBS_MAX_CQE", x.max_cqe, 1, 1 << 24);
+    x.max_inline = uint32_t(env_int("FAKEVERBS_MAX_INLINE", int(x.max_inline), 0, 4096));
+    x.max_rd_atom = env_int("FAKEVERBS_MAX_RD_ATOM", x.max_rd_atom, 0, 255);
+    return x;
+  }();
+  return l;
+}
+
 const std::vector<DeviceSpec>& devices() {
   static const std::vector<DeviceSpec> devs = make_devices();
   return devs;

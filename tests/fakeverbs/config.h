@@ -21,13 +21,15 @@
 namespace fakeverbs {
 
 // ConnectX-6-like limits, reported by ibv_query_device and enforced at
-// create/post time.
+// create/post time.  The first five can be lowered (or raised) per process to
+// imitate other adapters: FAKEVERBS_MAX_QP_WR, FAKEVERBS_MAX_SGE,
+// FAKEVERBS_MAX_CQE, FAKEVERBS_MAX_INLINE, FAKEVERBS_MAX_RD_ATOM.
 struct Limits {
-  static constexpr int kMaxQpWr = 32768;
-  static constexpr int kMaxSge = 30;
-  static constexpr int kMaxCqe = 4194303;
-  static constexpr uint32_t kMaxInline = 256;
-  static constexpr int kMaxRdAtom = 16;
+  int max_qp_wr = 32768;
+  int max_sge = 30;
+  int max_cqe = 4194303;
+  uint32_t max_inline = 256;
+  int max_rd_atom = 16;
   static constexpr int kMaxMr = 1 << 16;  // capacity of the fake's MR table
   static constexpr int kPkeyTableLen = 128;
   static constexpr int kGidTableLen = 8;  // index 0 valid (IB); 0..1 (RoCE)
@@ -43,6 +45,8 @@ struct DeviceSpec {
   ibv_gid gid{};       // GID index 0
   std::string address_key() const;  // how peers name this port (rendezvous)
 };
+
+const Limits& limits();
 
 // Fixed-address array (pointers into it are handed to the application).
 const std::vector<DeviceSpec>& devices();

@@ -98,7 +98,7 @@ std::atomic<uint32_t> g_cq_seq{0};
 FV_EXPORT ibv_cq* ibv_create_cq(ibv_context* c, int cqe, void* cq_context,
                                 ibv_comp_channel* channel, int comp_vector) {
   Context* ctx = Context::from(c);
-  if (!ctx || cqe < 1 || cqe > Limits::kMaxCqe || comp_vector < 0 ||
+  if (!ctx || cqe < 1 || cqe > limits().max_cqe || comp_vector < 0 ||
       comp_vector >= c->num_comp_vectors) {
     errno = EINVAL;
     return nullptr;

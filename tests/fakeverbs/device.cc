@@ -43,19 +43,19 @@ void fill_device_attr(const DeviceSpec& d, ibv_device_attr* a) {
   a->vendor_part_id = 4123;  // ConnectX-6
   a->hw_ver = 0;
   a->max_qp = 1 << 18;
-  a->max_qp_wr = Limits::kMaxQpWr;
+  a->max_qp_wr = limits().max_qp_wr;
   a->device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
                         IBV_DEVICE_CHANGE_PHY_PORT | IBV_DEVICE_PORT_ACTIVE_EVENT |
                         IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN;
-  a->max_sge = Limits::kMaxSge;
-  a->max_sge_rd = Limits::kMaxSge;
+  a->max_sge = limits().max_sge;
+  a->max_sge_rd = limits().max_sge;
   a->max_cq = 1 << 24;
-  a->max_cqe = Limits::kMaxCqe;
+  a->max_cqe = limits().max_cqe;
   a->max_mr = Limits::kMaxMr;
   a->max_pd = 1 << 24;
-  a->max_qp_rd_atom = Limits::kMaxRdAtom;
-  a->max_qp_init_rd_atom = Limits::kMaxRdAtom;
-  a->max_res_rd_atom = (1 << 18) * Limits::kMaxRdAtom;
+  a->max_qp_rd_atom = limits().max_rd_atom;
+  a->max_qp_init_rd_atom = limits().max_rd_atom;
+  a->max_res_rd_atom = (1 << 18) * limits().max_rd_atom;
   a->atomic_cap = IBV_ATOMIC_HCA;
   // No SRQ, MW, AH/UD, multicast: reported as absent rather than faked.
   a->max_pkeys = Limits::kPkeyTableLen;

@@ -78,9 +78,9 @@ const char* check_values(const Qp& qp, const ibv_qp_attr& a, int mask) {
   if ((mask & IBV_QP_DEST_QPN) && a.dest_qp_num > 0xffffff) return "dest_qp_num > 24 bits";
   if ((mask & IBV_QP_RQ_PSN) && a.rq_psn > 0xffffff) return "rq_psn > 24 bits";
   if ((mask & IBV_QP_SQ_PSN) && a.sq_psn > 0xffffff) return "sq_psn > 24 bits";
-  if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > Limits::kMaxRdAtom)
+  if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > limits().max_rd_atom)
     return "max_dest_rd_atomic above max_qp_rd_atom";
-  if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > Limits::kMaxRdAtom)
+  if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > limits().max_rd_atom)
     return "max_rd_atomic above max_qp_init_rd_atom";
   if ((mask & IBV_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31) return "min_rnr_timer > 31";
   if ((mask & IBV_QP_TIMEOUT) && a.timeout > 31) return "timeout > 31";
@@ -126,13 +126,13 @@ FV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* ia) {
   else if (!scq || !rcq) why = "send_cq and recv_cq are required";
   else if (scq->ctx != pd->ctx || rcq->ctx != pd->ctx) why = "CQ from another context";
   else if (ia->srq) why = "SRQ is not modelled", err = EOPNOTSUPP;
-  else if (ia->cap.max_send_wr < 1 || ia->cap.max_send_wr > uint32_t(Limits::kMaxQpWr) ||
-           ia->cap.max_recv_wr > uint32_t(Limits::kMaxQpWr))
+  else if (ia->cap.max_send_wr < 1 || ia->cap.max_send_wr > uint32_t(limits().max_qp_wr) ||
+           ia->cap.max_recv_wr > uint32_t(limits().max_qp_wr))
     why = "max_send_wr/max_recv_wr outside 1..max_qp_wr";
-  else if (ia->cap.max_send_sge > uint32_t(Limits::kMaxSge) ||
-           ia->cap.max_recv_sge > uint32_t(Limits::kMaxSge))
+  else if (ia->cap.max_send_sge > uint32_t(limits().max_sge) ||
+           ia->cap.max_recv_sge > uint32_t(limits().max_sge))
     why = "max_send_sge/max_recv_sge above max_sge";
-  else if (ia->cap.max_inline_data > Limits::kMaxInline) why = "max_inline_data above the limit";
+  else if (ia->cap.max_inline_data > limits().max_inline) why = "max_inline_data above the limit";
   if (why) {
     log_error("ibv_create_qp: %s", why);
     errno = err;

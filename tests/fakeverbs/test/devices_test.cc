@@ -160,3 +160,34 @@ TEST(StockTools, IbvRcPingpongRunsUnmodified) {
   std::string server = run("cat " + server_out + "; rm -f " + server_out);
   EXPECT_NE(server.find("20 iters in"), std::string::npos) << server;
 }
+
+TEST(Devices, LimitsFromEnvironmentAreReportedAndEnforced) {
+  run_one(
+      [](Channel&) {
+        EndpointOptions o;
+        o.max_send_wr = 64;
+        o.max_recv_wr = 64;
+        o.max_send_sge = 2;
+        o.max_recv_sge = 2;
+        o.max_inline = 0;
+        Endpoint e(o);
+        ibv_device_attr da{};
+        ASSERT_EQ(ibv_query_device(e.ctx, &da), 0);
+        EXPECT_EQ(da.max_qp_wr, 64);
+        EXPECT_EQ(da.max_sge, 2);
+        ibv_qp_init_attr ia{};
+        ia.send_cq = ia.recv_cq = e.cq;
+        ia.qp_type = IBV_QPT_RC;
+        ia.cap.max_send_wr = 65;
+        ia.cap.max_send_sge = 1;
+        EXPECT_EQ(ibv_create_qp(e.pd, &ia), nullptr);
+        ia.cap.max_send_wr = 8;
+        ia.cap.max_inline_data = 1;
+        EXPECT_EQ(ibv_create_qp(e.pd, &ia), nullptr);
+        ia.cap.max_inline_data = 0;
+        ia.cap.max_send_sge = 3;
+        EXPECT_EQ(ibv_create_qp(e.pd, &ia), nullptr);
+      },
+      {"FAKEVERBS_MAX_QP_WR=64", "FAKEVERBS_MAX_SGE=2", "FAKEVERBS_MAX_INLINE=0",
+       "FAKEVERBS_QUIET=1"});
+}
