@@ -3,8 +3,11 @@
 //
 // Each thread owns one PinTable per cache and is the only writer of it (a relaxed load
 // and a relaxed store: plain moves on x86). A region's pin count is the sum over all
-// tables; a Ref released on another thread than the one that took it simply leaves +1
-// in one table and -1 in the other. Only the cache's writer (under its mutex) sums.
+// tables of taken - dropped (modulo 2^32). Two counters instead of one +1/-1 counter:
+// a get/release pair on the same buffer would otherwise form a loop-carried chain
+// through one memory word (two store-to-load forwards per iteration). A Ref released
+// on another thread bumps `dropped` in the releasing thread's table: only sums matter.
+// Only the cache's writer (under its mutex) sums.
 #pragma once
 
 #include <atomic>
@@ -18,21 +21,27 @@ class PinTable {
  public:
   static constexpr uint32_t kMaxIds = uint32_t{1} << 20;  // regions per cache
 
+  struct Counters {
+    std::atomic<uint32_t> taken;
+    std::atomic<uint32_t> dropped;
+  };
+
   PinTable() : counters_(kMaxIds) {}
 
   // Owner thread only.
-  std::atomic<int32_t>& counter(uint32_t id) { return counters_[id]; }
-  static void add(std::atomic<int32_t>& c, int32_t delta) {
-    c.store(c.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+  Counters& at(uint32_t id) { return counters_[id]; }
+  static void bump(std::atomic<uint32_t>& c) {
+    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
-  void add(uint32_t id, int32_t delta) { add(counters_[id], delta); }
-  // Any thread.
+  // Any thread: this table's contribution to the pin count of `id`.
   [[nodiscard]] int32_t get(uint32_t id) const {
-    return counters_[id].load(std::memory_order_relaxed);
+    const Counters& c = counters_[id];
+    return static_cast<int32_t>(c.taken.load(std::memory_order_relaxed) -
+                                c.dropped.load(std::memory_order_relaxed));
   }
 
  private:
-  VirtualArray<std::atomic<int32_t>> counters_;
+  VirtualArray<Counters> counters_;
 };
 
 }  // namespace mlxa2a::rcache::detail

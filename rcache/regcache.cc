@@ -49,7 +49,7 @@ struct TlEntry {
   uintptr_t end;
   unsigned access;
   uint32_t id;
-  std::atomic<int32_t>* pin;  // this thread's counter for `id`
+  PinTable::Counters* pin;  // this thread's counters for `id`
   Region* region;
 };
 // initial-exec: the hit path reads this on every call, and the default model for PIC
@@ -70,24 +70,6 @@ size_t effective_max_bytes(const Options& o) {
 }  // namespace
 
 // ---------------------------------------------------------------- Ref
-
-Ref& Ref::operator=(Ref&& other) noexcept {
-  if (this != &other) {
-    reset();
-    cache_ = other.cache_;
-    region_ = other.region_;
-    table_ = other.table_;
-    pin_ = other.pin_;
-    id_ = other.id_;
-    addr_ = other.addr_;
-    len_ = other.len_;
-    reg_begin_ = other.reg_begin_;
-    reg_end_ = other.reg_end_;
-    key_ = other.key_;
-    other.cache_ = nullptr;
-  }
-  return *this;
-}
 
 void Ref::release() noexcept {
   cache_->impl_->release(*this);
@@ -131,28 +113,18 @@ Ref RegCache::get(const void* addr, size_t len, unsigned access) {
   const uint64_t s1 = im.seq_.load(std::memory_order_acquire);
   if (tl.uid == im.uid_ && tl.seq == s1 && tl.start <= p && p + len <= tl.end &&
       (tl.access & access) == access && !im.sink_.pending()) {
-    std::atomic<int32_t>& pin = *tl.pin;
-    PinTable::add(pin, +1);
+    PinTable::Counters& pin = *tl.pin;
+    PinTable::bump(pin.taken);
     im.light_barrier();
     std::atomic_thread_fence(std::memory_order_acquire);
     if (im.seq_.load(std::memory_order_relaxed) == s1) {
-      Ref ref;
-      ref.cache_ = this;
-      ref.region_ = tl.region;
-      ref.table_ = tl.table;
-      ref.pin_ = &pin;
-      ref.id_ = tl.id;
-      ref.addr_ = p;
-      ref.len_ = len;
-      ref.reg_begin_ = tl.start;
-      ref.reg_end_ = tl.end;
-      ref.key_ = tl.region->key;
       if (tl.region->referenced.load(std::memory_order_relaxed) == 0) {
         tl.region->referenced.store(1, std::memory_order_relaxed);
       }
-      return ref;
+      // A prvalue: built directly in the caller's slot (no zeroing, no move).
+      return Ref(this, tl.region, tl.table, tl.id, p, len, tl.start, tl.end, tl.region->key);
     }
-    PinTable::add(pin, -1);
+    PinTable::bump(pin.dropped);
   }
   return im.get(this, p, len, access);
 }
@@ -218,12 +190,12 @@ Ref RegCache::Impl::get(RegCache* owner, uintptr_t p, size_t len, unsigned acces
       });
     }
     if (id != RegionIndex::kNoId) {
-      std::atomic<int32_t>& pin = pins->counter(id);
-      PinTable::add(pin, +1);
+      PinTable::Counters& pin = pins->at(id);
+      PinTable::bump(pin.taken);
       light_barrier();  // pin visible before we re-check seq_ (pairs with heavy_barrier)
       std::atomic_thread_fence(std::memory_order_acquire);
       if (seq_.load(std::memory_order_relaxed) == s1) {
-        Ref ref = make_ref(owner, pins, &pin, id, p, len);
+        Ref ref = make_ref(owner, pins, id, p, len);
         Region* r = region(id);
         tl.seq = s1;
         tl.id = id;
@@ -234,7 +206,7 @@ Ref RegCache::Impl::get(RegCache* owner, uintptr_t p, size_t len, unsigned acces
         tl.region = r;
         return ref;
       }
-      PinTable::add(pin, -1);
+      PinTable::bump(pin.dropped);
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -244,9 +216,11 @@ Ref RegCache::Impl::get(RegCache* owner, uintptr_t p, size_t len, unsigned acces
 [[gnu::always_inline]] inline void RegCache::Impl::release(const Ref& ref) noexcept {
   // Our own counter if this thread took the Ref, else this thread's counter (-1 here,
   // +1 in the taker's table: the sum is what counts).
-  std::atomic<int32_t>* pin = ref.pin_;
-  if (tl_last.uid != uid_ || tl_last.table != ref.table_) pin = &my_table_slow()->counter(ref.id_);
-  PinTable::add(*pin, -1);
+  // Tables are per thread and per cache, so "this thread's current table is the Ref's"
+  // already implies the same cache.
+  PinTable* table = ref.table_;
+  if (tl_last.table != table) table = my_table_slow();
+  PinTable::bump(table->at(ref.id_).dropped);
   light_barrier();  // pairs with the heavy_barrier after a region is marked kDead
   if (ref.region_->state.load(std::memory_order_relaxed) != kLive) {
     std::lock_guard<std::mutex> lock(mu_);

@@ -55,8 +55,14 @@ struct KeyInfo {
 class Ref {
  public:
   Ref() = default;
-  Ref(Ref&& other) noexcept { *this = std::move(other); }
-  Ref& operator=(Ref&& other) noexcept;
+  Ref(Ref&& other) noexcept { take(other); }
+  Ref& operator=(Ref&& other) noexcept {
+    if (this != &other) {
+      reset();
+      take(other);
+    }
+    return *this;
+  }
   Ref(const Ref&) = delete;
   Ref& operator=(const Ref&) = delete;
   ~Ref() { reset(); }
@@ -85,11 +91,26 @@ class Ref {
 
  private:
   friend class RegCache;
+  Ref(RegCache* cache, detail::Region* region, detail::PinTable* table, uint32_t id, uintptr_t addr,
+      size_t len, uintptr_t reg_begin, uintptr_t reg_end, const MemoryKey& key) noexcept
+      : cache_(cache), region_(region), table_(table), id_(id), addr_(addr), len_(len),
+        reg_begin_(reg_begin), reg_end_(reg_end), key_(key) {}
   void release() noexcept;  // drops the pin; cache_ becomes nullptr
+  void take(Ref& other) noexcept {
+    cache_ = other.cache_;
+    region_ = other.region_;
+    table_ = other.table_;
+    id_ = other.id_;
+    addr_ = other.addr_;
+    len_ = other.len_;
+    reg_begin_ = other.reg_begin_;
+    reg_end_ = other.reg_end_;
+    key_ = other.key_;
+    other.cache_ = nullptr;
+  }
   RegCache* cache_ = nullptr;
   detail::Region* region_ = nullptr;
-  detail::PinTable* table_ = nullptr;   // the getting thread's table ...
-  std::atomic<int32_t>* pin_ = nullptr;  // ... and our counter in it
+  detail::PinTable* table_ = nullptr;  // the getting thread's pin table
   uint32_t id_ = 0;
   uintptr_t addr_ = 0;
   size_t len_ = 0;

@@ -69,8 +69,7 @@ class RegCache::Impl {
 
   // Everything below: caller holds mu_.
   Ref slow_get(RegCache* owner, detail::PinTable* pins, uintptr_t p, size_t len, unsigned access);
-  Ref make_ref(RegCache* owner, detail::PinTable* pins, std::atomic<int32_t>* pin, uint32_t id,
-               uintptr_t p, size_t len);
+  Ref make_ref(RegCache* owner, detail::PinTable* pins, uint32_t id, uintptr_t p, size_t len);
   uint32_t find_locked(uintptr_t p, size_t len, unsigned access) const;
   void sync_locked();
   int64_t pin_sum(uint32_t id) const;
@@ -107,24 +106,14 @@ class RegCache::Impl {
 };
 
 // Pin already taken.
-inline Ref RegCache::Impl::make_ref(RegCache* owner, detail::PinTable* pins, std::atomic<int32_t>* pin, uint32_t id,
-                             uintptr_t p, size_t len) {
+inline Ref RegCache::Impl::make_ref(RegCache* owner, detail::PinTable* pins, uint32_t id, uintptr_t p,
+                                    size_t len) {
   detail::Region* r = region(id);
   if (r->referenced.load(std::memory_order_relaxed) == 0) {
     r->referenced.store(1, std::memory_order_relaxed);
   }
-  Ref ref;
-  ref.cache_ = owner;
-  ref.region_ = r;
-  ref.table_ = pins;
-  ref.pin_ = pin;
-  ref.id_ = id;
-  ref.addr_ = p;
-  ref.len_ = len;
-  ref.reg_begin_ = r->start.load(std::memory_order_relaxed);
-  ref.reg_end_ = r->end.load(std::memory_order_relaxed);
-  ref.key_ = r->key;
-  return ref;
+  return Ref(owner, r, pins, id, p, len, r->start.load(std::memory_order_relaxed),
+             r->end.load(std::memory_order_relaxed), r->key);
 }
 
 }  // namespace mlxa2a::rcache

@@ -194,9 +194,8 @@ Ref RegCache::Impl::slow_get(RegCache* owner, PinTable* pins, uintptr_t p, size_
   sync_locked();
   uint32_t id = find_locked(p, len, access);
   if (id != RegionIndex::kNoId) {
-    std::atomic<int32_t>& pin = pins->counter(id);
-    PinTable::add(pin, +1);
-    return make_ref(owner, pins, &pin, id, p, len);
+    PinTable::bump(pins->at(id).taken);
+    return make_ref(owner, pins, id, p, len);
   }
   ++stats_.misses;
   const uintptr_t a = opt_.alignment;
@@ -254,8 +253,7 @@ Ref RegCache::Impl::slow_get(RegCache* owner, PinTable* pins, uintptr_t p, size_
   stats_.merges += merged.size();
   drop_locked(merged);
   const bool cache_it = caching_ok_ && regions_ + 1 <= max_regions_ && bytes_ + (me - ms) <= max_bytes_;
-  std::atomic<int32_t>& pin = pins->counter(id);
-  PinTable::add(pin, +1);
+  PinTable::bump(pins->at(id).taken);
   if (cache_it) {
     begin_write();
     index_.insert(ms, me, id);
@@ -270,7 +268,7 @@ Ref RegCache::Impl::slow_get(RegCache* owner, PinTable* pins, uintptr_t p, size_
     dead_.push_back(id);
     ++stats_.uncached;
   }
-  return make_ref(owner, pins, &pin, id, p, len);
+  return make_ref(owner, pins, id, p, len);
 }
 
 void RegCache::Impl::purge() {
