@@ -27,10 +27,12 @@ void RegionIndex::put(Table& t, uint64_t key, uint32_t id) {
 void RegionIndex::grow_if_needed() {
   Table* cur = table_.load(std::memory_order_relaxed);
   const size_t cap = cur->mask + 1;
-  if ((used_ + 2) * 2 <= cap) return;
-  // Rebuild without tombstones; double only if live keys need it.
+  // Rebuild past 5/8 full (keys + tombstones), to at most half full (live keys): short
+  // linear probes, a table half the size of a 1/4-full one (fewer cache and TLB misses
+  // on random lookups), and at least cap/8 inserts between rebuilds.
+  if ((used_ + 2) * 8 <= cap * 5) return;
   size_t new_cap = cap;
-  while ((live_ + 2) * 4 > new_cap) new_cap *= 2;
+  while ((live_ + 2) * 2 > new_cap) new_cap *= 2;
   std::vector<std::pair<uint64_t, uint32_t>> keep;
   keep.reserve(live_);
   for (size_t i = 0; i < cap; ++i) {
