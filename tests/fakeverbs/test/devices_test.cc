@@ -191,3 +191,21 @@ TEST(Devices, LimitsFromEnvironmentAreReportedAndEnforced) {
       {"FAKEVERBS_MAX_QP_WR=64", "FAKEVERBS_MAX_SGE=2", "FAKEVERBS_MAX_INLINE=0",
        "FAKEVERBS_QUIET=1"});
 }
+
+TEST(StockTools, VersionNodesMatchInstalledRdmaCore) {
+  // Binaries linked against this machine's rdma-core need every version node
+  // it defines; gen_abi.py copies them at build time.
+  Dl_info info{};
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(&ibv_get_device_list), &info), 0);
+  std::string fake_dir = info.dli_fname;
+  fake_dir = fake_dir.substr(0, fake_dir.rfind('/'));
+  const char* nodes =
+      " | sed -n '/Version definition/,/Version needs/p' | grep -o 'Name: [A-Z0-9_.]*' | sort";
+  for (std::string lib : {"libibverbs.so.1", "libmlx5.so.1"}) {
+    std::string real = run("readelf -V /usr/lib/x86_64-linux-gnu/" + lib + nodes);
+    std::string fake = run("readelf -V " + fake_dir + "/" + lib + nodes);
+    ASSERT_FALSE(real.empty()) << "readelf failed";
+    EXPECT_NE(real.find("_1.0\n"), std::string::npos) << real;  // IBVERBS_1.0 / MLX5_1.0
+    EXPECT_EQ(real, fake) << lib;
+  }
+}
