@@ -1,11 +1,7 @@
 #include "core/shm/node_alltoall.h"
 
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
+#include <cstdint>
 #include <cstring>
-#include <new>
 
 #include "core/shm/segment.h"
 
@@ -64,8 +60,8 @@ Status NodeAlltoall::create(Bootstrap& boot, const Options& opt,
     if (st == Status::ok) out = std::move(self);
     return st;
   } catch (...) {
-    // Only allocation can throw here; peers then fail at the next collective
-    // step or at the attach-count check, never hang in it (Bootstrap's job).
+    // Only allocation can throw. This rank leaves the creation sequence early;
+    // peers blocked in a later Bootstrap step rely on the Bootstrap to fail.
     return Status::create_failed;
   }
 }
@@ -84,6 +80,7 @@ Status NodeAlltoall::setup(Bootstrap& boot, const Options& opt) {
   const Status st = NodeSegment::create(boot, opt, req, seg_);
   if (st != Status::ok) return st;
 
+  max_bytes_ = SIZE_MAX / static_cast<std::size_t>(n_);  // no division on the hot path
   capacity_ = seg_.params()[kSlotCapacity];
   cma_threshold_ = seg_.cma_usable() ? seg_.params()[kCmaThreshold] : 0;
   const layout::AlltoallGeometry g = layout::alltoall_geometry(static_cast<std::size_t>(n_), capacity_);
@@ -109,7 +106,7 @@ Status NodeAlltoall::run(const void* send, void* recv, std::size_t bytes) noexce
   if (broken_) return Status::broken;
   if (bytes == 0) return Status::ok;  // every rank returns here: no sync needed
   if (send == nullptr || recv == nullptr) return Status::invalid_argument;
-  if (bytes > SIZE_MAX / static_cast<std::size_t>(n_)) return Status::invalid_argument;
+  if (bytes > max_bytes_) return Status::invalid_argument;  // n * bytes would overflow
   const auto* s = static_cast<const char*>(send);
   auto* r = static_cast<char*>(recv);
   if (n_ == 1) {

@@ -79,6 +79,7 @@ class NodeAlltoall {
   int n_;
   NodeSegment seg_;
   std::size_t capacity_ = 0;        // data bytes per slot
+  std::size_t max_bytes_ = 0;       // largest bytes_per_peer with no overflow
   std::size_t cma_threshold_ = 0;   // 0 = CMA off (agreed at creation)
   std::uint64_t seq_ = 0;           // calls/rounds done; equal on all ranks
   bool broken_ = false;
