@@ -96,13 +96,6 @@ void Table::flatten() {
   }
 }
 
-Path Table::lookup(std::uint64_t bytes) const {
-  for (const Rule& r : disjoint_) {
-    if (bytes < r.hi) return r.path;
-  }
-  return disjoint_.back().path;  // bytes == UINT64_MAX
-}
-
 std::string Table::format() const {
   std::string out;
   for (const Rule& r : rules_) {

@@ -38,7 +38,15 @@ class Table {
   // description that names the offending rule.
   static std::optional<Table> parse(std::string_view text, std::string* error);
 
-  Path lookup(std::uint64_t bytes_per_peer) const;
+  Path lookup(std::uint64_t bytes_per_peer) const {
+    for (const Rule& r : disjoint_) {
+      if (bytes_per_peer < r.hi) return r.path;
+    }
+    return disjoint_.back().path;  // bytes_per_peer == UINT64_MAX
+  }
+  // True when every size maps to the same path: callers may skip computing the
+  // message size.
+  bool uniform() const { return disjoint_.size() == 1; }
 
   // Canonical text; parse(format()) gives an equal table.
   std::string format() const;

@@ -20,6 +20,7 @@ struct CommState {
   std::uint64_t id = 0;     // per-process sequence number, for traces
   std::uint64_t calls = 0;  // alltoall calls seen on this communicator
   Capabilities caps;        // agreed by all ranks of the communicator
+  bool inter = false;       // an intercommunicator: always PMPI
 };
 
 // MPI delete callback for the comm keyval.

@@ -82,22 +82,25 @@ int alltoall_impl(const AlltoallArgs& a) {
   const bool trace = rt.trace();
   if (const char* why = invalid_argument(a)) return fall_through(a, trace, 0, nullptr, why);
 
-  MPI_Count type_size = 0;
-  if (PMPI_Type_size_x(a.recvtype, &type_size) != MPI_SUCCESS || type_size < 0) {
-    return fall_through(a, trace, 0, nullptr, "receive type size unknown: PMPI decides");
+  // The message size matters only to the tuning table and the trace; skipping
+  // PMPI_Type_size_x when neither needs it keeps the fall-through cheap.
+  const config::tune::Table& tune = rt.settings().tune;
+  std::uint64_t bytes = 0;
+  if (trace || !tune.uniform()) {
+    MPI_Count type_size = 0;
+    if (PMPI_Type_size_x(a.recvtype, &type_size) != MPI_SUCCESS || type_size < 0) {
+      return fall_through(a, trace, 0, nullptr, "receive type size unknown: PMPI decides");
+    }
+    bytes = static_cast<std::uint64_t>(a.recvcount) * static_cast<std::uint64_t>(type_size);
   }
-  const auto bytes = static_cast<std::uint64_t>(a.recvcount) * static_cast<std::uint64_t>(type_size);
-  if (rt.settings().tune.lookup(bytes) == Path::Pmpi) {
+  if (tune.lookup(bytes) == Path::Pmpi) {
     return fall_through(a, trace, bytes, nullptr, "MLXA2A_TUNE selects pmpi for this size");
-  }
-  int inter = 0;
-  if (PMPI_Comm_test_inter(a.comm, &inter) != MPI_SUCCESS || inter) {
-    return fall_through(a, trace, bytes, nullptr, "intercommunicator");
   }
   CommState* st = comm_state(a.comm, rt.comm_keyval());
   if (!st) return fall_through(a, trace, bytes, nullptr, "communicator state unavailable");
   ++st->calls;
-  const Decision d = select(bytes, rt.settings().tune, st->caps);
+  if (st->inter) return fall_through(a, trace, bytes, st, "intercommunicator");
+  const Decision d = select(bytes, tune, st->caps);
   // No engine is wired in yet: select() can only answer Pmpi for empty
   // capabilities. An engine path added later replaces this fall-through.
   return fall_through(a, trace, bytes, st, d.reason);

@@ -13,7 +13,7 @@
 
 namespace mlxa2a::core::mpi {
 
-thread_local int ReentryGuard::depth_ = 0;
+constinit thread_local int ReentryGuard::depth_ __attribute__((tls_model("initial-exec"))) = 0;
 
 namespace {
 
