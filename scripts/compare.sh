@@ -32,7 +32,7 @@ Options:
                    example --env MLXA2A_TUNE=0-inf:pmpi
   --check          also validate every received byte (osu -c); a failure
                    fails the comparison
-  --build DIR      mlxa2a build directory (default \$MLXA2A_BUILD_DIR or
+  --build DIR      mlxa2a build directory (default \$BUILD_DIR or
                    <repo>/build)
   --timeout SEC    limit per run (default 600)
   --keep DIR       keep every run's output in DIR
@@ -66,7 +66,7 @@ iters=""
 warmup=""
 which_mpi=auto
 check=0
-build=${MLXA2A_BUILD_DIR:-$top/build}
+build=${BUILD_DIR:-$top/build}
 run_timeout=600
 keep=""
 extra_env=()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The demo (README command 1), on a fresh Debian 12 machine: installs what
 # mlxa2a needs (scripts/setup.sh), builds it (scripts/build.sh, into
-# ${MLXA2A_BUILD_DIR:-build}) and runs the side-by-side osu_alltoall
+# ${BUILD_DIR:-build}) and runs the side-by-side osu_alltoall
 # comparison with and without mlxa2a at np=2 on Open MPI and on MPICH
 # (scripts/compare.sh; extra arguments go to it, e.g. --rounds 9).
 set -euo pipefail

@@ -21,7 +21,7 @@ mkdir -p "$tmp/bin"
 sed "s|^install_libdir=.*|install_libdir='$tmp/no-such-libdir'|" "$MLXA2A_RUN" >"$isolated"
 chmod +x "$isolated"
 export MLXA2A_LIBDIR="$libdir"
-unset LD_PRELOAD MLXA2A_RUN_VERBOSE
+unset LD_PRELOAD
 
 failures=0
 checks=0
