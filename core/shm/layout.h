@@ -23,7 +23,7 @@ namespace mlxa2a::shm::layout {
 
 constexpr std::size_t kLine = 128;
 constexpr std::uint64_t kMagic = 0x6d6c786132617368ULL;  // "mlxa2ash"
-constexpr std::uint32_t kVersion = 2;
+constexpr std::uint32_t kVersion = 3;
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
               "cross-process atomics must be lock-free");
@@ -46,6 +46,7 @@ struct alignas(kLine) RankInfo {
   std::atomic<std::uint32_t> cma_ok;  // 1: this rank could process_vm_readv every peer
   std::uint64_t probe_addr;      // address of probe_value in this rank's memory
   std::uint64_t probe_value;
+  std::uint64_t pid_ns;          // inode of /proc/self/ns/pid, 0 if unknown
 };
 
 struct alignas(kLine) DoneFlag {

@@ -1,5 +1,6 @@
 #include "core/shm/node_segment.h"
 
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -22,6 +23,13 @@ struct SetupMessage {
   SegmentParams params;
   char name[224];
 };
+
+// Identity of our pid namespace: pids are only comparable (and watchable for
+// liveness) between processes of the same namespace.
+std::uint64_t pid_namespace() {
+  struct stat st {};
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
+}
 
 std::size_t user_offset(int n) {
   return layout::round_up(sizeof(layout::SegmentHeader) +
@@ -118,6 +126,7 @@ Status NodeSegment::create(Bootstrap& boot, const Options& opt, const Request& r
     infos[me].pid = static_cast<std::int32_t>(::getpid());
     infos[me].probe_addr = reinterpret_cast<std::uintptr_t>(&probe_value);
     infos[me].probe_value = probe_value;
+    infos[me].pid_ns = pid_namespace();
     // Release: our RankInfo is visible to whoever reads the final count.
     static_cast<layout::SegmentHeader*>(ns.seg_.data())->attached.fetch_add(1, std::memory_order_acq_rel);
   }
@@ -133,8 +142,10 @@ Status NodeSegment::create(Bootstrap& boot, const Options& opt, const Request& r
   ns.watch_pids_.resize(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
     ns.pids_[r] = infos[r].pid;
-    // A pid from another pid namespace would look dead: only watch visible ones.
-    ns.watch_pids_[r] = (r != me && process_alive(infos[r].pid)) ? infos[r].pid : 0;
+    // A pid from another pid namespace would look dead (or be someone else):
+    // only watch peers of our namespace. Decided from recorded identities, not
+    // by probing the pid now, because a peer may legitimately have died already.
+    ns.watch_pids_[r] = (r != me && infos[r].pid_ns == infos[me].pid_ns) ? infos[r].pid : 0;
   }
 
   // --- optionally agree on CMA: every rank must be able to read every peer --
