@@ -143,6 +143,18 @@ std::string subscribe(EventSink* sink, Invalidation mode, Invalidation* effectiv
       if (g_ucm || ucm_loaded()) {
         err = attach_ucm(false);
         mode = Invalidation::kUcm;
+        if (!err.empty()) {
+          // libucm is here but refuses (UCX_MEM_EVENTS=no, hook mode none): then it did
+          // not patch either, and ours are safe (install refuses if someone did).
+          const std::string patch_err = install_libc_patches();
+          if (patch_err.empty()) {
+            g_patched.store(true, std::memory_order_release);
+            err.clear();
+            mode = Invalidation::kPatch;
+          } else {
+            err += "; " + patch_err;
+          }
+        }
       } else {
         err = install_libc_patches();
         if (err.empty()) g_patched = true;
