@@ -19,6 +19,7 @@ bool parse_invalidation(const std::string& text, Invalidation* out) {
   else if (text == "ucm") *out = Invalidation::kUcm;
   else if (text == "patch") *out = Invalidation::kPatch;
   else if (text == "none") *out = Invalidation::kNone;
+  else if (text == "strict") *out = Invalidation::kStrict;
   else return false;
   return true;
 }
@@ -29,6 +30,7 @@ const char* to_string(Invalidation mode) {
     case Invalidation::kUcm: return "ucm";
     case Invalidation::kPatch: return "patch";
     case Invalidation::kNone: return "none";
+    case Invalidation::kStrict: return "strict";
   }
   return "?";
 }

@@ -13,6 +13,8 @@ enum class Invalidation {
   kUcm,    // libucm's event API (dlopen libucm.so.0 if needed); error if unavailable
   kPatch,  // patch libc's entry points ourselves (x86_64 glibc only)
   kNone,   // no invalidation: only for programs that never unmap registered memory
+  kStrict, // kAuto's hooks plus userfaultfd events for every cached range (also sees raw
+           // system calls; each unmap of a cached range costs a round trip to a thread)
 };
 
 struct Options {
@@ -31,7 +33,7 @@ struct Options {
 // Empty string when valid, else a message naming the offending field and its range.
 [[nodiscard]] std::string validate(const Options& options);
 
-// Parses "auto|ucm|patch|none" (for core's switch table); false if unknown.
+// Parses "auto|ucm|patch|none|strict" (for core's switch table); false if unknown.
 [[nodiscard]] bool parse_invalidation(const std::string& text, Invalidation* out);
 [[nodiscard]] const char* to_string(Invalidation mode);
 

@@ -129,6 +129,7 @@ struct Stats {
   uint64_t merges = 0;       // regions absorbed into a larger one
   uint64_t uncached = 0;     // registrations handed out outside the cache (limits)
   uint64_t flushes = 0;      // whole-cache flushes (lost events)
+  uint64_t unwatched = 0;    // strict mode: ranges userfaultfd refused (hooks only)
 };
 
 class RegCache {

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "rcache/regcache_impl.h"
+#include "rcache/uffd_monitor.h"
 
 namespace mlxa2a::rcache {
 
@@ -238,6 +239,7 @@ Ref RegCache::Impl::slow_get(RegCache* owner, PinTable* pins, uintptr_t p, size_
     ok = registrar_.register_memory(reinterpret_cast<void*>(ms), me - ms, macc, &key);
   }
   if (!ok) return Ref{};  // nothing left behind
+  if (mode_ == Invalidation::kStrict && !detail::uffd_watch(ms, me)) ++stats_.unwatched;
   id = alloc_id();
   if (id == RegionIndex::kNoId) {
     registrar_.deregister_memory(key);

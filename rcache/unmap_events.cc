@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "rcache/libc_patch.h"
+#include "rcache/uffd_monitor.h"
 
 namespace mlxa2a::rcache::detail {
 
@@ -126,6 +127,7 @@ void publish_unmap(uintptr_t start, uintptr_t end) noexcept {
 std::string subscribe(EventSink* sink, Invalidation mode, Invalidation* effective) {
   std::lock_guard<std::mutex> lock(g_install_mu);
   std::string err;
+  const Invalidation requested = mode;
   switch (mode) {
     case Invalidation::kNone:
       break;
@@ -136,6 +138,7 @@ std::string subscribe(EventSink* sink, Invalidation mode, Invalidation* effectiv
       err = install_libc_patches();
       if (err.empty()) g_patched = true;
       break;
+    case Invalidation::kStrict:
     case Invalidation::kAuto:
       // One set of hooks per process: when UCX's libucm is present it already patches
       // (or relocates) these entry points, and a second patch on top would cut one of
@@ -161,6 +164,10 @@ std::string subscribe(EventSink* sink, Invalidation mode, Invalidation* effectiv
         mode = Invalidation::kPatch;
       }
       break;
+  }
+  if (err.empty() && requested == Invalidation::kStrict) {
+    err = start_uffd_monitor();
+    mode = Invalidation::kStrict;
   }
   if (!err.empty()) return "rcache invalidation '" + std::string(to_string(mode)) + "': " + err;
   *effective = mode;
@@ -196,7 +203,7 @@ void check_mechanisms() noexcept {
 }
 
 bool mechanism_ok(Invalidation effective) noexcept {
-  if (effective != Invalidation::kPatch) return true;
+  if (effective != Invalidation::kPatch && effective != Invalidation::kStrict) return true;
   std::lock_guard<std::mutex> lock(g_install_mu);
   return !g_patch_lost || g_ucm;
 }

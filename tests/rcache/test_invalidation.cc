@@ -5,8 +5,12 @@
 #include <sys/ipc.h>
 #include <sys/shm.h>
 
+#include <sys/syscall.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "tests/rcache/test_util.h"
 
@@ -229,6 +233,74 @@ TEST_F(RcacheInvalidation, HeapTrim) {
   EXPECT_FALSE(still_cached(k));
 }
 #endif
+
+
+// Strict mode: raw system calls bypass every libc hook; userfaultfd still reports them.
+class RcacheStrict : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Options o = test_options();
+    o.invalidation = Invalidation::kStrict;
+    std::string err;
+    cache_ = RegCache::create(fake_, o, &err);
+    if (cache_ == nullptr) GTEST_SKIP() << err;
+  }
+  void TearDown() override {
+    cache_.reset();
+    EXPECT_EQ(fake_.live(), 0u);
+  }
+  uint32_t cache_it(void* p, size_t len) {
+    Ref r = cache_->get(p, len, kLocalWrite);
+    EXPECT_TRUE(r);
+    return r.lkey();
+  }
+  // The event is published by the monitor thread right after the kernel hands it over.
+  bool dropped_soon(uint32_t key) {
+    for (int i = 0; i < 1000; ++i) {
+      (void)cache_->stats();
+      if (!fake_.is_live(key)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return false;
+  }
+  FakeRegistrar fake_;
+  std::unique_ptr<RegCache> cache_;
+};
+
+TEST_F(RcacheStrict, RawMunmap) {
+  Mapping m(4 * page());
+  const uint32_t k = cache_it(m.get() + 8, 2 * page());
+  EXPECT_EQ(cache_->stats().unwatched, 0u);
+  ASSERT_EQ(syscall(SYS_munmap, m.get(), 4 * page()), 0);
+  m.forget();
+  EXPECT_TRUE(dropped_soon(k));
+}
+
+TEST_F(RcacheStrict, RawMadviseDontneed) {
+  Mapping m(4 * page());
+  std::memset(m.get(), 1, 4 * page());
+  const uint32_t k = cache_it(m.get(), page());
+  ASSERT_EQ(syscall(SYS_madvise, m.get(), page(), MADV_DONTNEED), 0);
+  EXPECT_TRUE(dropped_soon(k));
+}
+
+TEST_F(RcacheStrict, RawMremap) {
+  Mapping m(2 * page());
+  Mapping blocker(page(), m.get() + 2 * page());
+  const uint32_t k = cache_it(m.get(), 2 * page());
+  const long moved = syscall(SYS_mremap, m.get(), 2 * page(), 64 * page(), MREMAP_MAYMOVE);
+  ASSERT_NE(moved, -1);
+  m.forget();
+  EXPECT_TRUE(dropped_soon(k));
+  munmap(reinterpret_cast<void*>(moved), 64 * page());
+}
+
+TEST_F(RcacheStrict, HooksStillWork) {
+  Mapping m(2 * page());
+  const uint32_t k = cache_it(m.get(), page());
+  m.unmap();
+  EXPECT_TRUE(dropped_soon(k));
+}
 
 }  // namespace
 }  // namespace mlxa2a::rcache::test
