@@ -96,6 +96,11 @@ Status NodeAlltoall::setup(Bootstrap& boot, const Options& opt) {
   return Status::ok;
 }
 
+void NodeAlltoall::abandon() noexcept {
+  broken_ = true;
+  seg_.failed_flag()->store(1, std::memory_order_release);
+}
+
 Path NodeAlltoall::path_for(std::size_t bytes_per_peer) const noexcept {
   if (n_ == 1 || bytes_per_peer == 0) return Path::local;
   if (cma_threshold_ != 0 && bytes_per_peer >= cma_threshold_) return Path::cma;

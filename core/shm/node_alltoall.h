@@ -51,6 +51,12 @@ class NodeAlltoall {
 
   [[nodiscard]] Status run(const void* send, void* recv, std::size_t bytes_per_peer) noexcept;
 
+  // For a caller that cannot take part in a run() its peers have entered (it
+  // could not prepare its buffers): marks this instance broken and sets the
+  // node's failure flag, so the peers' run() ends with Status::peer_failed
+  // instead of waiting forever. Local, never blocks.
+  void abandon() noexcept;
+
   // The path run() takes for this size (identical on all local ranks).
   Path path_for(std::size_t bytes_per_peer) const noexcept;
 

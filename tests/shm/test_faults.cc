@@ -88,6 +88,28 @@ TEST(NodeAlltoallFaults, AbortCallbackEndsWait) {
   for (int code : res.exit_codes) EXPECT_EQ(code, 0);
 }
 
+// A rank that cannot take part (e.g. no memory for its packed copy) abandons
+// the instance: its peers' run() fails fast instead of waiting for it.
+TEST(NodeAlltoallFaults, AbandonReleasesWaitingPeers) {
+  const ForkResult res = run_forked(3, [](ForkBootstrap& boot) {
+    std::unique_ptr<NodeAlltoall> a2a;
+    FT_CHECK_STATUS(NodeAlltoall::create(boot, fault_options(), a2a), Status::ok);
+    std::vector<char> s(3 * 32, 1), r(3 * 32);
+    if (boot.local_rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // peers are waiting by now
+      a2a->abandon();
+      FT_CHECK_STATUS(a2a->run(s.data(), r.data(), 32), Status::broken);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // stays alive
+      return 0;
+    }
+    FT_CHECK_STATUS(a2a->run(s.data(), r.data(), 32), Status::peer_failed);
+    return 0;
+  }, 20);
+  EXPECT_FALSE(res.hung);
+  EXPECT_LT(res.seconds, 5);
+  for (int code : res.exit_codes) EXPECT_EQ(code, 0);
+}
+
 TEST(NodeAlltoallFaults, BootstrapFailureFailsEverywhere) {
   const ForkResult res = run_forked(3, [](ForkBootstrap& boot) {
     boot.fail_broadcast = boot.local_rank() == 1;
