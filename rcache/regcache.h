@@ -23,7 +23,7 @@
 // Invalidation sees munmap, mremap, madvise(DONTNEED|FREE|REMOVE), MAP_FIXED mmap, brk
 // shrink and shmdt, including glibc's internal calls (free, realloc, heap trim). It does
 // not see raw system calls that bypass libc (syscall(SYS_munmap, ...), or a runtime's
-// own syscall stubs); see docs/rcache.md.
+// own syscall stubs) unless Invalidation::kStrict adds userfaultfd; see docs/rcache.md.
 #pragma once
 
 #include <atomic>

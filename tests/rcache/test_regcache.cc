@@ -26,6 +26,9 @@ TEST(RcacheOptions, AlignmentMustBePowerOfTwoFrom16ToPage) {
   Invalidation m;
   EXPECT_TRUE(parse_invalidation("ucm", &m));
   EXPECT_EQ(m, Invalidation::kUcm);
+  EXPECT_TRUE(parse_invalidation("strict", &m));
+  EXPECT_EQ(m, Invalidation::kStrict);
+  EXPECT_STREQ(to_string(m), "strict");
   EXPECT_FALSE(parse_invalidation("userfaultfd", &m));
 }
 
