@@ -30,20 +30,22 @@ int exchange(NodeAlltoall& a2a, int iters, std::size_t bytes, int iter_base = 0)
   constexpr std::size_t kGuard = 64;
   const int n = a2a.local_size();
   const int me = a2a.local_rank();
-  std::vector<unsigned char> send(n * bytes), sbuf(n * bytes + 2 * kGuard, 0x5C);
-  std::vector<unsigned char> recv(n * bytes), rbuf(n * bytes + 2 * kGuard);
+  const std::size_t total = n * bytes;
+  // +1: data() of an empty vector may be null, which memcpy must not get.
+  std::vector<unsigned char> send(total + 1), sbuf(total + 2 * kGuard, 0x5C);
+  std::vector<unsigned char> recv(total + 1), rbuf(total + 2 * kGuard);
   for (int it = 0; it < iters; ++it) {
     fill_send(send, me, n, iter_base + it, bytes);
-    std::memcpy(sbuf.data() + kGuard, send.data(), send.size());
+    std::memcpy(sbuf.data() + kGuard, send.data(), total);
     std::memset(rbuf.data(), 0xA5, rbuf.size());
     FT_CHECK_STATUS(a2a.run(sbuf.data() + kGuard, rbuf.data() + kGuard, bytes), Status::ok);
-    std::memcpy(recv.data(), rbuf.data() + kGuard, recv.size());
+    std::memcpy(recv.data(), rbuf.data() + kGuard, total);
     FT_CHECK(check_recv(recv, me, n, iter_base + it, bytes));
     for (std::size_t g = 0; g < kGuard; ++g) {
-      FT_CHECK(rbuf[g] == 0xA5 && rbuf[kGuard + n * bytes + g] == 0xA5);
-      FT_CHECK(sbuf[g] == 0x5C && sbuf[kGuard + n * bytes + g] == 0x5C);
+      FT_CHECK(rbuf[g] == 0xA5 && rbuf[kGuard + total + g] == 0xA5);
+      FT_CHECK(sbuf[g] == 0x5C && sbuf[kGuard + total + g] == 0x5C);
     }
-    FT_CHECK(std::memcmp(sbuf.data() + kGuard, send.data(), send.size()) == 0);  // send is input only
+    FT_CHECK(std::memcmp(sbuf.data() + kGuard, send.data(), total) == 0);  // send is input only
   }
   return 0;
 }
