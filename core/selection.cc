@@ -10,6 +10,7 @@ Decision select(std::uint64_t bytes, const config::tune::Table& tune, const Capa
       return {Path::Pmpi, "MLXA2A_TUNE selects pmpi for this size"};
     case Path::Shm:
       if (caps.shm) return {Path::Shm, "MLXA2A_TUNE selects shm"};
+      if (caps.nodes == 1) return {Path::Pmpi, "MLXA2A_TUNE selects shm but its set-up failed"};
       return {Path::Pmpi, "MLXA2A_TUNE selects shm but the team spans several nodes"};
     case Path::Rdma:
       if (caps.rdma) return {Path::Rdma, "MLXA2A_TUNE selects rdma"};
@@ -19,6 +20,8 @@ Decision select(std::uint64_t bytes, const config::tune::Table& tune, const Capa
   }
   if (caps.shm) return {Path::Shm, "auto: single-node team"};
   if (caps.rdma) return {Path::Rdma, "auto: multi-node team"};
+  if (caps.nodes > 1) return {Path::Pmpi, "auto: team spans several nodes, no inter-node engine yet"};
+  if (caps.nodes == 1) return {Path::Pmpi, "auto: shared-memory set-up failed"};
   return {Path::Pmpi, "auto: no engine available for this team"};
 }
 

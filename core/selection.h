@@ -18,6 +18,7 @@ namespace mlxa2a::core {
 struct Capabilities {
   bool shm = false;   // every rank of the communicator is on one node
   bool rdma = false;  // the inter-node engine is up on every node
+  int nodes = 0;      // nodes the team spans (0: unknown, no team)
 };
 
 struct Decision {

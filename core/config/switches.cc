@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "core/config/node_layout.h"
 #include "core/config/parse.h"
 
 namespace mlxa2a::core::config {
@@ -21,6 +22,11 @@ std::string check_align(const Value& v) {
 
 std::string check_nonzero_size(const Value& v) {
   return std::get<std::uint64_t>(v) > 0 ? std::string() : std::string("a size above 0, or inf");
+}
+
+std::string check_node_layout(const Value& v) {
+  return NodeLayout::parse(std::get<std::string>(v)) ? std::string()
+                                                     : std::string(kNodeLayoutSyntax);
 }
 
 constexpr Spec kSwitches[] = {
@@ -93,6 +99,17 @@ constexpr Spec kSwitches[] = {
                     "free communication buffers).",
      .verbosity = Verbosity::Tuner,
      .choices = kInvalidation},
+    {.name = "DEBUG_NODE_SIZE",
+     .type = Type::String,
+     .default_text = "0",
+     .description = "For tests only: pretend the ranks of one host sit on several nodes. "
+                    "0 = real nodes; N = blocks of N MPI_COMM_WORLD ranks; rr:N = N ranks "
+                    "per node placed round robin; A,B,C = blocks of A, B, C ranks, repeated. "
+                    "Virtual nodes are never larger than real ones, so this only slows jobs "
+                    "down.",
+     .verbosity = Verbosity::Developer,
+     .scope = Scope::AllEqual,
+     .check = check_node_layout},
     {.name = "CONFIG_FILE",
      .type = Type::String,
      .default_text = "",
@@ -129,6 +146,7 @@ Settings settings_from(const Registry& r) {
   s.rcache_max_regions = r.get_int("RCACHE_MAX_REGIONS");
   s.rcache_max_bytes = r.get_size("RCACHE_MAX_BYTES");
   s.rcache_invalidation = r.get_string("RCACHE_INVALIDATION");
+  s.node_layout = NodeLayout::parse(r.get_string("DEBUG_NODE_SIZE")).value_or(NodeLayout{});
   return s;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/config/node_layout.h"
 #include "core/config/registry.h"
 #include "core/config/spec.h"
 #include "core/config/tune.h"
@@ -34,6 +35,7 @@ struct Settings {
   std::int64_t rcache_max_regions = 0;
   std::uint64_t rcache_max_bytes = 0;
   std::string rcache_invalidation;
+  NodeLayout node_layout;  // MLXA2A_DEBUG_NODE_SIZE (tests only)
 };
 
 Settings settings_from(const Registry& registry);

@@ -52,9 +52,22 @@ CommState* comm_state(MPI_Comm comm, int keyval) {
     return nullptr;
   }
   state->inter = inter != 0;
-  // Engines come with their teams (issue 4 and later); until a team is built the
-  // communicator can run none, on every rank alike.
-  state->caps = Capabilities{};
+  // inter is the same on every rank, so either all ranks build the team here
+  // or none does. Without a team the communicator runs no engine.
+  if (!state->inter) {
+    const Runtime& rt = Runtime::instance();
+    state->team = Team::create(comm, rt.settings());
+    if (state->team) {
+      state->caps = state->team->caps();
+      if (rt.settings().coll_trace == config::CollTrace::Debug) {
+        const shm::NodeAlltoall* engine = state->team->node_alltoall();
+        log::trace("team id=%llu np=%d nodes=%d shm=%d oversubscribed=%d cma=%d",
+                   static_cast<unsigned long long>(state->id), state->team->size(),
+                   state->caps.nodes, state->caps.shm, state->team->oversubscribed(),
+                   engine && engine->cma_enabled());
+      }
+    }
+  }
   if (PMPI_Comm_set_attr(comm, keyval, state) != MPI_SUCCESS) {
     delete state;
     return nullptr;

@@ -11,7 +11,9 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <memory>
 
+#include "core/mpi/team.h"
 #include "core/selection.h"
 
 namespace mlxa2a::core::mpi {
@@ -21,13 +23,15 @@ struct CommState {
   std::uint64_t calls = 0;  // alltoall calls seen on this communicator
   Capabilities caps;        // agreed by all ranks of the communicator
   bool inter = false;       // an intercommunicator: always PMPI
+  std::unique_ptr<Team> team;  // intracommunicators; owns the shm engine
 };
 
 // MPI delete callback for the comm keyval.
 int comm_state_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
 
 // The state of comm, created on first use. Collective when it creates (every
-// rank reaches this at the same call on comm). nullptr on an MPI error.
+// rank reaches this at the same call on comm): an intracommunicator's Team is
+// built then (core/mpi/team.h). nullptr on an MPI error.
 CommState* comm_state(MPI_Comm comm, int keyval);
 
 }  // namespace mlxa2a::core::mpi

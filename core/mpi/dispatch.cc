@@ -1,11 +1,13 @@
 #include "core/mpi/dispatch.h"
 
+#include <climits>
 #include <cstdio>
 #include <string>
 
 #include "core/log.h"
 #include "core/mpi/comm_state.h"
 #include "core/mpi/runtime.h"
+#include "core/mpi/shm_path.h"
 #include "core/selection.h"
 
 namespace mlxa2a::core::mpi {
@@ -82,16 +84,21 @@ int alltoall_impl(const AlltoallArgs& a) {
   const bool trace = rt.trace();
   if (const char* why = invalid_argument(a)) return fall_through(a, trace, 0, nullptr, why);
 
-  // The message size matters only to the tuning table and the trace; skipping
-  // PMPI_Type_size_x when neither needs it keeps the fall-through cheap.
+  // The message size matters to the tuning table, the trace and an engine;
+  // skipping PMPI_Type_size_x when the first two do not need it keeps the
+  // fall-through cheap (engines compute it below).
   const config::tune::Table& tune = rt.settings().tune;
   std::uint64_t bytes = 0;
-  if (trace || !tune.uniform()) {
+  bool have_bytes = false;
+  auto compute_bytes = [&]() {
     MPI_Count type_size = 0;
-    if (PMPI_Type_size_x(a.recvtype, &type_size) != MPI_SUCCESS || type_size < 0) {
-      return fall_through(a, trace, 0, nullptr, "receive type size unknown: PMPI decides");
-    }
+    if (PMPI_Type_size_x(a.recvtype, &type_size) != MPI_SUCCESS || type_size < 0) return false;
     bytes = static_cast<std::uint64_t>(a.recvcount) * static_cast<std::uint64_t>(type_size);
+    have_bytes = true;
+    return true;
+  };
+  if ((trace || !tune.uniform()) && !compute_bytes()) {
+    return fall_through(a, trace, 0, nullptr, "receive type size unknown: PMPI decides");
   }
   if (tune.lookup(bytes) == Path::Pmpi) {
     return fall_through(a, trace, bytes, nullptr, "MLXA2A_TUNE selects pmpi for this size");
@@ -101,9 +108,17 @@ int alltoall_impl(const AlltoallArgs& a) {
   ++st->calls;
   if (st->inter) return fall_through(a, trace, bytes, st, "intercommunicator");
   const Decision d = select(bytes, tune, st->caps);
-  // No engine is wired in yet: select() can only answer Pmpi for empty
-  // capabilities. An engine path added later replaces this fall-through.
-  return fall_through(a, trace, bytes, st, d.reason);
+  if (d.path != Path::Shm || !st->team) return fall_through(a, trace, bytes, st, d.reason);
+  // Every rank computes the same size from its receive signature, so these
+  // checks send every rank the same way.
+  if (!have_bytes && !compute_bytes()) {
+    return fall_through(a, trace, 0, st, "receive type size unknown: PMPI decides");
+  }
+  if (bytes > INT_MAX) {
+    return fall_through(a, trace, bytes, st, "bytes per peer above 2 GiB: PMPI");
+  }
+  if (trace) trace_call(a, bytes, st, Path::Shm, d.reason);
+  return shm_alltoall(a, *st->team, bytes);
 }
 
 }  // namespace

@@ -147,7 +147,7 @@ void in_place_resized_case(const Comm& c, int iter) {
 }
 
 void battery(const Comm& c, bool quick, int iter) {
-  const std::size_t sizes_full[] = {0, 1, 3, 8, 17, 64, 100, 1024, 4096, 65536, 262144};
+  const std::size_t sizes_full[] = {0, 1, 3, 8, 17, 64, 100, 1024, 4096, 65536, 262144, 1048576};
   const std::size_t sizes_quick[] = {0, 1, 3, 64, 4096};
   if (quick) {
     for (std::size_t n : sizes_quick) bytes_case(c, n, false, iter, "bytes");
@@ -159,6 +159,24 @@ void battery(const Comm& c, bool quick, int iter) {
   typed_case(c, 7, iter);
   vector_case(c, 5, iter);
   in_place_resized_case(c, iter);
+}
+
+// A correct program that needs MPI progress inside MPI_Alltoall: rank 0 has a
+// large (rendezvous) send pending while it enters the alltoall, and rank 1
+// receives it before entering. An engine that waits for rank 1 without
+// driving MPI's progress engine deadlocks here.
+void progress_case(const Comm& c) {
+  if (c.size < 2) return;
+  const std::size_t n = 4 << 20;
+  std::vector<char> big(n, static_cast<char>(c.rank + 1));
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (c.rank == 0) MPI_Isend(big.data(), static_cast<int>(n), MPI_BYTE, 1, 77, c.comm, &req);
+  if (c.rank == 1) {
+    MPI_Recv(big.data(), static_cast<int>(n), MPI_BYTE, 0, 77, c.comm, MPI_STATUS_IGNORE);
+    CHECK(big[0] == 1 && big[n - 1] == 1, "progress: payload");
+  }
+  bytes_case(c, 8, false, 5, "progress");
+  MPI_Wait(&req, MPI_STATUS_IGNORE);
 }
 
 void error_cases(const Comm& c) {
@@ -203,6 +221,13 @@ int main(int argc, char** argv) {
   battery(Comm(reversed), true, 2);
   if (without0 != MPI_COMM_NULL) battery(Comm(without0), true, 3);
 
+  // Neighbouring pairs: with virtual nodes (MLXA2A_DEBUG_NODE_SIZE) most of
+  // them sit inside one node while the world spans several.
+  MPI_Comm pairs;
+  MPI_Comm_split(MPI_COMM_WORLD, world.rank / 2, world.rank, &pairs);
+  battery(Comm(pairs), true, 4);
+  MPI_Comm_free(&pairs);
+
   // Many communicators alive at once, interleaved with other collectives.
   std::vector<MPI_Comm> alive;
   for (int k = 0; k < 6; ++k) {
@@ -228,6 +253,7 @@ int main(int argc, char** argv) {
     MPI_Comm_free(&sub);
   }
 
+  progress_case(world);
   error_cases(world);
 
   MPI_Comm_free(&halves);

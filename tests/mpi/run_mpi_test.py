@@ -5,9 +5,20 @@ and with the shim preloaded -- and requires that:
   * with the shim, every rank's trace (MLXA2A_COLL_TRACE=info) has exactly one
     line per MPI_Alltoall call the program made (its CALLS line), so a test that
     would also pass without the shim cannot pass here;
-  * the shim logged no warning or error.
+  * the shim logged no warning or error;
+  * nothing of mlxa2a's is left in /dev/shm: no new mlxa2a-<uid>-<pid>-*
+    segment whose creator process is gone.
 Options for special cases:
   --expect-reason RE   every traced call must give a reason matching RE
+  --expect-path PATH   every traced call must take PATH (e.g. shm) unless its
+                       reason matches --allow-reason (default: invalid
+                       arguments, which PMPI must report), and every rank must
+                       have taken PATH at least once (with --expect-some-reason:
+                       some rank)
+  --allow-reason RE    see --expect-path
+  --expect-some-reason RE  at least one traced call (any rank) has a reason
+                       matching RE (e.g. that virtual nodes made a team span
+                       several nodes)
   --rank0-env VAR=VAL  set VAR only for rank 0 (MPMD launch), e.g. to make an
                        all-equal switch differ across ranks
   --wrong-family       the shim is built for the other MPI: the run must pass
@@ -50,6 +61,24 @@ def launch(args, extra_env, prog):
     return p
 
 
+SHM_NAME = re.compile(r"^mlxa2a-%d-(\d+)-" % os.getuid())
+
+
+def shm_leftovers():
+    """mlxa2a segments of our uid whose creator pid is dead (live ones may
+    belong to concurrent jobs)."""
+    try:
+        names = os.listdir("/dev/shm")
+    except OSError:
+        return set()
+    dead = set()
+    for n in names:
+        m = SHM_NAME.match(n)
+        if m and not os.path.exists(f"/proc/{m.group(1)}"):
+            dead.add(n)
+    return dead
+
+
 def parse(out):
     calls = {int(r): int(n) for r, n in re.findall(r"^CALLS (\d+) (\d+)$", out, re.M)}
     errs = sorted(re.findall(r"^ERRCLASS .*$", out, re.M))
@@ -63,6 +92,9 @@ def main():
     ap.add_argument("--shim", required=True)
     ap.add_argument("--np", type=int, required=True)
     ap.add_argument("--expect-reason")
+    ap.add_argument("--expect-path")
+    ap.add_argument("--allow-reason", default=r"^invalid argument")
+    ap.add_argument("--expect-some-reason")
     ap.add_argument("--rank0-env")
     ap.add_argument("--wrong-family", action="store_true")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
@@ -74,6 +106,8 @@ def main():
         print(ref.stdout, ref.stderr)
         sys.exit("FAIL: the reference run (no mlxa2a) failed")
 
+    shm_before = shm_leftovers()
+    some_reason = some_path = False
     with tempfile.TemporaryDirectory(prefix="mlxa2a-mpitest-") as tmp:
         env = {"LD_PRELOAD": args.shim, "MLXA2A_COLL_TRACE": "info",
                "MLXA2A_LOG_FILE": os.path.join(tmp, "trace.%r")}
@@ -109,15 +143,34 @@ def main():
                 if wrong or not reasons:
                     sys.exit(f"FAIL: rank {rank}: reasons {sorted(set(wrong))} do not match "
                              f"{args.expect_reason!r}")
+            lines = re.findall(r"\] coll: \S+ .* path=(\S+) reason=(.*)$", text, re.M)
+            if args.expect_path:
+                wrong = [f"path={p} reason={r}" for p, r in lines
+                         if p != args.expect_path and not re.search(args.allow_reason, r)]
+                took = any(p == args.expect_path for p, _ in lines)
+                some_path |= took
+                if wrong or not (took or args.expect_some_reason):
+                    sys.exit(f"FAIL: rank {rank}: expected path={args.expect_path}; "
+                             f"other paths: {sorted(set(wrong))[:5]}")
+            if args.expect_some_reason:
+                some_reason |= any(re.search(args.expect_some_reason, r) for _, r in lines)
             bad = [l for l in text.splitlines() if "] warn:" in l or "] error:" in l]
             if bad and not args.rank0_env:
                 sys.exit("FAIL: mlxa2a complained:\n" + "\n".join(bad))
         stray = sorted(glob.glob(os.path.join(tmp, "trace.x")))
         if stray:
             sys.exit("FAIL: lines were logged before the rank was known")
+    if args.expect_some_reason and not some_reason:
+        sys.exit(f"FAIL: no traced call gave a reason matching {args.expect_some_reason!r}")
+    if args.expect_path and not some_path:
+        sys.exit(f"FAIL: no rank took path={args.expect_path}")
+    left = sorted(shm_leftovers() - shm_before)
+    if left:
+        sys.exit(f"FAIL: left in /dev/shm after MPI_Finalize: {left}")
     total = sum(calls.values())
     print(f"PASS: {args.family} np={args.np} {os.path.basename(args.prog[0])}: "
-          f"{total} calls traced, error classes {len(errs)} equal")
+          f"{total} calls traced, error classes {len(errs)} equal"
+          + (f", path={args.expect_path} checked" if args.expect_path else ""))
 
 
 if __name__ == "__main__":

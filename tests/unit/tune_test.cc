@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "core/config/tune.h"
 #include "core/selection.h"
 
@@ -69,7 +71,14 @@ TEST(Selection, NeverPicksAnEngineTheTeamLacks) {
   EXPECT_EQ(select(8, parse_ok("rdma"), shm).path, Path::Pmpi);
   EXPECT_EQ(select(8, parse_ok("pmpi"), shm).path, Path::Pmpi);
   EXPECT_EQ(select(8, parse_ok("0-4:pmpi"), shm).path, Path::Shm);
-  for (auto caps : {none, shm, rdma}) {
+  // Why a team without engines falls through is traced; tests match on it.
+  const Capabilities multi{false, false, 2}, failed{false, false, 1};
+  EXPECT_EQ(select(8, Table{}, multi).path, Path::Pmpi);
+  EXPECT_NE(std::string(select(8, Table{}, multi).reason).find("several nodes"), std::string::npos);
+  EXPECT_NE(std::string(select(8, parse_ok("shm"), multi).reason).find("several nodes"),
+            std::string::npos);
+  EXPECT_NE(std::string(select(8, Table{}, failed).reason).find("failed"), std::string::npos);
+  for (auto caps : {none, shm, rdma, multi, failed}) {
     EXPECT_NE(select(0, Table{}, caps).reason, nullptr);
     EXPECT_NE(select(0, Table{}, caps).path, Path::Auto);
   }

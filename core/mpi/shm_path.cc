@@ -1,0 +1,144 @@
+#include "core/mpi/shm_path.h"
+
+#include <cstring>
+
+#include "core/log.h"
+
+namespace mlxa2a::core::mpi {
+
+namespace {
+
+// Where `count` elements of `type` for each of `peers` peers lie, as the
+// engine needs them: block j of bytes_per_peer bytes at base + j * bytes.
+struct Layout {
+  bool contiguous = false;
+  MPI_Aint offset = 0;  // of the first byte (true lower bound)
+  MPI_Aint extent = 0;  // of one element (set when !contiguous)
+};
+
+// Predefined types that are one contiguous scalar: the common case needs no
+// MPI call (three type queries cost more than a small shm alltoall's handoff).
+// Pair types (MPI_DOUBLE_INT, ...) are absent on purpose: they have padding.
+bool contiguous_predefined(MPI_Datatype t) {
+  const MPI_Datatype kTypes[] = {MPI_BYTE,     MPI_CHAR,      MPI_UNSIGNED_CHAR, MPI_INT,
+                                 MPI_UNSIGNED, MPI_LONG,      MPI_UNSIGNED_LONG, MPI_LONG_LONG,
+                                 MPI_FLOAT,    MPI_DOUBLE,    MPI_INT8_T,        MPI_UINT8_T,
+                                 MPI_INT32_T,  MPI_UINT32_T,  MPI_INT64_T,       MPI_UINT64_T};
+  for (MPI_Datatype k : kTypes) {
+    if (t == k) return true;
+  }
+  return false;
+}
+
+Layout layout_of(MPI_Datatype type) {
+  Layout l;
+  if (contiguous_predefined(type)) {
+    l.contiguous = true;  // extent is only needed for packing
+    return l;
+  }
+  MPI_Count size = 0, lb = 0, extent = 0, true_lb = 0, true_extent = 0;
+  if (PMPI_Type_size_x(type, &size) != MPI_SUCCESS ||
+      PMPI_Type_get_extent_x(type, &lb, &extent) != MPI_SUCCESS ||
+      PMPI_Type_get_true_extent_x(type, &true_lb, &true_extent) != MPI_SUCCESS) {
+    return l;  // not contiguous: PMPI_Pack will report what is wrong
+  }
+  l.extent = static_cast<MPI_Aint>(extent);
+  // Elements tile without gaps when one element is exactly its size wide and
+  // holds no hole (true extent == size); the bytes then start at true_lb.
+  l.contiguous = size == extent && size == true_extent && lb == true_lb;
+  l.offset = static_cast<MPI_Aint>(true_lb);
+  return l;
+}
+
+// Packs peers blocks of count elements each (block j at base + j*count*extent)
+// into out (block j at out + j*bytes). Per block, so every count fits an int.
+bool pack(const void* base, std::int64_t count, MPI_Datatype type, const Layout& l, int peers,
+          std::uint64_t bytes, char* out, MPI_Comm comm) {
+  const auto* b = static_cast<const char*>(base);
+  for (int j = 0; j < peers; ++j) {
+    int pos = 0;
+    if (PMPI_Pack(b + static_cast<MPI_Aint>(j) * count * l.extent, static_cast<int>(count), type,
+                  out + j * bytes, static_cast<int>(bytes), &pos, comm) != MPI_SUCCESS) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool unpack(const char* in, std::uint64_t bytes, int peers, void* base, std::int64_t count,
+            MPI_Datatype type, const Layout& l, MPI_Comm comm) {
+  auto* b = static_cast<char*>(base);
+  for (int j = 0; j < peers; ++j) {
+    int pos = 0;
+    if (PMPI_Unpack(in + j * bytes, static_cast<int>(bytes), &pos,
+                    b + static_cast<MPI_Aint>(j) * count * l.extent, static_cast<int>(count), type,
+                    comm) != MPI_SUCCESS) {
+      return false;
+    }
+  }
+  return true;
+}
+
+int report(MPI_Comm comm, const char* what) {
+  // The error handler may return (MPI_ERRORS_RETURN) or abort the job.
+  MLXA2A_LOG(Error, "MPI_Alltoall through shared memory failed: %s", what);
+  PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
+  return MPI_ERR_OTHER;
+}
+
+}  // namespace
+
+int shm_alltoall(const AlltoallArgs& a, Team& team, std::uint64_t bytes) noexcept {
+  // Nothing to move, and an alltoall implies no synchronisation: every rank
+  // sees bytes == 0 at this call and returns alike.
+  if (bytes == 0) return MPI_SUCCESS;
+  const int n = team.size();
+  shm::NodeAlltoall* engine = team.node_alltoall();
+  // Peers may already wait in the engine for this call: a rank that cannot
+  // prepare its buffers makes them fail too instead of leaving them waiting.
+  auto give_up = [&](const char* why) {
+    if (engine) engine->abandon();
+    return report(a.comm, why);
+  };
+  const std::uint64_t total = bytes * static_cast<std::uint64_t>(n);
+  const bool in_place = a.sendbuf == MPI_IN_PLACE;
+  const Layout rl = layout_of(a.recvtype);
+  const Layout sl = in_place ? rl : layout_of(a.sendtype);
+
+  // A local failure (scratch allocation, packing) must not make this rank
+  // skip the engine: its peers are already in it. It runs with whatever the
+  // buffers hold and reports the error afterwards.
+  const char* local_error = nullptr;
+  char* recv = static_cast<char*>(a.recvbuf) + rl.offset;
+  if (!rl.contiguous) {
+    recv = team.scratch(1, total);
+    if (!recv) return give_up("out of memory for the receive scratch buffer");
+  }
+  const char* send = static_cast<const char*>(a.sendbuf) + sl.offset;
+  if (in_place || !sl.contiguous) {
+    char* tmp = team.scratch(0, total);
+    if (!tmp) return give_up("out of memory for the send scratch buffer");
+    const void* src = in_place ? a.recvbuf : a.sendbuf;
+    const std::int64_t count = in_place ? a.recvcount : a.sendcount;
+    const MPI_Datatype type = in_place ? a.recvtype : a.sendtype;
+    if (sl.contiguous) {
+      std::memcpy(tmp, static_cast<const char*>(src) + sl.offset, total);
+    } else if (!pack(src, count, type, sl, n, bytes, tmp, a.comm)) {
+      local_error = "PMPI_Pack failed";
+    }
+    send = tmp;
+  }
+
+  if (engine) {
+    const shm::Status st = engine->run(send, recv, bytes);
+    if (st != shm::Status::ok) return report(a.comm, shm::to_string(st));
+  } else {
+    std::memcpy(recv, send, total);  // one rank: the whole exchange is a copy
+  }
+  if (!rl.contiguous && !unpack(recv, bytes, n, a.recvbuf, a.recvcount, a.recvtype, rl, a.comm)) {
+    local_error = "PMPI_Unpack failed";
+  }
+  return local_error ? report(a.comm, local_error) : MPI_SUCCESS;
+}
+
+}  // namespace mlxa2a::core::mpi

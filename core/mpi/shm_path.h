@@ -1,0 +1,31 @@
+// The shared-memory path of MPI_Alltoall: one call served by the team's
+// NodeAlltoall (or a local copy on a one-rank communicator).
+//
+// Contract
+// * Called only when select() chose Path::Shm, which every rank of the
+//   communicator does for the same call; so it must take part in the engine
+//   on every rank whatever its local arguments look like. Rank-local
+//   differences are absorbed here: MPI_IN_PLACE (the receive buffer is copied
+//   to scratch first), non-contiguous send or receive datatypes (PMPI_Pack /
+//   PMPI_Unpack through scratch), large counts (bytes per peer is what the
+//   engine sees).
+// * bytes_per_peer is the same on all ranks (MPI's type-signature rule), > 0
+//   and < 2^31 (dispatch falls through otherwise, on every rank alike), so
+//   every count handed to PMPI_Pack/PMPI_Unpack fits an int.
+// * Errors: once the engine may have moved data, a failure is reported as
+//   MPI_ERR_OTHER through the communicator's error handler
+//   (PMPI_Comm_call_errhandler) and returned; nothing is retried and nothing
+//   waits forever (a dead or failed peer ends the wait, see core/shm).
+// * Never throws.
+#pragma once
+
+#include <cstdint>
+
+#include "core/mpi/dispatch.h"
+#include "core/mpi/team.h"
+
+namespace mlxa2a::core::mpi {
+
+int shm_alltoall(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer) noexcept;
+
+}  // namespace mlxa2a::core::mpi

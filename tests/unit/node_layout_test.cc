@@ -1,0 +1,60 @@
+// MLXA2A_DEBUG_NODE_SIZE: parsing and the virtual node of each rank.
+#include "core/config/node_layout.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace mlxa2a::core::config {
+namespace {
+
+std::vector<int> nodes(const char* text, int size) {
+  const auto l = NodeLayout::parse(text);
+  EXPECT_TRUE(l) << text;
+  std::vector<int> v;
+  for (int r = 0; r < size; ++r) v.push_back(l ? l->node_of(r, size) : -1);
+  return v;
+}
+
+TEST(NodeLayout, RealNodesByDefault) {
+  const auto l = NodeLayout::parse("0");
+  ASSERT_TRUE(l);
+  EXPECT_FALSE(l->virtual_nodes());
+  EXPECT_EQ(nodes("0", 3), (std::vector<int>{0, 0, 0}));
+}
+
+TEST(NodeLayout, Blocks) {
+  EXPECT_EQ(nodes("1", 3), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(nodes("2", 5), (std::vector<int>{0, 0, 1, 1, 2}));
+  EXPECT_EQ(nodes(" 3 ", 7), (std::vector<int>{0, 0, 0, 1, 1, 1, 2}));
+}
+
+TEST(NodeLayout, RoundRobin) {
+  // 2 per node over ceil(5/2) = 3 nodes.
+  EXPECT_EQ(nodes("rr:2", 5), (std::vector<int>{0, 1, 2, 0, 1}));
+  EXPECT_EQ(nodes("rr:4", 4), (std::vector<int>{0, 0, 0, 0}));
+}
+
+TEST(NodeLayout, IrregularRepeats) {
+  EXPECT_EQ(nodes("3,1,2", 8), (std::vector<int>{0, 0, 0, 1, 2, 2, 3, 3}));
+  EXPECT_EQ(nodes("1,2", 6), (std::vector<int>{0, 1, 1, 2, 3, 3}));
+}
+
+TEST(NodeLayout, FormatRoundTrips) {
+  for (const char* t : {"0", "4", "rr:3", "3,1,2"}) {
+    const auto l = NodeLayout::parse(t);
+    ASSERT_TRUE(l) << t;
+    EXPECT_EQ(l->format(), t);
+    EXPECT_EQ(NodeLayout::parse(l->format()), l);
+  }
+}
+
+TEST(NodeLayout, RejectsBadText) {
+  for (const char* t : {"", "-1", "x", "rr:", "rr:0", "rr:x", "3,", ",3", "3,0", "1,,2",
+                        "2000000", "1.5", "rr:2,3"}) {
+    EXPECT_FALSE(NodeLayout::parse(t)) << t;
+  }
+}
+
+}  // namespace
+}  // namespace mlxa2a::core::config
