@@ -11,7 +11,8 @@ namespace {
 
 constexpr std::string_view kLogLevels[] = {"error", "warn", "info", "debug", "trace"};
 constexpr std::string_view kCollTrace[] = {"none", "info", "debug"};
-constexpr std::string_view kInvalidation[] = {"auto", "hooks", "ucm", "uffd", "none"};
+// Must match rcache::parse_invalidation (a unit test checks every choice).
+constexpr std::string_view kInvalidation[] = {"auto", "ucm", "patch", "strict", "none"};
 
 std::string check_align(const Value& v) {
   const std::uint64_t a = std::get<std::uint64_t>(v);
@@ -79,26 +80,49 @@ constexpr Spec kSwitches[] = {
      .type = Type::Int,
      .default_text = "65536",
      .description = "Registration cache: most regions kept registered; unused ones are "
-                    "evicted least recently used first.",
+                    "evicted oldest first (CLOCK), never one that is in use.",
      .verbosity = Verbosity::Tuner,
      .min = 1,
-     .max = 1 << 24},
+     .max = 1 << 20},
     {.name = "RCACHE_MAX_BYTES",
      .type = Type::Size,
-     .default_text = "inf",
-     .description = "Registration cache: most bytes kept registered (also bounded by "
-                    "RLIMIT_MEMLOCK).",
+     .default_text = "64G",
+     .description = "Registration cache: most bytes kept registered (inf: no limit); "
+                    "also capped at half of RLIMIT_MEMLOCK.",
      .verbosity = Verbosity::Tuner,
      .check = check_nonzero_size},
     {.name = "RCACHE_INVALIDATION",
      .type = Type::Enum,
      .default_text = "auto",
-     .description = "How cached registrations learn that memory was unmapped: auto, hooks "
-                    "(patch libc's unmap entry points), ucm (UCX's memory hooks), uffd "
-                    "(userfaultfd, strict and slower) or none (only for programs that never "
-                    "free communication buffers).",
+     .description = "How cached registrations learn that memory was unmapped or remapped: "
+                    "auto (UCX's hooks when libucm is loaded, else patch), ucm (UCX's libucm "
+                    "memory events), patch (mlxa2a patches libc's mmap/munmap/mremap/madvise/"
+                    "shmdt/brk, which also sees free() and realloc()), strict (also "
+                    "userfaultfd events, which see raw system calls; slower) or none (only "
+                    "for programs that never unmap communication buffers).",
      .verbosity = Verbosity::Tuner,
      .choices = kInvalidation},
+    {.name = "SHM_CMA_THRESHOLD",
+     .type = Type::Size,
+     .default_text = "32K",
+     .description = "Shared-memory alltoall: bytes per peer from which each rank reads its "
+                    "blocks straight from its peers' send buffers (process_vm_readv, one "
+                    "copy) instead of copying through the shared segment (two copies); 0 = "
+                    "never. Used when ranks do not outnumber cores; node rank 0's value wins.",
+     .verbosity = Verbosity::Tuner},
+    {.name = "SHM_CMA_THRESHOLD_OVERSUBSCRIBED",
+     .type = Type::Size,
+     .default_text = "256K",
+     .description = "The same threshold when a node's ranks outnumber its cores: each read "
+                    "then competes for a core with the peer it reads from.",
+     .verbosity = Verbosity::Tuner},
+    {.name = "SHM_SLOT_SIZE",
+     .type = Type::Size,
+     .default_text = "128K",
+     .description = "Shared-memory alltoall: bytes of each rank's staging slot (two per "
+                    "rank); larger calls are pipelined through it. Node rank 0's value wins.",
+     .verbosity = Verbosity::Tuner,
+     .check = check_nonzero_size},
     {.name = "DEBUG_NODE_SIZE",
      .type = Type::String,
      .default_text = "0",
@@ -146,6 +170,9 @@ Settings settings_from(const Registry& r) {
   s.rcache_max_regions = r.get_int("RCACHE_MAX_REGIONS");
   s.rcache_max_bytes = r.get_size("RCACHE_MAX_BYTES");
   s.rcache_invalidation = r.get_string("RCACHE_INVALIDATION");
+  s.shm_cma_threshold = r.get_size("SHM_CMA_THRESHOLD");
+  s.shm_cma_threshold_oversubscribed = r.get_size("SHM_CMA_THRESHOLD_OVERSUBSCRIBED");
+  s.shm_slot_size = r.get_size("SHM_SLOT_SIZE");
   s.node_layout = NodeLayout::parse(r.get_string("DEBUG_NODE_SIZE")).value_or(NodeLayout{});
   return s;
 }
