@@ -35,6 +35,10 @@ struct Settings {
   std::int64_t rcache_max_regions = 0;
   std::uint64_t rcache_max_bytes = 0;
   std::string rcache_invalidation;
+  // Shared-memory alltoall (core/shm/options.h); 0 threshold = never CMA.
+  std::uint64_t shm_cma_threshold = 32768;
+  std::uint64_t shm_cma_threshold_oversubscribed = 262144;
+  std::uint64_t shm_slot_size = 131072;
   NodeLayout node_layout;  // MLXA2A_DEBUG_NODE_SIZE (tests only)
 };
 
