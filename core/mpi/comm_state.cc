@@ -33,6 +33,38 @@ int comm_state_delete(MPI_Comm, int, void* attr, void*) {
   return MPI_SUCCESS;
 }
 
+namespace {
+
+void trace_team(const CommState& st, const char* how) {
+  if (Runtime::instance().settings().coll_trace != config::CollTrace::Debug) return;
+  const shm::NodeAlltoall* engine = st.team->node_alltoall();
+  log::trace("team id=%llu np=%d nodes=%d shm=%d oversubscribed=%d cma=%d %s",
+             static_cast<unsigned long long>(st.id), st.team->size(), st.caps.nodes, st.caps.shm,
+             st.team->oversubscribed(), engine && engine->cma_enabled(), how);
+}
+
+}  // namespace
+
+void derive_comm_state(MPI_Comm parent, MPI_Comm child, int keyval) {
+  void* attr = nullptr;
+  int found = 0;
+  if (PMPI_Comm_get_attr(parent, keyval, &attr, &found) != MPI_SUCCESS || !found) return;
+  const auto* ps = static_cast<const CommState*>(attr);
+  if (ps->inter || !ps->team) return;
+  std::unique_ptr<Team> team = Team::derive(*ps->team, parent, child);
+  if (!team) return;
+  auto* state = new (std::nothrow) CommState;
+  if (!state) return;
+  state->id = Runtime::instance().next_comm_id();
+  state->caps = team->caps();
+  state->team = std::move(team);
+  if (PMPI_Comm_set_attr(child, keyval, state) != MPI_SUCCESS) {
+    delete state;
+    return;
+  }
+  trace_team(*state, "derived");
+}
+
 CommState* comm_state(MPI_Comm comm, int keyval) {
   const std::uint64_t epoch = g_epoch.load(std::memory_order_acquire);
   if (t_memo.comm == comm && t_memo.epoch == epoch) return t_memo.state;
@@ -55,17 +87,10 @@ CommState* comm_state(MPI_Comm comm, int keyval) {
   // inter is the same on every rank, so either all ranks build the team here
   // or none does. Without a team the communicator runs no engine.
   if (!state->inter) {
-    const Runtime& rt = Runtime::instance();
-    state->team = Team::create(comm, rt.settings());
+    state->team = Team::create(comm, Runtime::instance().settings());
     if (state->team) {
       state->caps = state->team->caps();
-      if (rt.settings().coll_trace == config::CollTrace::Debug) {
-        const shm::NodeAlltoall* engine = state->team->node_alltoall();
-        log::trace("team id=%llu np=%d nodes=%d shm=%d oversubscribed=%d cma=%d",
-                   static_cast<unsigned long long>(state->id), state->team->size(),
-                   state->caps.nodes, state->caps.shm, state->team->oversubscribed(),
-                   engine && engine->cma_enabled());
-      }
+      trace_team(*state, "built");
     }
   }
   if (PMPI_Comm_set_attr(comm, keyval, state) != MPI_SUCCESS) {

@@ -34,4 +34,10 @@ int comm_state_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
 // built then (core/mpi/team.h). nullptr on an MPI error.
 CommState* comm_state(MPI_Comm comm, int keyval);
 
+// After MPI_Comm_split returned child (not MPI_COMM_NULL): if parent already has
+// a team, attaches to child a state whose team is derived from it (no
+// communication; see Team::derive). Otherwise does nothing and the child's
+// state is built at its first alltoall. Local; never fails visibly.
+void derive_comm_state(MPI_Comm parent, MPI_Comm child, int keyval);
+
 }  // namespace mlxa2a::core::mpi

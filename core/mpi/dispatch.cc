@@ -109,6 +109,12 @@ int alltoall_impl(const AlltoallArgs& a) {
   if (st->inter) return fall_through(a, trace, bytes, st, "intercommunicator");
   const Decision d = select(bytes, tune, st->caps);
   if (d.path != Path::Shm || !st->team) return fall_through(a, trace, bytes, st, d.reason);
+  // A team derived at MPI_Comm_split creates its segment at the first call
+  // that selects shm — the same call on every rank.
+  if (st->team->setup_pending() && !st->team->complete_setup(a.comm)) {
+    st->caps = st->team->caps();
+    return fall_through(a, trace, bytes, st, "shared-memory set-up failed");
+  }
   // Every rank computes the same size from its receive signature, so these
   // checks send every rank the same way.
   if (!have_bytes && !compute_bytes()) {
@@ -141,6 +147,12 @@ int comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) noexcept {
   if (ReentryGuard::nested()) return rc;
   ReentryGuard guard;
   Runtime& rt = Runtime::instance();
+  if (rc == MPI_SUCCESS && rt.state() == State::Active && *newcomm != MPI_COMM_NULL) {
+    try {
+      derive_comm_state(comm, *newcomm, rt.comm_keyval());
+    } catch (...) {
+    }
+  }
   if (rc == MPI_SUCCESS && rt.state() != State::Uninitialised && rt.trace()) {
     try {
       const bool undefined = *newcomm == MPI_COMM_NULL;

@@ -4,6 +4,7 @@
 #include <new>
 
 #include "core/log.h"
+#include "core/mpi/runtime.h"
 #include "core/mpi/topology.h"
 
 namespace mlxa2a::core::mpi {
@@ -63,51 +64,157 @@ char* Team::scratch(int which, std::size_t bytes) noexcept {
   return b.data.get();
 }
 
+namespace {
+
+shm::Options engine_options(MPI_Comm comm, bool oversubscribed) {
+  const config::Settings& s = Runtime::instance().settings();
+  shm::Options opt;
+  opt.oversubscribed = oversubscribed;
+  opt.cma_threshold = s.shm_cma_threshold;
+  opt.cma_threshold_oversubscribed = s.shm_cma_threshold_oversubscribed;
+  // The segment holds 2 x ranks x slot bytes: memory per communicator.
+  opt.slot_capacity = s.shm_slot_size;
+  opt.abort_requested = [comm] { return drive_mpi_progress(comm); };
+  return opt;
+}
+
+// The comm rank of the first rank of this rank's node communicator: a node id
+// every rank of the node computes alike, with no communication.
+int node_leader(MPI_Comm comm, MPI_Comm node) {
+  MPI_Group cg = MPI_GROUP_NULL, ng = MPI_GROUP_NULL;
+  int zero = 0, leader = -1;
+  if (PMPI_Comm_group(comm, &cg) == MPI_SUCCESS && PMPI_Comm_group(node, &ng) == MPI_SUCCESS) {
+    PMPI_Group_translate_ranks(ng, 1, &zero, cg, &leader);
+  }
+  if (cg != MPI_GROUP_NULL) PMPI_Group_free(&cg);
+  if (ng != MPI_GROUP_NULL) PMPI_Group_free(&ng);
+  return leader;
+}
+
+int count_nodes(const std::vector<int>& ids) {
+  int nodes = 0;
+  for (std::size_t r = 0; r < ids.size(); ++r) nodes += ids[r] == static_cast<int>(r);
+  return nodes;
+}
+
+}  // namespace
+
 std::unique_ptr<Team> Team::create(MPI_Comm comm, const config::Settings& settings) noexcept {
   std::unique_ptr<Team> team(new (std::nothrow) Team);
   if (!team) return nullptr;
   PMPI_Comm_size(comm, &team->size_);
   if (team->size_ == 1) {
     team->caps_ = Capabilities{.shm = true, .rdma = false, .nodes = 1};
+    team->node_ids_.assign(1, 0);
     return team;
   }
-  // [0]: node count (one leader per node), [1]: ranks whose set-up failed.
-  long long agree[2] = {0, 1};
+  // Per rank: {node id, set-up failed}.
+  int mine[2] = {-1, 1};
+  std::vector<int> all;
   try {
+    all.resize(2 * static_cast<std::size_t>(team->size_));
     NodeComm node;
     if (node_of_comm(comm, settings.node_layout, &node)) {
-      agree[0] = node.local_rank == 0 ? 1 : 0;
-      agree[1] = 0;
+      mine[0] = node_leader(comm, node.comm.get());
+      mine[1] = mine[0] < 0 ? 1 : 0;
     }
     team->oversubscribed_ = node.oversubscribed;
     // local_size == size is true on every rank or on none, so all ranks of a
     // single-node team build the engine and no rank of a multi-node one does.
-    if (agree[1] == 0 && node.local_size == team->size_) {
-      shm::Options opt;
-      opt.oversubscribed = node.oversubscribed;
-      opt.abort_requested = [comm] { return drive_mpi_progress(comm); };
+    if (mine[1] == 0 && node.local_size == team->size_) {
+      const shm::Options opt = engine_options(comm, node.oversubscribed);
       if (node.local_rank == 0) remove_stale_segments_once(opt.name_prefix);
       MpiBootstrap boot(node.comm.get(), node.local_rank, node.local_size);
       const shm::Status st = shm::NodeAlltoall::create(boot, opt, team->shm_);
       if (st != shm::Status::ok) {
         MLXA2A_LOG(Warn, "shared-memory set-up failed (%s); this communicator uses PMPI",
                    shm::to_string(st));
-        agree[1] = 1;
+        mine[1] = 1;
       }
     }
   } catch (...) {
-    // Only allocation throws here (std::function); this rank reports failure
-    // and still takes part in the agreement below.
-    agree[1] = 1;
+    // Only allocation throws here; without the buffer this rank cannot take
+    // part in the agreement, which an out-of-memory job will not survive anyway.
+    mine[1] = 1;
+    if (all.size() != 2 * static_cast<std::size_t>(team->size_)) return nullptr;
   }
   // The node communicator is gone (NodeComm's scope): teams keep none.
-  if (PMPI_Allreduce(MPI_IN_PLACE, agree, 2, MPI_LONG_LONG, MPI_SUM, comm) != MPI_SUCCESS) {
-    agree[1] = 1;  // this rank cannot know; an MPI error here is fatal in practice
+  bool failed = PMPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, comm) != MPI_SUCCESS;
+  team->node_ids_.resize(static_cast<std::size_t>(team->size_));
+  for (int r = 0; r < team->size_ && !failed; ++r) {
+    team->node_ids_[r] = all[2 * r];
+    failed = all[2 * r + 1] != 0 || all[2 * r] < 0 || all[2 * r] >= team->size_;
   }
-  team->caps_.nodes = static_cast<int>(agree[0]);
-  team->caps_.shm = agree[0] == 1 && agree[1] == 0;
+  if (failed) {
+    team->node_ids_.clear();
+    team->caps_.nodes = 1;  // unknown; only "not usable" matters
+    team->caps_.shm = false;
+  } else {
+    team->caps_.nodes = count_nodes(team->node_ids_);
+    team->caps_.shm = team->caps_.nodes == 1;
+  }
   if (!team->caps_.shm) team->shm_.reset();
   return team;
+}
+
+std::unique_ptr<Team> Team::derive(const Team& parent, MPI_Comm parent_comm,
+                                   MPI_Comm child) noexcept {
+  if (parent.node_ids_.empty()) return nullptr;
+  std::unique_ptr<Team> team(new (std::nothrow) Team);
+  if (!team) return nullptr;
+  PMPI_Comm_size(child, &team->size_);
+  try {
+    std::vector<int> ranks(static_cast<std::size_t>(team->size_));
+    std::vector<int> in_parent(ranks.size(), MPI_UNDEFINED);
+    for (int r = 0; r < team->size_; ++r) ranks[r] = r;
+    MPI_Group pg = MPI_GROUP_NULL, cg = MPI_GROUP_NULL;
+    if (PMPI_Comm_group(parent_comm, &pg) == MPI_SUCCESS &&
+        PMPI_Comm_group(child, &cg) == MPI_SUCCESS) {
+      PMPI_Group_translate_ranks(cg, team->size_, ranks.data(), pg, in_parent.data());
+    }
+    if (pg != MPI_GROUP_NULL) PMPI_Group_free(&pg);
+    if (cg != MPI_GROUP_NULL) PMPI_Group_free(&cg);
+    // Child node ids follow create()'s convention (a node's id is its lowest
+    // child rank), so count_nodes() works on both.
+    std::vector<int> first_child(parent.node_ids_.size(), -1);
+    team->node_ids_.resize(ranks.size());
+    for (int r = 0; r < team->size_; ++r) {
+      const int p = in_parent[r];
+      if (p < 0 || p >= static_cast<int>(parent.node_ids_.size())) return nullptr;
+      int& first = first_child[static_cast<std::size_t>(parent.node_ids_[p])];
+      if (first < 0) first = r;
+      team->node_ids_[r] = first;
+    }
+  } catch (...) {
+    return nullptr;
+  }
+  team->oversubscribed_ = parent.oversubscribed_;
+  team->caps_.nodes = count_nodes(team->node_ids_);
+  team->caps_.shm = team->caps_.nodes == 1;
+  team->setup_pending_ = team->caps_.shm && team->size_ > 1;
+  return team;
+}
+
+bool Team::complete_setup(MPI_Comm comm) noexcept {
+  if (!setup_pending_) return caps_.shm;
+  setup_pending_ = false;
+  int rank = 0;
+  PMPI_Comm_rank(comm, &rank);
+  shm::Status st = shm::Status::create_failed;
+  try {
+    const shm::Options opt = engine_options(comm, oversubscribed_);
+    MpiBootstrap boot(comm, rank, size_);
+    st = shm::NodeAlltoall::create(boot, opt, shm_);
+  } catch (...) {
+  }
+  if (st != shm::Status::ok) {
+    // NodeAlltoall::create fails on every rank alike unless MPI itself broke.
+    MLXA2A_LOG(Warn, "shared-memory set-up failed (%s); this communicator uses PMPI",
+               shm::to_string(st));
+    caps_.shm = false;
+    shm_.reset();
+  }
+  return caps_.shm;
 }
 
 }  // namespace mlxa2a::core::mpi

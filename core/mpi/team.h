@@ -5,10 +5,19 @@
 // Contract
 // * Team::create() is collective over comm: every rank calls it at the same
 //   alltoall call (the first one on comm that may use an engine). It always
-//   ends with ONE PMPI_Allreduce over comm that agrees on the capabilities, so
-//   every rank gets the same caps even when set-up failed on some rank; it
-//   never throws. The node communicator used for set-up is freed before it
-//   returns. A communicator of one rank makes no MPI call at all.
+//   ends with ONE PMPI_Allgather over comm of (node id, set-up failed) that
+//   gives every rank the whole node map and the same caps even when set-up
+//   failed on some rank; it never throws. The node communicator used for
+//   set-up is freed before it returns. A communicator of one rank makes no MPI
+//   call at all.
+// * Team::derive() builds the team of a communicator made by MPI_Comm_split
+//   from its parent's team without communication (PMPI_Group_translate_ranks):
+//   node map, node count and caps follow from the parent's map. A single-node
+//   child still needs its shared-memory segment: complete_setup() creates it,
+//   collectively over the child communicator itself (which then *is* the node
+//   communicator), at the child's first call that selects shm. Every rank of
+//   the child derives alike (the parent's team exists on all its ranks or on
+//   none), so every rank reaches complete_setup() at the same call.
 // * Ownership: CommState owns the Team; the comm keyval's delete callback
 //   destroys it, which unmaps the shared-memory segment (its name was already
 //   unlinked during set-up, so nothing is left in /dev/shm).
@@ -20,6 +29,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "core/config/switches.h"
 #include "core/selection.h"
@@ -30,6 +40,14 @@ namespace mlxa2a::core::mpi {
 class Team {
  public:
   static std::unique_ptr<Team> create(MPI_Comm comm, const config::Settings& settings) noexcept;
+  // nullptr when the parent's node map is not usable (its set-up failed) or on
+  // an MPI error; the child then builds its team lazily with create().
+  static std::unique_ptr<Team> derive(const Team& parent, MPI_Comm parent_comm,
+                                      MPI_Comm child) noexcept;
+  // Collective over comm when setup_pending(); false if the segment could not
+  // be created (then caps().shm is false on every rank, see node_alltoall.h).
+  bool complete_setup(MPI_Comm comm) noexcept;
+  bool setup_pending() const { return setup_pending_; }
   ~Team();
   Team(const Team&) = delete;
   Team& operator=(const Team&) = delete;
@@ -51,6 +69,8 @@ class Team {
   Capabilities caps_;
   int size_ = 1;
   bool oversubscribed_ = false;
+  bool setup_pending_ = false;     // derived single-node team without its segment yet
+  std::vector<int> node_ids_;      // per rank: its node's first rank; empty if unknown
   std::unique_ptr<shm::NodeAlltoall> shm_;
   struct Buffer {
     std::unique_ptr<char[]> data;
