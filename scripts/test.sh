@@ -5,6 +5,9 @@
 #   scripts/test.sh --suite unit     only one suite (unit, rcache, shm, fakeverbs,
 #                                    mpi, mpi-ompi, mpi-mpich); repeatable
 #   scripts/test.sh --no-setup       skip apt-get (packages already present)
+# Without --suite it also builds the registration cache and shared-memory tests
+# with AddressSanitizer + UndefinedBehaviorSanitizer (in ${BUILD_DIR}-sanitize)
+# and runs them; `--suite sanitize` runs only that.
 # Ends with one line "N passed, M failed"; exit status 0 only if M is 0.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,16 +15,20 @@ build=${BUILD_DIR:-$top/build}
 
 setup=1
 suites=()
+sanitize=1
+plain=1
 while [ $# -gt 0 ]; do
   case "$1" in
-    --suite) suites+=(--suite "$2"); shift 2 ;;
+    --suite)
+      if [ "$2" = sanitize ]; then plain=0; else suites+=(--suite "$2"); sanitize=0; fi
+      shift 2 ;;
     --no-setup) setup=0; shift ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 
-[ "$setup" = 1 ] && "$top/scripts/setup.sh"
+if [ "$setup" = 1 ]; then "$top/scripts/setup.sh"; fi
 BUILD_DIR="$build" "$top/scripts/build.sh"
 
 # Open MPI refuses to run as root without these, and needs --oversubscribe when
@@ -29,12 +36,29 @@ BUILD_DIR="$build" "$top/scripts/build.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 status=0
-meson test -C "$build" --no-rebuild --print-errorlogs "${suites[@]}" || status=$?
+logs=()
+if [ "$plain" = 1 ]; then
+  meson test -C "$build" --no-rebuild --print-errorlogs "${suites[@]}" || status=$?
+  logs+=("$build/meson-logs/testlog.json")
+fi
 
-python3 - "$build/meson-logs/testlog.json" <<'PY'
+if [ "$sanitize" = 1 ]; then
+  san="$build-sanitize"
+  if [ ! -f "$san/build.ninja" ]; then
+    meson setup "$san" "$top" -Dwerror=true -Dbuildtype=debugoptimized \
+      -Db_sanitize=address,undefined -Db_lundef=false
+  fi
+  ninja -C "$san" tests/rcache/test_rcache_patch tests/rcache/test_rcache_ucm tests/shm/test_shm
+  # Any sanitizer report fails the test instead of only being printed.
+  ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    meson test -C "$san" --no-rebuild --print-errorlogs --suite rcache --suite shm || status=$?
+  logs+=("$san/meson-logs/testlog.json")
+fi
+
+python3 - "${logs[@]}" <<'PY'
 import json, sys
 passed = failed = skipped = 0
-for line in open(sys.argv[1]):
+for line in (l for path in sys.argv[1:] for l in open(path)):
     r = json.loads(line)["result"]
     if r in ("OK", "EXPECTEDFAIL"):
         passed += 1
