@@ -112,9 +112,10 @@ constexpr Spec kSwitches[] = {
      .verbosity = Verbosity::Tuner},
     {.name = "SHM_CMA_THRESHOLD_OVERSUBSCRIBED",
      .type = Type::Size,
-     .default_text = "256K",
-     .description = "The same threshold when a node's ranks outnumber its cores: each read "
-                    "then competes for a core with the peer it reads from.",
+     .default_text = "64K",
+     .description = "The same threshold when a node's ranks outnumber its cores. From 64K "
+                    "the copy path needs several slot rounds, each a node-wide handoff that "
+                    "costs context switches, so one direct read per block wins there.",
      .verbosity = Verbosity::Tuner},
     {.name = "SHM_SLOT_SIZE",
      .type = Type::Size,

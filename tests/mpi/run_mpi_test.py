@@ -132,7 +132,7 @@ def main():
         for rank, n in sorted(calls.items()):
             path = os.path.join(tmp, f"trace.{rank}")
             text = open(path).read() if os.path.exists(path) else ""
-            traced = len(re.findall(r"\] coll: (MPI_Alltoall|mpi_alltoall\w*|MPI_ALLTOALL)\b",
+            traced = len(re.findall(r"\] coll: (MPI_Alltoall(?:_c)?|mpi_alltoall\w*|MPI_ALLTOALL)\b",
                                     text))
             if traced != n:
                 print(text)
