@@ -18,6 +18,9 @@ Decision select(std::uint64_t bytes, const config::tune::Table& tune, const Capa
     case Path::Auto:
       break;
   }
+  if (caps.shm && (bytes < caps.shm_auto_from || bytes >= caps.shm_auto_limit)) {
+    return {Path::Pmpi, "auto: PMPI is faster at this size on an oversubscribed node"};
+  }
   if (caps.shm) return {Path::Shm, "auto: single-node team"};
   if (caps.rdma) return {Path::Rdma, "auto: multi-node team"};
   if (caps.nodes > 1) return {Path::Pmpi, "auto: team spans several nodes, no inter-node engine yet"};

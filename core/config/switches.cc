@@ -112,10 +112,10 @@ constexpr Spec kSwitches[] = {
      .verbosity = Verbosity::Tuner},
     {.name = "SHM_CMA_THRESHOLD_OVERSUBSCRIBED",
      .type = Type::Size,
-     .default_text = "64K",
-     .description = "The same threshold when a node's ranks outnumber its cores. From 64K "
-                    "the copy path needs several slot rounds, each a node-wide handoff that "
-                    "costs context switches, so one direct read per block wins there.",
+     .default_text = "256K",
+     .description = "The same threshold when a node's ranks outnumber its cores: each read "
+                    "then competes for a core with the peer it reads from, which loses at "
+                    "medium sizes; the copy path's slot rounds lose for large blocks.",
      .verbosity = Verbosity::Tuner},
     {.name = "SHM_SLOT_SIZE",
      .type = Type::Size,

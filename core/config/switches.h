@@ -37,7 +37,7 @@ struct Settings {
   std::string rcache_invalidation;
   // Shared-memory alltoall (core/shm/options.h); 0 threshold = never CMA.
   std::uint64_t shm_cma_threshold = 32768;
-  std::uint64_t shm_cma_threshold_oversubscribed = 65536;
+  std::uint64_t shm_cma_threshold_oversubscribed = 262144;
   std::uint64_t shm_slot_size = 131072;
   NodeLayout node_layout;  // MLXA2A_DEBUG_NODE_SIZE (tests only)
 };

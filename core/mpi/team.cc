@@ -91,6 +91,24 @@ int node_leader(MPI_Comm comm, MPI_Comm node) {
   return leader;
 }
 
+// Where PMPI beats the shm engine, by layout (bench/RESULTS.md): with more
+// ranks than cores, Open MPI's own alltoall is faster from 512 KiB per peer
+// (np=8 on 2 cores: 1.2-1.35x in 4 of 5 runs) and, on a loaded host, below
+// 256 B (np=4: our yielding waits lose to its progress loop); MPICH's never
+// is (it spins). `oversubscribed` is equal on all ranks of a real node, hence
+// of the team.
+void set_auto_range(Capabilities& caps, bool oversubscribed) {
+#if defined(MLXA2A_FAMILY_OMPI)
+  if (oversubscribed) {
+    caps.shm_auto_from = 256;
+    caps.shm_auto_limit = 512 * 1024;
+  }
+#else
+  (void)caps;
+  (void)oversubscribed;
+#endif
+}
+
 int count_nodes(const std::vector<int>& ids) {
   int nodes = 0;
   for (std::size_t r = 0; r < ids.size(); ++r) nodes += ids[r] == static_cast<int>(r);
@@ -152,6 +170,7 @@ std::unique_ptr<Team> Team::create(MPI_Comm comm, const config::Settings& settin
   } else {
     team->caps_.nodes = count_nodes(team->node_ids_);
     team->caps_.shm = team->caps_.nodes == 1;
+    set_auto_range(team->caps_, team->oversubscribed_);
   }
   if (!team->caps_.shm) team->shm_.reset();
   return team;
@@ -191,6 +210,7 @@ std::unique_ptr<Team> Team::derive(const Team& parent, MPI_Comm parent_comm,
   team->oversubscribed_ = parent.oversubscribed_;
   team->caps_.nodes = count_nodes(team->node_ids_);
   team->caps_.shm = team->caps_.nodes == 1;
+  set_auto_range(team->caps_, team->oversubscribed_);
   team->setup_pending_ = team->caps_.shm && team->size_ > 1;
   return team;
 }

@@ -78,7 +78,17 @@ TEST(Selection, NeverPicksAnEngineTheTeamLacks) {
   EXPECT_NE(std::string(select(8, parse_ok("shm"), multi).reason).find("several nodes"),
             std::string::npos);
   EXPECT_NE(std::string(select(8, Table{}, failed).reason).find("failed"), std::string::npos);
-  for (auto caps : {none, shm, rdma, multi, failed}) {
+  // A layout limit sends auto to PMPI from that size; an explicit shm rule wins.
+  Capabilities limited = shm;
+  limited.shm_auto_from = 256;
+  limited.shm_auto_limit = 512 * 1024;
+  EXPECT_EQ(select(255, Table{}, limited).path, Path::Pmpi);
+  EXPECT_EQ(select(255, parse_ok("shm"), limited).path, Path::Shm);
+  EXPECT_EQ(select(256, Table{}, limited).path, Path::Shm);
+  EXPECT_EQ(select(512 * 1024 - 1, Table{}, limited).path, Path::Shm);
+  EXPECT_EQ(select(512 * 1024, Table{}, limited).path, Path::Pmpi);
+  EXPECT_EQ(select(512 * 1024, parse_ok("shm"), limited).path, Path::Shm);
+  for (auto caps : {none, shm, rdma, multi, failed, limited}) {
     EXPECT_NE(select(0, Table{}, caps).reason, nullptr);
     EXPECT_NE(select(0, Table{}, caps).path, Path::Auto);
   }
