@@ -21,8 +21,7 @@ struct Capabilities {
   int nodes = 0;      // nodes the team spans (0: unknown, no team)
   // In auto mode, shm serves bytes per peer in [shm_auto_from, shm_auto_limit)
   // only: outside, PMPI is known to beat it on this team's layout (measured:
-  // Open MPI with more ranks than cores, below 256 B and from 512 KiB;
-  // bench/RESULTS.md). Set from agreed values only; an explicit shm rule in
+  // Open MPI with more ranks than cores, from 512 KiB; bench/RESULTS.md). Set from agreed values only; an explicit shm rule in
   // MLXA2A_TUNE overrides them.
   std::uint64_t shm_auto_from = 0;
   std::uint64_t shm_auto_limit = UINT64_MAX;

@@ -93,16 +93,11 @@ int node_leader(MPI_Comm comm, MPI_Comm node) {
 
 // Where PMPI beats the shm engine, by layout (bench/RESULTS.md): with more
 // ranks than cores, Open MPI's own alltoall is faster from 512 KiB per peer
-// (np=8 on 2 cores: 1.2-1.35x in 4 of 5 runs) and, on a loaded host, below
-// 256 B (np=4: our yielding waits lose to its progress loop); MPICH's never
-// is (it spins). `oversubscribed` is equal on all ranks of a real node, hence
-// of the team.
+// (np=8 on 2 cores: 1.18-1.35x in 4 of 5 runs); MPICH's never is (it spins).
+// `oversubscribed` is equal on all ranks of a real node, hence of the team.
 void set_auto_range(Capabilities& caps, bool oversubscribed) {
 #if defined(MLXA2A_FAMILY_OMPI)
-  if (oversubscribed) {
-    caps.shm_auto_from = 256;
-    caps.shm_auto_limit = 512 * 1024;
-  }
+  if (oversubscribed) caps.shm_auto_limit = 512 * 1024;
 #else
   (void)caps;
   (void)oversubscribed;
