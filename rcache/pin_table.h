@@ -13,26 +13,23 @@
 #include <atomic>
 #include <cstdint>
 
+#include "rcache/regcache.h"
 #include "rcache/virtual_array.h"
 
 namespace mlxa2a::rcache::detail {
 
 class PinTable {
  public:
-  static constexpr uint32_t kMaxIds = uint32_t{1} << 20;  // regions per cache
+  static constexpr uint32_t kMaxIds = detail::kMaxIds;  // regions per cache
 
-  struct Counters {
-    std::atomic<uint32_t> taken;
-    std::atomic<uint32_t> dropped;
-  };
+  using Counters = PinCounters;  // regcache.h: the inline paths bump them
 
   PinTable() : counters_(kMaxIds) {}
 
   // Owner thread only.
   Counters& at(uint32_t id) { return counters_[id]; }
-  static void bump(std::atomic<uint32_t>& c) {
-    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
+  Counters* data() const { return counters_.data(); }
+  static void bump(std::atomic<uint32_t>& c) { detail::bump(c); }
   // Any thread: this table's contribution to the pin count of `id`.
   [[nodiscard]] int32_t get(uint32_t id) const {
     const Counters& c = counters_[id];

@@ -18,6 +18,7 @@ using detail::kLive;
 using detail::PinTable;
 using detail::Region;
 using detail::RegionIndex;
+using detail::tl_memo;  // named directly everywhere: see RegCache::get in regcache.h
 
 namespace {
 
@@ -37,25 +38,13 @@ bool membarrier_available() {
 
 std::atomic<uint64_t> g_next_uid{1};
 
-// Which PinTable this thread uses for which cache, plus a memo of the last region it
-// hit there (valid while the cache's seqlock still reads `seq`). Cache uids are never
-// reused, so entries of dead caches never match again (they are a few bytes each).
-constexpr uint64_t kNoMemo = UINT64_MAX;  // a sequence value the cache never reaches
+// Every cache this thread has used, with its PinTable. detail::tl_memo is the current
+// one (plus the memo). Cache uids are never reused, so entries of dead caches never
+// match again (they are a few bytes each).
 struct TlEntry {
   uint64_t uid;
   PinTable* table;
-  uint64_t seq;  // kNoMemo when there is no memo
-  uintptr_t start;
-  uintptr_t end;
-  unsigned access;
-  uint32_t id;
-  PinTable::Counters* pin;  // this thread's counters for `id`
-  Region* region;
 };
-// initial-exec: the hit path reads this on every call, and the default model for PIC
-// code goes through __tls_get_addr. A few dozen bytes of static TLS are fine for a
-// library that is LD_PRELOADed or linked (glibc keeps surplus static TLS for dlopen).
-__attribute__((tls_model("initial-exec"))) thread_local TlEntry tl_last{0, nullptr, kNoMemo, 0, 0, 0, 0, nullptr, nullptr};
 thread_local std::vector<TlEntry> tl_all;
 
 size_t effective_max_bytes(const Options& o) {
@@ -69,12 +58,21 @@ size_t effective_max_bytes(const Options& o) {
 
 }  // namespace
 
+// initial-exec: the hit path reads this on every call, and the default model for PIC
+// code goes through __tls_get_addr. A hundred bytes of static TLS are fine for a
+// library that is LD_PRELOADed or linked (glibc keeps surplus static TLS for dlopen).
+constinit thread_local detail::Memo detail::tl_memo __attribute__((tls_model("initial-exec")));
+
 // ---------------------------------------------------------------- Ref
 
-void Ref::release() noexcept {
-  cache_->impl_->release(*this);
-  cache_ = nullptr;
+void Ref::release_checked() noexcept { cache_->impl_->release_checked(*this); }
+uintptr_t Ref::registered_begin() const {
+  return cache_ == nullptr ? 0 : region_->start.load(std::memory_order_relaxed);
 }
+uintptr_t Ref::registered_end() const {
+  return cache_ == nullptr ? 0 : region_->end.load(std::memory_order_relaxed);
+}
+void Ref::release_foreign() noexcept { cache_->impl_->release_foreign(*this); }
 
 // ---------------------------------------------------------------- RegCache
 
@@ -87,8 +85,10 @@ std::unique_ptr<RegCache> RegCache::create(Registrar& registrar, const Options& 
   }
   std::unique_ptr<RegCache> cache(new RegCache());
   cache->options_ = options;
-  cache->impl_ = std::make_unique<Impl>(registrar, options, effective_max_bytes(options));
-  err = detail::subscribe(&cache->impl_->sink_, options.invalidation, &cache->mode_);
+  cache->impl_ = std::make_unique<Impl>(*cache, registrar, options, effective_max_bytes(options));
+  cache->uid_ = cache->impl_->uid_;
+  cache->membarrier_ = cache->impl_->membarrier();
+  err = detail::subscribe(&cache->sink_, options.invalidation, &cache->mode_);
   cache->impl_->mode_ = cache->mode_;
   if (!err.empty()) {
     if (error != nullptr) *error = err;
@@ -99,42 +99,21 @@ std::unique_ptr<RegCache> RegCache::create(Registrar& registrar, const Options& 
 }
 
 RegCache::~RegCache() {
-  if (impl_ != nullptr && mode_ != Invalidation::kNone) detail::unsubscribe(&impl_->sink_);
+  if (impl_ != nullptr && mode_ != Invalidation::kNone) detail::unsubscribe(&sink_);
 }
 
-// The hit path proper: this thread hits the region it hit last and nothing changed
-// since (no write section, no pending unmap event). Everything it needs is in the
-// thread-local memo; the rest of the work is in Impl::get.
-Ref RegCache::get(const void* addr, size_t len, unsigned access) {
-  Impl& im = *impl_;
-  const auto p = reinterpret_cast<uintptr_t>(addr);
-  len = len == 0 ? 1 : len;
-  TlEntry& tl = tl_last;
-  const uint64_t s1 = im.seq_.load(std::memory_order_acquire);
-  if (tl.uid == im.uid_ && tl.seq == s1 && tl.start <= p && p + len <= tl.end &&
-      (tl.access & access) == access && !im.sink_.pending()) {
-    PinTable::Counters& pin = *tl.pin;
-    PinTable::bump(pin.taken);
-    im.light_barrier();
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (im.seq_.load(std::memory_order_relaxed) == s1) {
-      if (tl.region->referenced.load(std::memory_order_relaxed) == 0) {
-        tl.region->referenced.store(1, std::memory_order_relaxed);
-      }
-      // A prvalue: built directly in the caller's slot (no zeroing, no move).
-      return Ref(this, tl.region, tl.table, tl.id, p, len, tl.start, tl.end, tl.region->key);
-    }
-    PinTable::bump(pin.dropped);
-  }
-  return im.get(this, p, len, access);
+Ref RegCache::get_slow(uintptr_t p, size_t len, unsigned access) {
+  return impl_->get(this, p, len, access);
 }
 void RegCache::purge() { impl_->purge(); }
 Stats RegCache::stats() { return impl_->stats(); }
 
 // ---------------------------------------------------------------- Impl: hit path
 
-RegCache::Impl::Impl(Registrar& registrar, const Options& options, size_t max_bytes)
-    : uid_(g_next_uid.fetch_add(1)),
+RegCache::Impl::Impl(RegCache& owner, Registrar& registrar, const Options& options, size_t max_bytes)
+    : sink_(owner.sink_),
+      seq_(owner.seq_),
+      uid_(g_next_uid.fetch_add(1)),
       registrar_(registrar),
       opt_(options),
       max_bytes_(max_bytes),
@@ -147,14 +126,14 @@ RegCache::Impl::Impl(Registrar& registrar, const Options& options, size_t max_by
 // caller's own (the common single-threaded MPI rank), no other reader exists and the
 // system call is skipped.
 void RegCache::Impl::heavy_barrier() const {
-  const bool alone = tables_.empty() ||
-                     (tables_.size() == 1 && tl_last.uid == uid_ && tl_last.table == tables_[0].get());
+  const bool alone = tables_.empty() || (tables_.size() == 1 && tl_memo.uid == uid_ &&
+                                         tl_memo.table == tables_[0].get());
   if (membarrier_ && !alone) syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 [[gnu::always_inline]] inline PinTable* RegCache::Impl::my_table() {
-  return tl_last.uid == uid_ ? tl_last.table : my_table_slow();
+  return tl_memo.uid == uid_ ? tl_memo.table : my_table_slow();
 }
 
 PinTable* RegCache::Impl::my_table_slow() {
@@ -168,21 +147,26 @@ PinTable* RegCache::Impl::my_table_slow() {
       tables_.push_back(std::make_unique<PinTable>());
       t = tables_.back().get();
     }
-    tl_all.push_back({uid_, t, kNoMemo, 0, 0, 0, 0, nullptr, nullptr});
+    tl_all.push_back({uid_, t});
   }
-  tl_last = {uid_, t, kNoMemo, 0, 0, 0, 0, nullptr, nullptr};
+  detail::tl_memo = detail::Memo{};
+  tl_memo.uid = uid_;
+  tl_memo.table = t;
+  tl_memo.pins = t->data();
   return t;
 }
 
 Ref RegCache::Impl::get(RegCache* owner, uintptr_t p, size_t len, unsigned access) {
   PinTable* pins = my_table();
-  TlEntry& tl = tl_last;
   if (!sink_.pending()) {
     const uint64_t s1 = seq_.load(std::memory_order_acquire);
     uint32_t id = RegionIndex::kNoId;
     if ((s1 & 1) == 0) {
       id = index_.find(p, len, [&](uint32_t cand) {
         const Region* r = region(cand);
+        // The pin counter's line is needed next if this is the one: fetch it while
+        // the region's line is on its way (a random hit over many regions misses both).
+        if (r != nullptr) __builtin_prefetch(&pins->at(cand), 1);
         return r != nullptr && r->state.load(std::memory_order_relaxed) == kLive &&
                r->start.load(std::memory_order_relaxed) <= p &&
                p + len <= r->end.load(std::memory_order_relaxed) &&
@@ -195,15 +179,17 @@ Ref RegCache::Impl::get(RegCache* owner, uintptr_t p, size_t len, unsigned acces
       light_barrier();  // pin visible before we re-check seq_ (pairs with heavy_barrier)
       std::atomic_thread_fence(std::memory_order_acquire);
       if (seq_.load(std::memory_order_relaxed) == s1) {
-        Ref ref = make_ref(owner, pins, id, p, len);
+        Ref ref = make_ref(owner, pins, id, p, len, s1);
         Region* r = region(id);
-        tl.seq = s1;
-        tl.id = id;
-        tl.start = r->start.load(std::memory_order_relaxed);
-        tl.end = r->end.load(std::memory_order_relaxed);
-        tl.access = r->access.load(std::memory_order_relaxed);
-        tl.pin = &pin;
-        tl.region = r;
+        tl_memo.seq = s1;
+        tl_memo.start = r->start.load(std::memory_order_relaxed);
+        tl_memo.end = r->end.load(std::memory_order_relaxed);
+        tl_memo.access = r->access.load(std::memory_order_relaxed);
+        tl_memo.lkey = r->key.lkey;
+        tl_memo.rkey = r->key.rkey;
+        tl_memo.delta = r->key.iova - tl_memo.start;
+        tl_memo.pin = &pin;
+        tl_memo.region = r;
         return ref;
       }
       PinTable::bump(pin.dropped);
@@ -213,19 +199,18 @@ Ref RegCache::Impl::get(RegCache* owner, uintptr_t p, size_t len, unsigned acces
   return slow_get(owner, pins, p, len, access);
 }
 
-[[gnu::always_inline]] inline void RegCache::Impl::release(const Ref& ref) noexcept {
-  // Our own counter if this thread took the Ref, else this thread's counter (-1 here,
-  // +1 in the taker's table: the sum is what counts).
-  // Tables are per thread and per cache, so "this thread's current table is the Ref's"
-  // already implies the same cache.
-  PinTable* table = ref.table_;
-  if (tl_last.table != table) table = my_table_slow();
-  PinTable::bump(table->at(ref.id_).dropped);
-  light_barrier();  // pairs with the heavy_barrier after a region is marked kDead
+void RegCache::Impl::release_checked(const Ref& ref) noexcept {
   if (ref.region_->state.load(std::memory_order_relaxed) != kLive) {
     std::lock_guard<std::mutex> lock(mu_);
-    settle(ref.id_);
+    settle(id_of(ref.region_));
   }
+}
+
+void RegCache::Impl::release_foreign(const Ref& ref) noexcept {
+  // -1 in this thread's table, +1 in the taker's: only the sum counts.
+  PinTable::bump(my_table_slow()->at(id_of(ref.region_)).dropped);
+  light_barrier();  // pairs with the heavy_barrier after a region is marked kDead
+  release_checked(ref);
 }
 
 }  // namespace mlxa2a::rcache

@@ -36,30 +36,37 @@ struct alignas(64) Region {  // one cache line: a random hit touches one line he
 
 class RegCache::Impl {
  public:
-  Impl(Registrar& registrar, const Options& options, size_t max_bytes);
+  Impl(RegCache& owner, Registrar& registrar, const Options& options, size_t max_bytes);
   ~Impl();
 
   Ref get(RegCache* owner, uintptr_t p, size_t len, unsigned access);
-  void release(const Ref& ref) noexcept;
+  // The pin is already dropped: deregister if the region died meanwhile.
+  void release_checked(const Ref& ref) noexcept;
+  // Drops the pin from this thread's table (not the taker's), then as above.
+  void release_foreign(const Ref& ref) noexcept;
   void purge();
   Stats stats();
 
-  detail::EventSink sink_;
+  // The owner's, read by the inline hit path there.
+  detail::EventSink& sink_;
+  std::atomic<uint64_t>& seq_;
   bool caching_ok_ = true;  // false once invalidation is known lost
   Invalidation mode_ = Invalidation::kNone;  // the mechanism actually in use
 
-  // Read by RegCache::get's memo fast path.
   const uint64_t uid_;
-  alignas(64) std::atomic<uint64_t> seq_{0};
   void light_barrier() const {
     if (membarrier_) std::atomic_signal_fence(std::memory_order_seq_cst);
     else std::atomic_thread_fence(std::memory_order_seq_cst);
   }
+  [[nodiscard]] bool membarrier() const { return membarrier_; }
 
  private:
   // Reader side: ids come from racy reads, so bound them.
   detail::Region* region(uint32_t id) const {
     return id < detail::PinTable::kMaxIds ? &region_array_[id] : nullptr;
+  }
+  uint32_t id_of(const detail::Region* r) const {
+    return static_cast<uint32_t>(r - region_array_.data());
   }
   // Writer side: id < high_water_.
   detail::Region* slot(uint32_t id) const { return &region_array_[id]; }
@@ -69,7 +76,9 @@ class RegCache::Impl {
 
   // Everything below: caller holds mu_.
   Ref slow_get(RegCache* owner, detail::PinTable* pins, uintptr_t p, size_t len, unsigned access);
-  Ref make_ref(RegCache* owner, detail::PinTable* pins, uint32_t id, uintptr_t p, size_t len);
+  // seq: the seqlock value the pin was validated at, kNoSeq off the lock-free path.
+  Ref make_ref(RegCache* owner, detail::PinTable* pins, uint32_t id, uintptr_t p, size_t len,
+               uint64_t seq);
   uint32_t find_locked(uintptr_t p, size_t len, unsigned access) const;
   void sync_locked();
   int64_t pin_sum(uint32_t id) const;
@@ -107,13 +116,13 @@ class RegCache::Impl {
 
 // Pin already taken.
 inline Ref RegCache::Impl::make_ref(RegCache* owner, detail::PinTable* pins, uint32_t id, uintptr_t p,
-                                    size_t len) {
+                                    size_t len, uint64_t seq) {
   detail::Region* r = region(id);
   if (r->referenced.load(std::memory_order_relaxed) == 0) {
     r->referenced.store(1, std::memory_order_relaxed);
   }
-  return Ref(owner, r, pins, id, p, len, r->start.load(std::memory_order_relaxed),
-             r->end.load(std::memory_order_relaxed), r->key);
+  const uintptr_t start = r->start.load(std::memory_order_relaxed);
+  return Ref(owner, r, &pins->at(id), seq, p, len, r->key.iova - start, r->key.lkey, r->key.rkey);
 }
 
 }  // namespace mlxa2a::rcache

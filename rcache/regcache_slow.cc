@@ -196,7 +196,7 @@ Ref RegCache::Impl::slow_get(RegCache* owner, PinTable* pins, uintptr_t p, size_
   uint32_t id = find_locked(p, len, access);
   if (id != RegionIndex::kNoId) {
     PinTable::bump(pins->at(id).taken);
-    return make_ref(owner, pins, id, p, len);
+    return make_ref(owner, pins, id, p, len, detail::kNoSeq);
   }
   ++stats_.misses;
   const uintptr_t a = opt_.alignment;
@@ -270,7 +270,7 @@ Ref RegCache::Impl::slow_get(RegCache* owner, PinTable* pins, uintptr_t p, size_
     dead_.push_back(id);
     ++stats_.uncached;
   }
-  return make_ref(owner, pins, id, p, len);
+  return make_ref(owner, pins, id, p, len, detail::kNoSeq);
 }
 
 void RegCache::Impl::purge() {

@@ -37,7 +37,7 @@ class FakeRegistrar final : public Registrar {
     ++registrations_;
     out->lkey = id;
     out->rkey = id | 0x80000000u;
-    out->iova = reinterpret_cast<uintptr_t>(addr);
+    out->iova = reinterpret_cast<uintptr_t>(addr) + iova_offset_;
     out->handle = reinterpret_cast<void*>(static_cast<uintptr_t>(id));
     return true;
   }
@@ -70,6 +70,11 @@ class FakeRegistrar final : public Registrar {
     std::lock_guard<std::mutex> lock(mu_);
     return deregistrations_;
   }
+  // NIC addresses that differ from virtual ones (e.g. zero-based MRs): iova = addr + off.
+  void iova_offset(uint64_t off) {
+    std::lock_guard<std::mutex> lock(mu_);
+    iova_offset_ = off;
+  }
   void fail_next(int n) {
     std::lock_guard<std::mutex> lock(mu_);
     fail_next_ = n;
@@ -87,6 +92,7 @@ class FakeRegistrar final : public Registrar {
   size_t attempts_ = 0, registrations_ = 0, deregistrations_ = 0;
   int fail_next_ = 0;
   size_t fail_if_longer_ = 0;
+  uint64_t iova_offset_ = 0;
   bool read_marker_ = false;
 };
 

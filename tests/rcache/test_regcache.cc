@@ -240,6 +240,58 @@ TEST(Rcache, RefMovesAndResets) {
   EXPECT_EQ(fake.live(), 0u);
 }
 
+// The NIC address comes from the registrar's iova, not the virtual address, on every
+// path: the miss, the index hit, and the thread-local memo hit (which keeps its own copy).
+TEST(Rcache, KeyForUsesIovaOnEveryPath) {
+  FakeRegistrar fake;
+  fake.iova_offset(0x123456789000ull);
+  {
+    auto cache = make_cache(fake, test_options());
+    std::vector<char> x(1000), y(1000);
+    for (int round = 0; round < 3; ++round) {  // miss, index hit, memo hit
+      for (char* b : {x.data(), y.data()}) {
+        Ref r = cache->get(b + 10, 500, kLocalWrite);
+        ASSERT_TRUE(r);
+        const KeyInfo k = r.key_for(b + 20);
+        ASSERT_TRUE(k.valid);
+        EXPECT_EQ(k.addr, reinterpret_cast<uintptr_t>(b + 20) + 0x123456789000ull) << round;
+        EXPECT_EQ(k.lkey, r.lkey());
+        EXPECT_EQ(fake.entry(r.lkey()).addr, r.registered_begin());
+        EXPECT_EQ(r.registered_begin() + fake.entry(r.lkey()).len, r.registered_end());
+        Ref again = cache->get(b + 10, 500, kLocalWrite);  // memo hit while r is held
+        EXPECT_EQ(again.key_for(b + 20).addr, k.addr);
+      }
+    }
+    EXPECT_EQ(cache->stats().misses, 2u);
+  }
+  EXPECT_EQ(fake.live(), 0u);
+}
+
+// A Ref taken on the lock-free hit path whose region is merged away while it is held:
+// its release must notice (the release skips the state check only when no write
+// section began since the hit) and deregister the absorbed region.
+TEST(Rcache, HitRefOutlivingItsMergedRegionDeregistersIt) {
+  FakeRegistrar fake;
+  {
+    auto cache = make_cache(fake, test_options());
+    std::vector<char> buf(4096);
+    { Ref warm = cache->get(buf.data(), 100, kLocalWrite); }       // miss
+    { Ref warm = cache->get(buf.data(), 100, kLocalWrite); }       // index hit, sets the memo
+    Ref held = cache->get(buf.data(), 100, kLocalWrite);           // memo hit
+    Ref held2 = cache->get(buf.data() + 8, 50, kLocalWrite);       // memo hit
+    const uint32_t old_key = held.lkey();
+    Ref big = cache->get(buf.data(), buf.size(), kLocalWrite);     // merges the region
+    ASSERT_NE(big.lkey(), old_key);
+    EXPECT_TRUE(fake.is_live(old_key));  // still referenced
+    held.reset();
+    EXPECT_TRUE(fake.is_live(old_key));
+    held2.reset();
+    EXPECT_FALSE(fake.is_live(old_key));
+    EXPECT_EQ(fake.live(), 1u);
+  }
+  EXPECT_EQ(fake.live(), 0u);
+}
+
 TEST(Rcache, TeardownDeregistersEverything) {
   FakeRegistrar fake;
   {
