@@ -10,8 +10,8 @@ Decision select(std::uint64_t bytes, const config::tune::Table& tune, const Capa
       return {Path::Pmpi, "MLXA2A_TUNE selects pmpi for this size"};
     case Path::Shm:
       if (caps.shm) return {Path::Shm, "MLXA2A_TUNE selects shm"};
-      if (caps.nodes == 1) return {Path::Pmpi, "MLXA2A_TUNE selects shm but its set-up failed"};
-      return {Path::Pmpi, "MLXA2A_TUNE selects shm but the team spans several nodes"};
+      if (caps.hier) return {Path::Shm, "MLXA2A_TUNE selects shm: hierarchical, leaders over PMPI"};
+      return {Path::Pmpi, "MLXA2A_TUNE selects shm but its set-up failed"};
     case Path::Rdma:
       if (caps.rdma) return {Path::Rdma, "MLXA2A_TUNE selects rdma"};
       return {Path::Pmpi, "MLXA2A_TUNE selects rdma but the RDMA engine is not available"};
@@ -23,7 +23,11 @@ Decision select(std::uint64_t bytes, const config::tune::Table& tune, const Capa
   }
   if (caps.shm) return {Path::Shm, "auto: single-node team"};
   if (caps.rdma) return {Path::Rdma, "auto: multi-node team"};
-  if (caps.nodes > 1) return {Path::Pmpi, "auto: team spans several nodes, no inter-node engine yet"};
+  if (caps.hier && bytes < caps.hier_auto_limit) {
+    return {Path::Shm, "auto: multi-node team, hierarchical: leaders over PMPI"};
+  }
+  if (caps.hier) return {Path::Pmpi, "auto: multi-node team, PMPI is faster at this size"};
+  if (caps.nodes > 1) return {Path::Pmpi, "auto: multi-node team, hierarchical set-up failed"};
   if (caps.nodes == 1) return {Path::Pmpi, "auto: shared-memory set-up failed"};
   return {Path::Pmpi, "auto: no engine available for this team"};
 }

@@ -19,12 +19,17 @@ struct Capabilities {
   bool shm = false;   // every rank of the communicator is on one node
   bool rdma = false;  // the inter-node engine is up on every node
   int nodes = 0;      // nodes the team spans (0: unknown, no team)
+  // Several nodes, and the hierarchical engine (shared-memory fan-in/fan-out,
+  // leaders exchange over PMPI) is up on every rank. Served as path shm.
+  bool hier = false;
   // In auto mode, shm serves bytes per peer in [shm_auto_from, shm_auto_limit)
   // only: outside, PMPI is known to beat it on this team's layout (measured:
   // Open MPI with more ranks than cores, from 512 KiB; bench/RESULTS.md). Set from agreed values only; an explicit shm rule in
   // MLXA2A_TUNE overrides them.
   std::uint64_t shm_auto_from = 0;
   std::uint64_t shm_auto_limit = UINT64_MAX;
+  // In auto mode, the hierarchical engine serves bytes per peer below this.
+  std::uint64_t hier_auto_limit = 0;
 };
 
 struct Decision {

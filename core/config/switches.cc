@@ -121,7 +121,9 @@ constexpr Spec kSwitches[] = {
      .type = Type::Size,
      .default_text = "128K",
      .description = "Shared-memory alltoall: bytes of each rank's staging slot (two per "
-                    "rank); larger calls are pipelined through it. Node rank 0's value wins.",
+                    "rank); larger calls are pipelined through it. Node rank 0's value wins. "
+                    "Multi-node (hierarchical) teams stage up to this many bytes per rank and "
+                    "round; there the largest value of the team wins.",
      .verbosity = Verbosity::Tuner,
      .check = check_nonzero_size},
     {.name = "DEBUG_NODE_SIZE",

@@ -93,11 +93,10 @@ int shm_alltoall(const AlltoallArgs& a, Team& team, std::uint64_t bytes) noexcep
   // sees bytes == 0 at this call and returns alike.
   if (bytes == 0) return MPI_SUCCESS;
   const int n = team.size();
-  shm::NodeAlltoall* engine = team.node_alltoall();
   // Peers may already wait in the engine for this call: a rank that cannot
   // prepare its buffers makes them fail too instead of leaving them waiting.
   auto give_up = [&](const char* why) {
-    if (engine) engine->abandon();
+    team.abandon();
     return report(a.comm, why);
   };
   const std::uint64_t total = bytes * static_cast<std::uint64_t>(n);
@@ -129,11 +128,8 @@ int shm_alltoall(const AlltoallArgs& a, Team& team, std::uint64_t bytes) noexcep
     send = tmp;
   }
 
-  if (engine) {
-    const shm::Status st = engine->run(send, recv, bytes);
-    if (st != shm::Status::ok) return report(a.comm, shm::to_string(st));
-  } else {
-    std::memcpy(recv, send, total);  // one rank: the whole exchange is a copy
+  if (const shm::Status st = team.run(send, recv, bytes); st != shm::Status::ok) {
+    return report(a.comm, shm::to_string(st));
   }
   if (!rl.contiguous && !unpack(recv, bytes, n, a.recvbuf, a.recvcount, a.recvtype, rl, a.comm)) {
     local_error = "PMPI_Unpack failed";

@@ -1,9 +1,12 @@
 #include "core/mpi/team.h"
 
+#include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <new>
 
 #include "core/log.h"
+#include "core/mpi/leader_transport.h"
 #include "core/mpi/runtime.h"
 #include "core/mpi/topology.h"
 
@@ -55,6 +58,21 @@ bool drive_mpi_progress(MPI_Comm comm) {
 
 Team::~Team() = default;
 
+shm::Status Team::run(const char* send, char* recv, std::size_t bytes) noexcept {
+  if (shm_) return shm_->run(send, recv, bytes);
+  if (hier_) return hier_->run(send, recv, bytes);
+  if (size_ == 1) {  // one rank: the whole exchange is a copy
+    std::memcpy(recv, send, bytes);
+    return shm::Status::ok;
+  }
+  return shm::Status::broken;  // no engine: selection never sends a call here
+}
+
+void Team::abandon() noexcept {
+  if (shm_) shm_->abandon();
+  if (hier_) hier_->abandon();
+}
+
 char* Team::scratch(int which, std::size_t bytes) noexcept {
   Buffer& b = scratch_[which];
   if (b.size < bytes) {
@@ -91,15 +109,20 @@ int node_leader(MPI_Comm comm, MPI_Comm node) {
   return leader;
 }
 
-// Where PMPI beats the shm engine, by layout (bench/RESULTS.md): with more
+// Where PMPI beats our engines, by layout (bench/RESULTS.md): with more
 // ranks than cores, Open MPI's own alltoall is faster from 512 KiB per peer
 // (np=8 on 2 cores: 1.18-1.35x in 4 of 5 runs); MPICH's never is (it spins).
 // `oversubscribed` is equal on all ranks of a real node, hence of the team.
+// The hierarchical engine aggregates small blocks into one message per pair
+// of nodes; for large blocks its extra copies and single sender per node
+// lose to the MPI's own pairwise exchange (kHierAutoLimit, docs/hier.md).
+constexpr std::uint64_t kHierAutoLimit = 2048;
+
 void set_auto_range(Capabilities& caps, bool oversubscribed) {
+  caps.hier_auto_limit = kHierAutoLimit;
 #if defined(MLXA2A_FAMILY_OMPI)
   if (oversubscribed) caps.shm_auto_limit = 512 * 1024;
 #else
-  (void)caps;
   (void)oversubscribed;
 #endif
 }
@@ -124,9 +147,9 @@ std::unique_ptr<Team> Team::create(MPI_Comm comm, const config::Settings& settin
   // Per rank: {node id, set-up failed}.
   int mine[2] = {-1, 1};
   std::vector<int> all;
+  NodeComm node;  // kept until the hierarchical engine is built
   try {
     all.resize(2 * static_cast<std::size_t>(team->size_));
-    NodeComm node;
     if (node_of_comm(comm, settings.node_layout, &node)) {
       mine[0] = node_leader(comm, node.comm.get());
       mine[1] = mine[0] < 0 ? 1 : 0;
@@ -151,7 +174,6 @@ std::unique_ptr<Team> Team::create(MPI_Comm comm, const config::Settings& settin
     mine[1] = 1;
     if (all.size() != 2 * static_cast<std::size_t>(team->size_)) return nullptr;
   }
-  // The node communicator is gone (NodeComm's scope): teams keep none.
   bool failed = PMPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, comm) != MPI_SUCCESS;
   team->node_ids_.resize(static_cast<std::size_t>(team->size_));
   for (int r = 0; r < team->size_ && !failed; ++r) {
@@ -166,9 +188,65 @@ std::unique_ptr<Team> Team::create(MPI_Comm comm, const config::Settings& settin
     team->caps_.nodes = count_nodes(team->node_ids_);
     team->caps_.shm = team->caps_.nodes == 1;
     set_auto_range(team->caps_, team->oversubscribed_);
+    // Every rank saw the same node count: all build the engine or none does.
+    if (team->caps_.nodes > 1) {
+      team->caps_.hier = team->setup_hier(comm, node.comm.get(), settings.shm_slot_size);
+    }
   }
   if (!team->caps_.shm) team->shm_.reset();
   return team;
+}
+
+bool Team::setup_hier(MPI_Comm comm, MPI_Comm node_comm, std::size_t stage_bytes) noexcept {
+  // Every step below runs on every rank whatever happened before, so that no
+  // rank skips a collective its peers are in; the Allreduce at the end agrees.
+  int rank = 0, local_rank = 0, local_size = 1;
+  PMPI_Comm_rank(comm, &rank);
+  int failed = PMPI_Comm_rank(node_comm, &local_rank) != MPI_SUCCESS ||
+               PMPI_Comm_size(node_comm, &local_size) != MPI_SUCCESS;
+  // The round size follows from the staging size, so every rank of the team
+  // must use the same one (the switch is node-local): the largest wins.
+  std::uint64_t mine = stage_bytes, agreed = 0;
+  if (PMPI_Allreduce(&mine, &agreed, 1, MPI_UINT64_T, MPI_MAX, comm) != MPI_SUCCESS) {
+    failed = 1;
+    agreed = mine;
+  }
+  stage_bytes = static_cast<std::size_t>(agreed);
+  std::unique_ptr<shm::NodeStage> stage;
+  {
+    const shm::Options opt = engine_options(comm, oversubscribed_);
+    if (local_rank == 0) remove_stale_segments_once(opt.name_prefix);
+    const std::size_t area = hier::HierAlltoall::area_bytes(size_, local_size, stage_bytes);
+    MpiBootstrap boot(node_comm, local_rank, local_size);
+    const shm::Status st = shm::NodeStage::create(boot, opt, area, area, stage);
+    if (st != shm::Status::ok) {
+      MLXA2A_LOG(Warn, "hierarchical staging set-up failed (%s)", shm::to_string(st));
+      failed = 1;
+    }
+  }
+  // The leaders' communicator: node leaders only, in team rank order, which
+  // is node order (a node's id is its lowest rank).
+  OwnedComm leaders;
+  if (PMPI_Comm_split(comm, local_rank == 0 ? 0 : MPI_UNDEFINED, rank, leaders.out()) !=
+      MPI_SUCCESS) {
+    failed = 1;
+  }
+  if (!failed) {
+    std::unique_ptr<hier::LeaderTransport> transport;
+    if (local_rank == 0) {
+      transport.reset(new (std::nothrow) MpiLeaderTransport(std::move(leaders), oversubscribed_));
+    }
+    const shm::Status st = hier::HierAlltoall::create(node_ids_, rank, stage_bytes,
+                                                      std::move(stage), std::move(transport), hier_);
+    if (st != shm::Status::ok) {
+      MLXA2A_LOG(Warn, "hierarchical engine set-up failed (%s)", shm::to_string(st));
+      failed = 1;
+    }
+  }
+  int any_failed = 1;
+  if (PMPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) any_failed = 1;
+  if (any_failed) hier_.reset();
+  return !any_failed;
 }
 
 std::unique_ptr<Team> Team::derive(const Team& parent, MPI_Comm parent_comm,
@@ -205,16 +283,29 @@ std::unique_ptr<Team> Team::derive(const Team& parent, MPI_Comm parent_comm,
   team->oversubscribed_ = parent.oversubscribed_;
   team->caps_.nodes = count_nodes(team->node_ids_);
   team->caps_.shm = team->caps_.nodes == 1;
+  // Tentative until complete_setup() has built the engine and agreed on it.
+  team->caps_.hier = team->caps_.nodes > 1;
   set_auto_range(team->caps_, team->oversubscribed_);
-  team->setup_pending_ = team->caps_.shm && team->size_ > 1;
+  team->setup_pending_ = (team->caps_.shm && team->size_ > 1) || team->caps_.hier;
   return team;
 }
 
 bool Team::complete_setup(MPI_Comm comm) noexcept {
-  if (!setup_pending_) return caps_.shm;
+  if (!setup_pending_) return caps_.shm || caps_.hier;
   setup_pending_ = false;
   int rank = 0;
   PMPI_Comm_rank(comm, &rank);
+  if (caps_.hier) {
+    // The derived node ids are equal on all ranks of a node: split by them.
+    OwnedComm node;
+    if (PMPI_Comm_split(comm, node_ids_[static_cast<std::size_t>(rank)], rank, node.out()) !=
+        MPI_SUCCESS) {
+      caps_.hier = false;  // an MPI error here is fatal to the job in practice
+      return false;
+    }
+    caps_.hier = setup_hier(comm, node.get(), Runtime::instance().settings().shm_slot_size);
+    return caps_.hier;
+  }
   shm::Status st = shm::Status::create_failed;
   try {
     const shm::Options opt = engine_options(comm, oversubscribed_);

@@ -1,21 +1,27 @@
 // Team: what mlxa2a knows about one intracommunicator to run engines on it —
-// its node map, the agreed capabilities, and the shared-memory engine of this
-// rank's node.
+// its node map, the agreed capabilities, and its engine: the shared-memory
+// alltoall when the communicator lies on one node, the hierarchical one
+// (shared-memory fan-in/fan-out, leaders over PMPI) when it spans several.
 //
 // Contract
 // * Team::create() is collective over comm: every rank calls it at the same
 //   alltoall call (the first one on comm that may use an engine). It always
 //   ends with ONE PMPI_Allgather over comm of (node id, set-up failed) that
 //   gives every rank the whole node map and the same caps even when set-up
-//   failed on some rank; it never throws. The node communicator used for
-//   set-up is freed before it returns. A communicator of one rank makes no MPI
-//   call at all.
+//   failed on some rank; it never throws. A multi-node team then builds its
+//   hierarchical engine, collectively: the node's staging segment over the
+//   node communicator, a leaders' communicator (PMPI_Comm_split), and ONE
+//   PMPI_Allreduce that agrees whether that worked everywhere. The node
+//   communicator used for set-up is freed before it returns. A communicator
+//   of one rank makes no MPI call at all.
 // * Team::derive() builds the team of a communicator made by MPI_Comm_split
 //   from its parent's team without communication (PMPI_Group_translate_ranks):
 //   node map, node count and caps follow from the parent's map. A single-node
 //   child still needs its shared-memory segment: complete_setup() creates it,
 //   collectively over the child communicator itself (which then *is* the node
-//   communicator), at the child's first call that selects shm. Every rank of
+//   communicator), at the child's first call that selects shm. A multi-node
+//   child builds its hierarchical engine there too (its node communicator is
+//   a PMPI_Comm_split of the child by the derived node ids). Every rank of
 //   the child derives alike (the parent's team exists on all its ranks or on
 //   none), so every rank reaches complete_setup() at the same call.
 // * Ownership: CommState owns the Team; the comm keyval's delete callback
@@ -32,6 +38,7 @@
 #include <vector>
 
 #include "core/config/switches.h"
+#include "core/hier/hier_alltoall.h"
 #include "core/selection.h"
 #include "core/shm/node_alltoall.h"
 
@@ -44,8 +51,8 @@ class Team {
   // an MPI error; the child then builds its team lazily with create().
   static std::unique_ptr<Team> derive(const Team& parent, MPI_Comm parent_comm,
                                       MPI_Comm child) noexcept;
-  // Collective over comm when setup_pending(); false if the segment could not
-  // be created (then caps().shm is false on every rank, see node_alltoall.h).
+  // Collective over comm when setup_pending(); false if the engine could not
+  // be built (then caps().shm / caps().hier is false on every rank).
   bool complete_setup(MPI_Comm comm) noexcept;
   bool setup_pending() const { return setup_pending_; }
   ~Team();
@@ -57,7 +64,16 @@ class Team {
   // The node's shared-memory engine; nullptr when the communicator has one rank
   // (the engine is then a local copy) or caps().shm is false.
   shm::NodeAlltoall* node_alltoall() const { return shm_.get(); }
+  // The hierarchical engine; nullptr unless caps().hier.
+  hier::HierAlltoall* hier_alltoall() const { return hier_.get(); }
   bool oversubscribed() const { return oversubscribed_; }
+
+  // One alltoall through this team's engine (see NodeAlltoall::run and
+  // HierAlltoall::run): contiguous buffers of size() blocks of bytes_per_peer,
+  // not overlapping. Collective; only when caps().shm or caps().hier.
+  [[nodiscard]] shm::Status run(const char* send, char* recv, std::size_t bytes_per_peer) noexcept;
+  // For a rank that cannot take part in a run() its peers have entered.
+  void abandon() noexcept;
 
   // Rank-local scratch space for packing MPI_IN_PLACE and non-contiguous data;
   // grows on demand and is kept for the next call. nullptr if allocation failed.
@@ -65,6 +81,9 @@ class Team {
 
  private:
   Team() = default;
+  // Builds hier_ (collective over comm; node_comm holds this rank's node, in
+  // team rank order) and agrees on the outcome; false if it failed anywhere.
+  bool setup_hier(MPI_Comm comm, MPI_Comm node_comm, std::size_t stage_bytes) noexcept;
 
   Capabilities caps_;
   int size_ = 1;
@@ -72,6 +91,7 @@ class Team {
   bool setup_pending_ = false;     // derived single-node team without its segment yet
   std::vector<int> node_ids_;      // per rank: its node's first rank; empty if unknown
   std::unique_ptr<shm::NodeAlltoall> shm_;
+  std::unique_ptr<hier::HierAlltoall> hier_;
   struct Buffer {
     std::unique_ptr<char[]> data;
     std::size_t size = 0;

@@ -30,6 +30,7 @@ const char* to_string(Status s) noexcept {
     case Status::aborted: return "aborted on request";
     case Status::cma_failed: return "process_vm_readv failed";
     case Status::broken: return "unusable after an earlier failure";
+    case Status::transport_failed: return "the leaders' inter-node exchange failed";
   }
   return "unknown status";
 }

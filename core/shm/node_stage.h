@@ -59,6 +59,10 @@ class NodeStage {
   [[nodiscard]] Status wait_arrived(std::span<const int> ranks) noexcept;
   [[nodiscard]] Status release() noexcept;
   [[nodiscard]] Status wait_released(std::span<const int> leaders) noexcept;
+  // For a rank that cannot go on with a call its peers have entered: marks
+  // the stage broken and sets the node's failure flag, so their waits end
+  // with Status::peer_failed. Local, never blocks.
+  void abandon() noexcept { (void)fail(Status::broken); }
 
   int local_rank() const noexcept { return seg_.local_rank(); }
   int local_size() const noexcept { return seg_.local_size(); }

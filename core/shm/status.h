@@ -15,6 +15,7 @@ enum class [[nodiscard]] Status {
   aborted,            // Options::abort_requested returned true while waiting
   cma_failed,         // process_vm_readv failed after the probe said it works
   broken,             // an earlier run() failed; the instance is unusable
+  transport_failed,   // the leaders' inter-node exchange failed (core/hier)
 };
 
 // Static string, never null.

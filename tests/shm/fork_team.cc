@@ -52,23 +52,41 @@ bool ForkBootstrap::broadcast(void* buf, std::size_t len, int root) {
 }
 
 ForkResult run_forked(int n, const std::function<int(ForkBootstrap&)>& fn, double deadline_s) {
+  return run_forked_nodes(
+      std::vector<int>(static_cast<std::size_t>(n), 0),
+      [&fn](ForkBootstrap& boot, int) { return fn(boot); }, deadline_s);
+}
+
+ForkResult run_forked_nodes(const std::vector<int>& node_of,
+                            const std::function<int(ForkBootstrap&, int)>& fn, double deadline_s) {
+  const int n = static_cast<int>(node_of.size());
   ForkResult res;
   res.exit_codes.assign(static_cast<std::size_t>(n), -1);
-  void* mem = mmap(nullptr, sizeof(Rendezvous), PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  int nodes = 0;
+  for (int v : node_of) nodes = v + 1 > nodes ? v + 1 : nodes;
+  const std::size_t bytes = static_cast<std::size_t>(nodes) * sizeof(Rendezvous);
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return res;
-  auto* rv = new (mem) Rendezvous{};
+  auto* rv = static_cast<Rendezvous*>(mem);
+  for (int v = 0; v < nodes; ++v) new (rv + v) Rendezvous{};
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<pid_t> pids;
   const auto start = Clock::now();
   for (int r = 0; r < n; ++r) {
+    const int node = node_of[static_cast<std::size_t>(r)];
+    int local_rank = 0, local_size = 0;
+    for (int q = 0; q < n; ++q) {
+      if (node_of[static_cast<std::size_t>(q)] != node) continue;
+      if (q < r) ++local_rank;
+      ++local_size;
+    }
     const pid_t pid = fork();
     if (pid == 0) {
-      ForkBootstrap boot(rv, r, n);
+      ForkBootstrap boot(rv + node, local_rank, local_size);
       int rc = 2;
       try {
-        rc = fn(boot);
+        rc = fn(boot, r);
       } catch (...) {
         rc = 3;
       }
@@ -97,7 +115,7 @@ ForkResult run_forked(int n, const std::function<int(ForkBootstrap&)>& fn, doubl
     std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
   res.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  munmap(mem, sizeof(Rendezvous));
+  munmap(mem, bytes);
   return res;
 }
 

@@ -39,6 +39,13 @@ struct ForkResult {
 // Forks n ranks running fn(boot); waits at most deadline_s for all of them.
 ForkResult run_forked(int n, const std::function<int(ForkBootstrap&)>& fn, double deadline_s = 30);
 
+// Forks node_of.size() ranks forming several "nodes": rank r runs fn(boot, r),
+// where boot spans the ranks q with node_of[q] == node_of[r] (local ranks in
+// rank order). Node numbers are 0, 1, ...
+ForkResult run_forked_nodes(const std::vector<int>& node_of,
+                            const std::function<int(ForkBootstrap&, int)>& fn,
+                            double deadline_s = 30);
+
 }  // namespace mlxa2a::shm::test
 
 #define FT_CHECK(cond)                                                            \

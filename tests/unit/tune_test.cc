@@ -74,8 +74,9 @@ TEST(Selection, NeverPicksAnEngineTheTeamLacks) {
   // Why a team without engines falls through is traced; tests match on it.
   const Capabilities multi{false, false, 2}, failed{false, false, 1};
   EXPECT_EQ(select(8, Table{}, multi).path, Path::Pmpi);
-  EXPECT_NE(std::string(select(8, Table{}, multi).reason).find("several nodes"), std::string::npos);
-  EXPECT_NE(std::string(select(8, parse_ok("shm"), multi).reason).find("several nodes"),
+  EXPECT_NE(std::string(select(8, Table{}, multi).reason).find("hierarchical set-up failed"),
+            std::string::npos);
+  EXPECT_NE(std::string(select(8, parse_ok("shm"), multi).reason).find("set-up failed"),
             std::string::npos);
   EXPECT_NE(std::string(select(8, Table{}, failed).reason).find("failed"), std::string::npos);
   // A layout limit sends auto to PMPI from that size; an explicit shm rule wins.
@@ -88,7 +89,21 @@ TEST(Selection, NeverPicksAnEngineTheTeamLacks) {
   EXPECT_EQ(select(512 * 1024 - 1, Table{}, limited).path, Path::Shm);
   EXPECT_EQ(select(512 * 1024, Table{}, limited).path, Path::Pmpi);
   EXPECT_EQ(select(512 * 1024, parse_ok("shm"), limited).path, Path::Shm);
-  for (auto caps : {none, shm, rdma, multi, failed, limited}) {
+  // A multi-node team with the hierarchical engine: auto below its limit, an
+  // explicit shm rule at any size, and rdma wins when it is up.
+  Capabilities hier{false, false, 3, true};
+  hier.hier_auto_limit = 2048;
+  EXPECT_EQ(select(1, Table{}, hier).path, Path::Shm);
+  EXPECT_EQ(select(2047, Table{}, hier).path, Path::Shm);
+  EXPECT_EQ(select(2048, Table{}, hier).path, Path::Pmpi);
+  EXPECT_NE(std::string(select(2048, Table{}, hier).reason).find("PMPI is faster"),
+            std::string::npos);
+  EXPECT_EQ(select(1 << 20, parse_ok("shm"), hier).path, Path::Shm);
+  EXPECT_EQ(select(8, parse_ok("rdma"), hier).path, Path::Pmpi);
+  Capabilities both = hier;
+  both.rdma = true;
+  EXPECT_EQ(select(8, Table{}, both).path, Path::Rdma);
+  for (auto caps : {none, shm, rdma, multi, failed, limited, hier}) {
     EXPECT_NE(select(0, Table{}, caps).reason, nullptr);
     EXPECT_NE(select(0, Table{}, caps).path, Path::Auto);
   }

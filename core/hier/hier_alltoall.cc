@@ -1,0 +1,153 @@
+#include "core/hier/hier_alltoall.h"
+
+#include "core/shm/strided_copy.h"
+
+namespace mlxa2a::hier {
+
+namespace {
+
+// Copies the node's `count` members' blocks: block i between base + i * stride
+// (staging side) and the user buffer's block for member i of the node.
+// `to_user` picks the direction. Members in arithmetic progression (block and
+// round-robin layouts) make one strided copy; others go block by block.
+void move_blocks(const NodeMap& map, int node, char* user, std::size_t bytes, std::size_t off,
+                 char* stage, std::size_t stage_stride, std::size_t chunk, bool to_user) noexcept {
+  const std::vector<int>& members = map.members(node);
+  const std::size_t count = members.size();
+  char* first = user + static_cast<std::size_t>(members[0]) * bytes + off;
+  if (const int step = map.member_step(node); step > 0) {
+    const std::size_t user_stride = static_cast<std::size_t>(step) * bytes;
+    if (to_user) {
+      shm::copy_blocks(first, user_stride, stage, stage_stride, chunk, count);
+    } else {
+      shm::copy_blocks(stage, stage_stride, first, user_stride, chunk, count);
+    }
+    return;
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    char* u = user + static_cast<std::size_t>(members[i]) * bytes + off;
+    char* s = stage + i * stage_stride;
+    if (to_user) {
+      shm::copy_blocks(u, chunk, s, chunk, chunk, 1);
+    } else {
+      shm::copy_blocks(s, chunk, u, chunk, chunk, 1);
+    }
+  }
+}
+
+}  // namespace
+
+HierAlltoall::HierAlltoall(std::span<const int> node_ids, int rank,
+                           std::size_t stage_bytes_per_rank)
+    : map_(node_ids), plan_(map_, rank, stage_bytes_per_rank) {}
+
+std::size_t HierAlltoall::area_bytes(int team_size, int local_size,
+                                     std::size_t stage_bytes_per_rank) noexcept {
+  // Same rule as Plan, which needs the whole node map; the area only needs
+  // this node's size.
+  std::size_t chunk = stage_bytes_per_rank / static_cast<std::size_t>(team_size);
+  chunk = chunk >= 64 ? chunk / 64 * 64 : 64;
+  return static_cast<std::size_t>(local_size) * static_cast<std::size_t>(team_size) * chunk;
+}
+
+shm::Status HierAlltoall::create(std::span<const int> node_ids, int rank,
+                                 std::size_t stage_bytes_per_rank,
+                                 std::unique_ptr<shm::NodeStage> stage,
+                                 std::unique_ptr<LeaderTransport> transport,
+                                 std::unique_ptr<HierAlltoall>& out) noexcept {
+  out.reset();
+  if (!stage || rank < 0 || rank >= static_cast<int>(node_ids.size())) {
+    return shm::Status::invalid_argument;
+  }
+  try {
+    std::unique_ptr<HierAlltoall> self(new HierAlltoall(node_ids, rank, stage_bytes_per_rank));
+    const Plan& p = self->plan_;
+    // The stage was built over the node communicator: its local ranks must be
+    // the plan's (split with key = team rank), or blocks would land wrongly.
+    if (stage->local_rank() != p.local_rank() || stage->local_size() != p.local_size() ||
+        stage->in_bytes() < p.area_bytes() || stage->out_bytes() < p.area_bytes() ||
+        (p.leader() && !transport)) {
+      return shm::Status::invalid_argument;
+    }
+    for (int l = 0; l < p.local_size(); ++l) self->all_local_.push_back(l);
+    self->messages_.reserve(static_cast<std::size_t>(self->map_.nodes()));
+    self->stage_ = std::move(stage);
+    self->transport_ = std::move(transport);
+    out = std::move(self);
+    return shm::Status::ok;
+  } catch (...) {  // allocation only
+    return shm::Status::create_failed;
+  }
+}
+
+shm::Status HierAlltoall::fail(shm::Status st) noexcept {
+  broken_ = true;
+  stage_->abandon();
+  return st;
+}
+
+void HierAlltoall::abandon() noexcept { (void)fail(shm::Status::broken); }
+
+shm::Status HierAlltoall::run(const void* send, void* recv, std::size_t bytes) noexcept {
+  if (broken_) return shm::Status::broken;
+  if (bytes == 0) return shm::Status::ok;  // every rank returns here alike
+  if (send == nullptr || recv == nullptr) return shm::Status::invalid_argument;
+  const auto* s = static_cast<const char*>(send);
+  auto* r = static_cast<char*>(recv);
+  const std::size_t max = plan_.max_chunk();
+  for (std::size_t off = 0; off < bytes; off += max) {
+    const std::size_t chunk = bytes - off < max ? bytes - off : max;
+    const shm::Status st = round(s, r, bytes, off, chunk);
+    if (st != shm::Status::ok) return st;
+  }
+  return shm::Status::ok;
+}
+
+// One round: bytes [off, off + chunk) of every block.
+shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes, std::size_t off,
+                                std::size_t chunk) noexcept {
+  const Plan& p = plan_;
+  const int nodes = map_.nodes();
+  const std::size_t local = static_cast<std::size_t>(p.local_rank());
+  const std::size_t lsize = static_cast<std::size_t>(p.local_size());
+  stage_->begin();
+  char* in = stage_->in();
+  char* out = stage_->out();
+
+  // Fan-in: my blocks for node m's members go to in-section m, row `local`.
+  for (int m = 0; m < nodes; ++m) {
+    const std::size_t lm = static_cast<std::size_t>(map_.node_size(m));
+    move_blocks(map_, m, const_cast<char*>(send), bytes, off,
+                in + p.section(m, chunk) + local * lm * chunk, chunk, chunk, false);
+  }
+  if (shm::Status st = stage_->arrive(); st != shm::Status::ok) return fail(st);
+
+  if (p.leader()) {
+    if (shm::Status st = stage_->wait_arrived(all_local_); st != shm::Status::ok) return fail(st);
+    messages_.clear();
+    for (int m = 0; m < nodes; ++m) {
+      if (m == p.node()) continue;
+      const std::size_t at = p.section(m, chunk);
+      messages_.push_back(Message{m, in + at, out + at, p.message_bytes(m, chunk)});
+    }
+    if (!messages_.empty()) {
+      if (transport_->exchange(messages_) != shm::Status::ok) {
+        return fail(shm::Status::transport_failed);
+      }
+    }
+    if (shm::Status st = stage_->release(); st != shm::Status::ok) return fail(st);
+  }
+  static constexpr int kLeader[1] = {0};
+  if (shm::Status st = stage_->wait_released(kLeader); st != shm::Status::ok) return fail(st);
+
+  // Fan-out: from node m's source s, my block is [s][local] of section m — in
+  // the in-area for my own node, in the out-area for the others.
+  for (int m = 0; m < nodes; ++m) {
+    char* area = m == p.node() ? in : out;
+    move_blocks(map_, m, recv, bytes, off, area + p.section(m, chunk) + local * chunk,
+                lsize * chunk, chunk, true);
+  }
+  return shm::Status::ok;
+}
+
+}  // namespace mlxa2a::hier

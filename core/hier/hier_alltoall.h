@@ -1,0 +1,71 @@
+// Hierarchical alltoall for a team spread over several nodes: every rank
+// stages its blocks in its node's shared-memory area (fan-in), the node's
+// leader sends one message per remote node and receives one from each
+// (LeaderTransport), and every rank picks its blocks up (fan-out). Blocks
+// between ranks of one node never leave the node's shared memory.
+//
+// Contract
+// * Creation: the NodeStage (collective over the node) and the transport are
+//   built by the caller (core/mpi/team.cc) and handed over; create() itself is
+//   local and checks that the stage matches the plan (local rank and size,
+//   area sizes).
+// * run() is collective over the team: every rank calls it the same number of
+//   times with the same bytes_per_peer. send and recv hold size() blocks of
+//   bytes_per_peer bytes in team rank order and must not overlap. Calls that
+//   exceed one staging round are split into rounds of Plan::max_chunk() bytes
+//   per peer; all ranks compute the same rounds.
+// * Errors: as NodeAlltoall. A transport failure sets the node's failure flag
+//   so the node's other ranks return Status::peer_failed rather than wait;
+//   leaders of other nodes are left to the transport's own error handling
+//   (with MPI: the user's error handler). The instance is broken afterwards.
+// * Not thread-safe; destruction is local.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "core/hier/plan.h"
+#include "core/hier/transport.h"
+#include "core/shm/node_stage.h"
+
+namespace mlxa2a::hier {
+
+class HierAlltoall {
+ public:
+  // rank: this rank in the team; node_ids as for NodeMap. The transport may be
+  // null on ranks that are not their node's leader.
+  [[nodiscard]] static shm::Status create(std::span<const int> node_ids, int rank,
+                                          std::size_t stage_bytes_per_rank,
+                                          std::unique_ptr<shm::NodeStage> stage,
+                                          std::unique_ptr<LeaderTransport> transport,
+                                          std::unique_ptr<HierAlltoall>& out) noexcept;
+  // The area size a node's stage needs (in and out alike), before creation.
+  static std::size_t area_bytes(int team_size, int local_size,
+                                std::size_t stage_bytes_per_rank) noexcept;
+  HierAlltoall(const HierAlltoall&) = delete;
+  HierAlltoall& operator=(const HierAlltoall&) = delete;
+
+  [[nodiscard]] shm::Status run(const void* send, void* recv, std::size_t bytes_per_peer) noexcept;
+  // As NodeAlltoall::abandon(): for a rank that cannot take part in a run()
+  // its node's peers have entered.
+  void abandon() noexcept;
+
+  const Plan& plan() const noexcept { return plan_; }
+
+ private:
+  HierAlltoall(std::span<const int> node_ids, int rank, std::size_t stage_bytes_per_rank);
+  shm::Status round(const char* send, char* recv, std::size_t bytes, std::size_t off,
+                    std::size_t chunk) noexcept;
+  shm::Status fail(shm::Status st) noexcept;
+
+  NodeMap map_;
+  Plan plan_;
+  std::unique_ptr<shm::NodeStage> stage_;
+  std::unique_ptr<LeaderTransport> transport_;
+  std::vector<int> all_local_;  // 0 .. local_size-1
+  std::vector<Message> messages_;
+  bool broken_ = false;
+};
+
+}  // namespace mlxa2a::hier

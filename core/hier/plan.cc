@@ -1,0 +1,45 @@
+#include "core/hier/plan.h"
+
+#include <algorithm>
+#include <map>
+
+namespace mlxa2a::hier {
+
+NodeMap::NodeMap(std::span<const int> node_ids) {
+  const std::size_t n = node_ids.size();
+  node_of_.resize(n);
+  index_.resize(n);
+  std::map<int, int> number;  // node id -> node number (order of lowest rank)
+  for (std::size_t r = 0; r < n; ++r) {
+    const auto [it, added] = number.emplace(node_ids[r], static_cast<int>(members_.size()));
+    if (added) members_.emplace_back();
+    auto& m = members_[static_cast<std::size_t>(it->second)];
+    node_of_[r] = it->second;
+    index_[r] = static_cast<int>(m.size());
+    m.push_back(static_cast<int>(r));
+  }
+  int before = 0;
+  for (const auto& m : members_) {
+    before_.push_back(before);
+    before += static_cast<int>(m.size());
+    largest_ = std::max(largest_, static_cast<int>(m.size()));
+    int step = m.size() > 1 ? m[1] - m[0] : 1;
+    for (std::size_t i = 2; i < m.size() && step != 0; ++i) {
+      if (m[i] - m[i - 1] != step) step = 0;
+    }
+    step_.push_back(step);
+  }
+}
+
+Plan::Plan(const NodeMap& map, int rank, std::size_t stage_bytes_per_rank)
+    : map_(map), rank_(rank), node_(map.node_of(rank)), local_(map.index_in_node(rank)) {
+  const std::size_t n = static_cast<std::size_t>(map.size());
+  // Each rank stages n blocks of one chunk; whole cache lines when there is
+  // room for them, so that no two ranks write the same line.
+  std::size_t chunk = stage_bytes_per_rank / n;
+  chunk = chunk >= 64 ? chunk / 64 * 64 : 64;
+  max_chunk_ = chunk;
+  area_bytes_ = static_cast<std::size_t>(local_size()) * n * chunk;
+}
+
+}  // namespace mlxa2a::hier

@@ -1,0 +1,98 @@
+// The data layout of one hierarchical alltoall: ranks of a node stage their
+// blocks at the node's leader, leaders exchange one message per pair of nodes,
+// ranks pick their results up (docs/hier.md).
+//
+// Contract: pure computation, no MPI, no shared memory. Every rank of a team
+// builds the same NodeMap from the same agreed node ids and therefore the
+// same chunk size and round count for a given bytes_per_peer, which is what
+// keeps all ranks in step (no rank ever runs a different number of rounds).
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace mlxa2a::hier {
+
+// Which ranks of a team each node holds. Nodes are numbered by their lowest
+// rank (node 0 holds rank 0); a node's members are listed in rank order, so a
+// rank's index in its node is its local rank in a node communicator split
+// with key = rank.
+class NodeMap {
+ public:
+  // node_ids[r]: any value shared exactly by the ranks on r's node.
+  explicit NodeMap(std::span<const int> node_ids);
+
+  int size() const { return static_cast<int>(node_of_.size()); }
+  int nodes() const { return static_cast<int>(members_.size()); }
+  int node_of(int rank) const { return node_of_[static_cast<std::size_t>(rank)]; }
+  int index_in_node(int rank) const { return index_[static_cast<std::size_t>(rank)]; }
+  int node_size(int node) const { return static_cast<int>(members_[node].size()); }
+  int largest_node() const { return largest_; }
+  const std::vector<int>& members(int node) const { return members_[static_cast<std::size_t>(node)]; }
+  // Ranks on nodes numbered below `node` (where that node's section starts in
+  // a staging area laid out by destination node).
+  int ranks_before(int node) const { return before_[static_cast<std::size_t>(node)]; }
+  // d when the node's members are first, first + d, first + 2d, ... (block
+  // layouts give 1, round robin gives the node count); 0 when irregular.
+  int member_step(int node) const { return step_[static_cast<std::size_t>(node)]; }
+
+ private:
+  std::vector<int> node_of_;
+  std::vector<int> index_;
+  std::vector<std::vector<int>> members_;
+  std::vector<int> before_;
+  std::vector<int> step_;
+  int largest_ = 0;
+};
+
+// The staging layout of one rank's node, for chunks of c bytes per peer.
+// Both areas are indexed alike: section m (one per node m) starts at
+// L * c * ranks_before(m), where L is this node's size, and holds block
+// [a][b] at (a * L_m + b) * c in the in-area (a: local source, b: destination
+// index in m) and block [s][j] at (s * L + j) * c in the out-area (s: source
+// index in m, j: local destination). The in-area's section m is exactly the
+// message this node's leader sends to node m's leader, and the out-area's
+// section m is where the message from node m's leader lands; section m of
+// the out-area for m == this node stays unused (local blocks are read from
+// the in-area, which has the same [source][destination] layout there).
+class Plan {
+ public:
+  // stage_bytes_per_rank: the staging budget of one rank (MLXA2A_SHM_SLOT_SIZE);
+  // raised to 64 bytes per peer when smaller.
+  Plan(const NodeMap& map, int rank, std::size_t stage_bytes_per_rank);
+
+  const NodeMap& map() const { return map_; }
+  int rank() const { return rank_; }
+  int node() const { return node_; }
+  int local_rank() const { return local_; }
+  int local_size() const { return map_.node_size(node_); }
+  bool leader() const { return local_ == 0; }
+
+  // Bytes per peer moved per round, equal on every rank of the team.
+  std::size_t max_chunk() const { return max_chunk_; }
+  // Size of the in-area and of the out-area of this node.
+  std::size_t area_bytes() const { return area_bytes_; }
+  std::size_t rounds(std::size_t bytes_per_peer) const {
+    return (bytes_per_peer + max_chunk_ - 1) / max_chunk_;
+  }
+  std::size_t section(int node, std::size_t chunk) const {
+    return static_cast<std::size_t>(local_size()) * chunk *
+           static_cast<std::size_t>(map_.ranks_before(node));
+  }
+  // Bytes of the message between this node's leader and node m's leader.
+  std::size_t message_bytes(int node, std::size_t chunk) const {
+    return static_cast<std::size_t>(local_size()) * static_cast<std::size_t>(map_.node_size(node)) *
+           chunk;
+  }
+
+ private:
+  const NodeMap& map_;
+  int rank_;
+  int node_;
+  int local_;
+  std::size_t max_chunk_;
+  std::size_t area_bytes_;
+};
+
+}  // namespace mlxa2a::hier

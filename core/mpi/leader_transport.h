@@ -1,0 +1,35 @@
+// The leaders' exchange of the hierarchical alltoall over PMPI point-to-point.
+//
+// Contract
+// * Owns a private communicator holding exactly the team's node leaders, in
+//   node order (split with key = team rank), so that node m's leader is rank m
+//   and no message of ours can match a receive of the application's.
+// * exchange(): one PMPI_Irecv and one PMPI_Isend per remote node (messages
+//   over 1 GiB are cut into pieces so every count fits an int), then tests for
+//   completion, yielding the core between tests when the node is
+//   oversubscribed. Errors come back as codes (MPI_ERRORS_RETURN on the
+//   private communicator) and end the call with Status::transport_failed.
+// * Destruction frees the communicator (local in the MPIs we support).
+#pragma once
+
+#include <mpi.h>
+
+#include <vector>
+
+#include "core/hier/transport.h"
+#include "core/mpi/topology.h"
+
+namespace mlxa2a::core::mpi {
+
+class MpiLeaderTransport final : public hier::LeaderTransport {
+ public:
+  MpiLeaderTransport(OwnedComm leaders, bool oversubscribed);
+  shm::Status exchange(std::span<const hier::Message> messages) noexcept override;
+
+ private:
+  OwnedComm comm_;
+  bool oversubscribed_;
+  std::vector<MPI_Request> requests_;
+};
+
+}  // namespace mlxa2a::core::mpi

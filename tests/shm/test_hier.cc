@@ -1,0 +1,229 @@
+// The hierarchical alltoall (core/hier) across several forked "nodes": each
+// node has its own NodeStage, and the leaders exchange through a fake
+// transport in shared memory, so the engine's fan-in, leader messages, rounds
+// and fan-out are checked without MPI (the MPI transport is covered by the
+// virtual-node tests in tests/mpi).
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "core/hier/hier_alltoall.h"
+#include "core/hier/plan.h"
+#include "tests/shm/fork_team.h"
+#include "tests/shm/pattern.h"
+
+namespace mlxa2a::hier {
+namespace {
+
+using shm::Status;
+using shm::test::ForkBootstrap;
+
+// One mailbox per ordered pair of nodes, in memory shared by all forks.
+struct Mailbox {
+  std::atomic<std::uint64_t> sent{0};
+  std::atomic<std::uint64_t> taken{0};
+};
+
+class Mailboxes {
+ public:
+  Mailboxes(int nodes, std::size_t capacity)
+      : nodes_(nodes), stride_(sizeof(Mailbox) + capacity), capacity_(capacity) {
+    bytes_ = static_cast<std::size_t>(nodes) * nodes * stride_ + 64;
+    mem_ = static_cast<char*>(
+        mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    if (mem_ == MAP_FAILED) mem_ = nullptr;
+    if (!mem_) return;
+    poison_ = new (mem_) std::atomic<std::uint32_t>(0);
+    for (int i = 0; i < nodes * nodes; ++i) new (box_mem(i)) Mailbox;
+  }
+  ~Mailboxes() {
+    if (mem_) munmap(mem_, bytes_);
+  }
+  bool ok() const { return mem_ != nullptr; }
+  Mailbox& box(int from, int to) { return *reinterpret_cast<Mailbox*>(box_mem(from * nodes_ + to)); }
+  char* data(int from, int to) { return box_mem(from * nodes_ + to) + sizeof(Mailbox); }
+  std::size_t capacity() const { return capacity_; }
+  std::atomic<std::uint32_t>& poison() { return *poison_; }
+
+ private:
+  char* box_mem(int i) { return mem_ + 64 + static_cast<std::size_t>(i) * stride_; }
+  int nodes_;
+  std::size_t stride_;
+  std::size_t capacity_;
+  std::size_t bytes_ = 0;
+  char* mem_ = nullptr;
+  std::atomic<std::uint32_t>* poison_ = nullptr;
+};
+
+// Sends every message into its mailbox, then collects the replies. A node
+// set to fail at call `fail_at` poisons all mailboxes instead, which makes
+// every leader's exchange fail (as an MPI error handler returning would).
+class FakeTransport final : public LeaderTransport {
+ public:
+  FakeTransport(Mailboxes& boxes, int node, std::uint64_t fail_at)
+      : boxes_(boxes), node_(node), fail_at_(fail_at) {}
+
+  Status exchange(std::span<const Message> messages) noexcept override {
+    const std::uint64_t seq = ++calls_;
+    if (seq == fail_at_) {
+      boxes_.poison().store(1, std::memory_order_release);
+      return Status::transport_failed;
+    }
+    for (const Message& m : messages) {
+      if (m.bytes > boxes_.capacity() || m.node == node_) return Status::invalid_argument;
+      Mailbox& b = boxes_.box(node_, m.node);
+      if (!wait([&] { return b.taken.load(std::memory_order_acquire) == seq - 1; })) {
+        return Status::transport_failed;
+      }
+      std::memcpy(boxes_.data(node_, m.node), m.send, m.bytes);
+      b.sent.store(seq, std::memory_order_release);
+    }
+    for (const Message& m : messages) {
+      Mailbox& b = boxes_.box(m.node, node_);
+      if (!wait([&] { return b.sent.load(std::memory_order_acquire) >= seq; })) {
+        return Status::transport_failed;
+      }
+      std::memcpy(m.recv, boxes_.data(m.node, node_), m.bytes);
+      b.taken.store(seq, std::memory_order_release);
+    }
+    return Status::ok;
+  }
+
+ private:
+  template <class Ready>
+  bool wait(Ready ready) {
+    while (!ready()) {
+      if (boxes_.poison().load(std::memory_order_acquire) != 0) return false;
+      sched_yield();
+    }
+    return true;
+  }
+  Mailboxes& boxes_;
+  int node_;
+  std::uint64_t fail_at_;
+  std::uint64_t calls_ = 0;
+};
+
+struct Case {
+  const char* name;
+  std::vector<int> node_of;  // node id per rank
+};
+
+constexpr std::size_t kStagePerRank = 4096;  // small: large sizes need rounds
+
+int run_rank(ForkBootstrap& boot, int rank, const std::vector<int>& node_of, Mailboxes& boxes,
+             int fail_node, std::uint64_t fail_at, int iterations) {
+  const int n = static_cast<int>(node_of.size());
+  const NodeMap map(node_of);
+  const int node = map.node_of(rank);
+  shm::Options opt;
+  opt.oversubscribed = true;
+  opt.timeout_ms = 20000;
+  const std::size_t area = HierAlltoall::area_bytes(n, boot.local_size(), kStagePerRank);
+  std::unique_ptr<shm::NodeStage> stage;
+  FT_CHECK_STATUS(shm::NodeStage::create(boot, opt, area, area, stage), Status::ok);
+  std::unique_ptr<LeaderTransport> transport;
+  if (boot.local_rank() == 0) {
+    transport = std::make_unique<FakeTransport>(boxes, node, node == fail_node ? fail_at : 0);
+  }
+  std::unique_ptr<HierAlltoall> engine;
+  FT_CHECK_STATUS(HierAlltoall::create(node_of, rank, kStagePerRank, std::move(stage),
+                                       std::move(transport), engine),
+                  Status::ok);
+  FT_CHECK(engine->plan().local_rank() == boot.local_rank());
+  const std::size_t sizes[] = {1, 3, 8, 64, 100, 1000, 5000};
+  for (int it = 0; it < iterations; ++it) {
+    const std::size_t bytes = sizes[static_cast<std::size_t>(it) % std::size(sizes)];
+    std::vector<unsigned char> send(n * bytes), recv(n * bytes, 0);
+    shm::test::fill_send(send, rank, n, it, bytes);
+    const Status st = engine->run(send.data(), recv.data(), bytes);
+    if (fail_node >= 0 && st != Status::ok) {
+      // After a failure the engine stays broken.
+      FT_CHECK_STATUS(engine->run(send.data(), recv.data(), bytes), Status::broken);
+      return 42;  // the expected way out
+    }
+    FT_CHECK_STATUS(st, Status::ok);
+    FT_CHECK(shm::test::check_recv(recv, rank, n, it, bytes));
+  }
+  return 0;
+}
+
+class HierTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(HierTest, MatchesAlltoallAcrossLayoutsSizesAndRounds) {
+  const Case& c = GetParam();
+  const NodeMap map(c.node_of);
+  Mailboxes boxes(map.nodes(), 1 << 20);
+  ASSERT_TRUE(boxes.ok());
+  std::vector<int> numbered(c.node_of.size());
+  for (std::size_t r = 0; r < numbered.size(); ++r) numbered[r] = map.node_of(static_cast<int>(r));
+  const auto res = shm::test::run_forked_nodes(numbered, [&](ForkBootstrap& boot, int rank) {
+    return run_rank(boot, rank, c.node_of, boxes, -1, 0, 28);
+  });
+  EXPECT_FALSE(res.hung);
+  for (int code : res.exit_codes) EXPECT_EQ(code, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, HierTest,
+    ::testing::Values(Case{"blocks_of_2", {0, 0, 1, 1}}, Case{"round_robin", {0, 1, 0, 1, 0}},
+                      Case{"irregular", {7, 7, 7, 3, 5, 5}}, Case{"singles", {0, 1, 2}},
+                      Case{"scattered", {0, 1, 1, 0, 2, 1, 2}}, Case{"one_node", {4, 4, 4}}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// A leader whose exchange fails takes its node down with it, and the other
+// nodes' exchanges fail too (poisoned mailboxes): every rank ends the call
+// with an error and nobody hangs.
+TEST(HierFaults, TransportFailureEndsTheCallEverywhere) {
+  const std::vector<int> node_of = {0, 0, 1, 1, 1};
+  Mailboxes boxes(2, 1 << 20);
+  ASSERT_TRUE(boxes.ok());
+  const auto res = shm::test::run_forked_nodes(node_of, [&](ForkBootstrap& boot, int rank) {
+    return run_rank(boot, rank, node_of, boxes, 1, 5, 28);
+  });
+  EXPECT_FALSE(res.hung);
+  for (int code : res.exit_codes) EXPECT_EQ(code, 42);
+}
+
+TEST(HierPlan, NodeMapNumbersNodesByLowestRank) {
+  const std::vector<int> ids = {9, 4, 4, 9, 1, 4};
+  const NodeMap m(ids);
+  ASSERT_EQ(m.nodes(), 3);
+  EXPECT_EQ(m.members(0), (std::vector<int>{0, 3}));
+  EXPECT_EQ(m.members(1), (std::vector<int>{1, 2, 5}));
+  EXPECT_EQ(m.members(2), (std::vector<int>{4}));
+  EXPECT_EQ(m.index_in_node(5), 2);
+  EXPECT_EQ(m.ranks_before(2), 5);
+  EXPECT_EQ(m.member_step(0), 3);
+  EXPECT_EQ(m.member_step(1), 0);  // 1, 2, 5: irregular
+  EXPECT_EQ(m.member_step(2), 1);
+  EXPECT_EQ(m.largest_node(), 3);
+}
+
+TEST(HierPlan, ChunksAreEqualOnEveryRankAndLineSized) {
+  const std::vector<int> ids = {0, 0, 0, 1, 2, 2, 2, 2};
+  const NodeMap m(ids);
+  for (int r = 0; r < m.size(); ++r) {
+    const Plan p(m, r, 131072);
+    EXPECT_EQ(p.max_chunk(), 16384u);
+    EXPECT_EQ(p.area_bytes(), static_cast<std::size_t>(m.node_size(m.node_of(r))) * 8 * 16384);
+    EXPECT_EQ(p.area_bytes(), HierAlltoall::area_bytes(8, m.node_size(m.node_of(r)), 131072));
+    EXPECT_EQ(p.rounds(16384), 1u);
+    EXPECT_EQ(p.rounds(16385), 2u);
+  }
+  EXPECT_EQ(Plan(m, 0, 1000).max_chunk(), 64u);  // 125 bytes per peer: one line
+  EXPECT_EQ(Plan(m, 0, 8).max_chunk(), 64u);     // never below one line
+  const Plan p(m, 4, 131072);  // node 2 of 4 ranks, after 4 ranks
+  EXPECT_EQ(p.section(2, 100), 4u * 100 * 4);
+  EXPECT_EQ(p.message_bytes(0, 100), 4u * 3 * 100);
+  EXPECT_TRUE(p.leader());
+  EXPECT_FALSE(Plan(m, 5, 131072).leader());
+}
+
+}  // namespace
+}  // namespace mlxa2a::hier
