@@ -26,6 +26,9 @@ Decision select(std::uint64_t bytes, const config::tune::Table& tune, const Capa
   if (caps.hier && bytes < caps.hier_auto_limit) {
     return {Path::Shm, "auto: multi-node team, hierarchical: leaders over PMPI"};
   }
+  if (caps.hier && caps.hier_auto_limit == 0) {
+    return {Path::Pmpi, "auto: multi-node team, about one rank per node: nothing to aggregate"};
+  }
   if (caps.hier) return {Path::Pmpi, "auto: multi-node team, PMPI is faster at this size"};
   if (caps.nodes > 1) return {Path::Pmpi, "auto: multi-node team, hierarchical set-up failed"};
   if (caps.nodes == 1) return {Path::Pmpi, "auto: shared-memory set-up failed"};

@@ -116,10 +116,14 @@ int node_leader(MPI_Comm comm, MPI_Comm node) {
 // The hierarchical engine aggregates small blocks into one message per pair
 // of nodes; for large blocks its extra copies and single sender per node
 // lose to the MPI's own pairwise exchange (kHierAutoLimit, docs/hier.md).
+// Unless aggregation at least halves the number of messages (nodes * (nodes
+// - 1) vs size * (size - 1)), as with about one rank per node, the staging is
+// mostly overhead: auto leaves such teams to PMPI.
 constexpr std::uint64_t kHierAutoLimit = 2048;
 
-void set_auto_range(Capabilities& caps, bool oversubscribed) {
-  caps.hier_auto_limit = kHierAutoLimit;
+void set_auto_range(Capabilities& caps, int size, bool oversubscribed) {
+  const double n = size, nodes = caps.nodes;
+  caps.hier_auto_limit = 2 * nodes * (nodes - 1) <= n * (n - 1) ? kHierAutoLimit : 0;
 #if defined(MLXA2A_FAMILY_OMPI)
   if (oversubscribed) caps.shm_auto_limit = 512 * 1024;
 #else
@@ -187,7 +191,7 @@ std::unique_ptr<Team> Team::create(MPI_Comm comm, const config::Settings& settin
   } else {
     team->caps_.nodes = count_nodes(team->node_ids_);
     team->caps_.shm = team->caps_.nodes == 1;
-    set_auto_range(team->caps_, team->oversubscribed_);
+    set_auto_range(team->caps_, team->size_, team->oversubscribed_);
     // Every rank saw the same node count: all build the engine or none does.
     if (team->caps_.nodes > 1) {
       team->caps_.hier = team->setup_hier(comm, node.comm.get(), settings.shm_slot_size);
@@ -285,7 +289,7 @@ std::unique_ptr<Team> Team::derive(const Team& parent, MPI_Comm parent_comm,
   team->caps_.shm = team->caps_.nodes == 1;
   // Tentative until complete_setup() has built the engine and agreed on it.
   team->caps_.hier = team->caps_.nodes > 1;
-  set_auto_range(team->caps_, team->oversubscribed_);
+  set_auto_range(team->caps_, team->size_, team->oversubscribed_);
   team->setup_pending_ = (team->caps_.shm && team->size_ > 1) || team->caps_.hier;
   return team;
 }

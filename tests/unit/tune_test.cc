@@ -99,6 +99,12 @@ TEST(Selection, NeverPicksAnEngineTheTeamLacks) {
   EXPECT_NE(std::string(select(2048, Table{}, hier).reason).find("PMPI is faster"),
             std::string::npos);
   EXPECT_EQ(select(1 << 20, parse_ok("shm"), hier).path, Path::Shm);
+  Capabilities sparse = hier;  // about one rank per node: auto stays on PMPI
+  sparse.hier_auto_limit = 0;
+  EXPECT_EQ(select(1, Table{}, sparse).path, Path::Pmpi);
+  EXPECT_NE(std::string(select(1, Table{}, sparse).reason).find("nothing to aggregate"),
+            std::string::npos);
+  EXPECT_EQ(select(1, parse_ok("shm"), sparse).path, Path::Shm);
   EXPECT_EQ(select(8, parse_ok("rdma"), hier).path, Path::Pmpi);
   Capabilities both = hier;
   both.rdma = true;
