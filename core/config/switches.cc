@@ -25,6 +25,11 @@ std::string check_nonzero_size(const Value& v) {
   return std::get<std::uint64_t>(v) > 0 ? std::string() : std::string("a size above 0, or inf");
 }
 
+std::string check_leaders(const Value& v) {
+  return LeaderPolicy::parse(std::get<std::string>(v)) ? std::string()
+                                                       : std::string(kLeaderPolicySyntax);
+}
+
 std::string check_node_layout(const Value& v) {
   return NodeLayout::parse(std::get<std::string>(v)) ? std::string()
                                                      : std::string(kNodeLayoutSyntax);
@@ -126,6 +131,16 @@ constexpr Spec kSwitches[] = {
                     "round; there the largest value of the team wins.",
      .verbosity = Verbosity::Tuner,
      .check = check_nonzero_size},
+    {.name = "LEADERS",
+     .type = Type::String,
+     .default_text = "node",
+     .description = "Hierarchical alltoall (multi-node communicators): leaders per node, "
+                    "which relay the node's blocks and split the remote nodes between them. "
+                    "node = one; numa / socket = one per NUMA domain / package holding ranks "
+                    "(needs bound ranks, else one); N = N per node, spread over its ranks.",
+     .verbosity = Verbosity::Tuner,
+     .scope = Scope::AllEqual,
+     .check = check_leaders},
     {.name = "DEBUG_NODE_SIZE",
      .type = Type::String,
      .default_text = "0",
@@ -176,6 +191,7 @@ Settings settings_from(const Registry& r) {
   s.shm_cma_threshold = r.get_size("SHM_CMA_THRESHOLD");
   s.shm_cma_threshold_oversubscribed = r.get_size("SHM_CMA_THRESHOLD_OVERSUBSCRIBED");
   s.shm_slot_size = r.get_size("SHM_SLOT_SIZE");
+  s.leaders = LeaderPolicy::parse(r.get_string("LEADERS")).value_or(LeaderPolicy{});
   s.node_layout = NodeLayout::parse(r.get_string("DEBUG_NODE_SIZE")).value_or(NodeLayout{});
   return s;
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/config/leaders.h"
 #include "core/config/node_layout.h"
 #include "core/config/registry.h"
 #include "core/config/spec.h"
@@ -39,6 +40,7 @@ struct Settings {
   std::uint64_t shm_cma_threshold = 32768;
   std::uint64_t shm_cma_threshold_oversubscribed = 262144;
   std::uint64_t shm_slot_size = 131072;
+  LeaderPolicy leaders;    // MLXA2A_LEADERS
   NodeLayout node_layout;  // MLXA2A_DEBUG_NODE_SIZE (tests only)
 };
 

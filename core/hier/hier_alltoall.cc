@@ -37,9 +37,9 @@ void move_blocks(const NodeMap& map, int node, char* user, std::size_t bytes, st
 
 }  // namespace
 
-HierAlltoall::HierAlltoall(std::span<const int> node_ids, int rank,
+HierAlltoall::HierAlltoall(std::span<const int> node_ids, std::span<const int> leads, int rank,
                            std::size_t stage_bytes_per_rank)
-    : map_(node_ids), plan_(map_, rank, stage_bytes_per_rank) {}
+    : map_(node_ids, leads), plan_(map_, rank, stage_bytes_per_rank) {}
 
 std::size_t HierAlltoall::area_bytes(int team_size, int local_size,
                                      std::size_t stage_bytes_per_rank) noexcept {
@@ -50,7 +50,8 @@ std::size_t HierAlltoall::area_bytes(int team_size, int local_size,
   return static_cast<std::size_t>(local_size) * static_cast<std::size_t>(team_size) * chunk;
 }
 
-shm::Status HierAlltoall::create(std::span<const int> node_ids, int rank,
+shm::Status HierAlltoall::create(std::span<const int> node_ids, std::span<const int> leads,
+                                 int rank,
                                  std::size_t stage_bytes_per_rank,
                                  std::unique_ptr<shm::NodeStage> stage,
                                  std::unique_ptr<LeaderTransport> transport,
@@ -60,7 +61,8 @@ shm::Status HierAlltoall::create(std::span<const int> node_ids, int rank,
     return shm::Status::invalid_argument;
   }
   try {
-    std::unique_ptr<HierAlltoall> self(new HierAlltoall(node_ids, rank, stage_bytes_per_rank));
+    std::unique_ptr<HierAlltoall> self(
+        new HierAlltoall(node_ids, leads, rank, stage_bytes_per_rank));
     const Plan& p = self->plan_;
     // The stage was built over the node communicator: its local ranks must be
     // the plan's (split with key = team rank), or blocks would land wrongly.
@@ -70,6 +72,7 @@ shm::Status HierAlltoall::create(std::span<const int> node_ids, int rank,
       return shm::Status::invalid_argument;
     }
     for (int l = 0; l < p.local_size(); ++l) self->all_local_.push_back(l);
+    self->leaders_ = self->map_.leaders(p.node());
     self->messages_.reserve(static_cast<std::size_t>(self->map_.nodes()));
     self->stage_ = std::move(stage);
     self->transport_ = std::move(transport);
@@ -126,9 +129,9 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
     if (shm::Status st = stage_->wait_arrived(all_local_); st != shm::Status::ok) return fail(st);
     messages_.clear();
     for (int m = 0; m < nodes; ++m) {
-      if (m == p.node()) continue;
+      if (m == p.node() || p.handled_by(m) != p.leader_index()) continue;
       const std::size_t at = p.section(m, chunk);
-      messages_.push_back(Message{m, in + at, out + at, p.message_bytes(m, chunk)});
+      messages_.push_back(Message{m, p.partner(m), in + at, out + at, p.message_bytes(m, chunk)});
     }
     if (!messages_.empty()) {
       if (transport_->exchange(messages_) != shm::Status::ok) {
@@ -137,8 +140,7 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
     }
     if (shm::Status st = stage_->release(); st != shm::Status::ok) return fail(st);
   }
-  static constexpr int kLeader[1] = {0};
-  if (shm::Status st = stage_->wait_released(kLeader); st != shm::Status::ok) return fail(st);
+  if (shm::Status st = stage_->wait_released(leaders_); st != shm::Status::ok) return fail(st);
 
   // Fan-out: from node m's source s, my block is [s][local] of section m — in
   // the in-area for my own node, in the out-area for the others.

@@ -33,9 +33,10 @@ namespace mlxa2a::hier {
 
 class HierAlltoall {
  public:
-  // rank: this rank in the team; node_ids as for NodeMap. The transport may be
-  // null on ranks that are not their node's leader.
-  [[nodiscard]] static shm::Status create(std::span<const int> node_ids, int rank,
+  // rank: this rank in the team; node_ids and leads as for NodeMap. The
+  // transport may be null on ranks that do not lead.
+  [[nodiscard]] static shm::Status create(std::span<const int> node_ids,
+                                          std::span<const int> leads, int rank,
                                           std::size_t stage_bytes_per_rank,
                                           std::unique_ptr<shm::NodeStage> stage,
                                           std::unique_ptr<LeaderTransport> transport,
@@ -54,7 +55,8 @@ class HierAlltoall {
   const Plan& plan() const noexcept { return plan_; }
 
  private:
-  HierAlltoall(std::span<const int> node_ids, int rank, std::size_t stage_bytes_per_rank);
+  HierAlltoall(std::span<const int> node_ids, std::span<const int> leads, int rank,
+               std::size_t stage_bytes_per_rank);
   shm::Status round(const char* send, char* recv, std::size_t bytes, std::size_t off,
                     std::size_t chunk) noexcept;
   shm::Status fail(shm::Status st) noexcept;
@@ -64,6 +66,7 @@ class HierAlltoall {
   std::unique_ptr<shm::NodeStage> stage_;
   std::unique_ptr<LeaderTransport> transport_;
   std::vector<int> all_local_;  // 0 .. local_size-1
+  std::vector<int> leaders_;    // my node's leaders (local ranks)
   std::vector<Message> messages_;
   bool broken_ = false;
 };

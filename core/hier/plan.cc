@@ -5,7 +5,7 @@
 
 namespace mlxa2a::hier {
 
-NodeMap::NodeMap(std::span<const int> node_ids) {
+NodeMap::NodeMap(std::span<const int> node_ids, std::span<const int> leads) {
   const std::size_t n = node_ids.size();
   node_of_.resize(n);
   index_.resize(n);
@@ -28,11 +28,21 @@ NodeMap::NodeMap(std::span<const int> node_ids) {
       if (m[i] - m[i - 1] != step) step = 0;
     }
     step_.push_back(step);
+    std::vector<int>& l = leaders_.emplace_back(1, 0);
+    for (std::size_t i = 1; i < m.size(); ++i) {
+      if (static_cast<std::size_t>(m[i]) < leads.size() && leads[static_cast<std::size_t>(m[i])]) {
+        l.push_back(static_cast<int>(i));
+      }
+    }
   }
 }
 
 Plan::Plan(const NodeMap& map, int rank, std::size_t stage_bytes_per_rank)
     : map_(map), rank_(rank), node_(map.node_of(rank)), local_(map.index_in_node(rank)) {
+  const std::vector<int>& leaders = map.leaders(node_);
+  for (std::size_t j = 0; j < leaders.size(); ++j) {
+    if (leaders[j] == local_) leader_index_ = static_cast<int>(j);
+  }
   const std::size_t n = static_cast<std::size_t>(map.size());
   // Each rank stages n blocks of one chunk; whole cache lines when there is
   // room for them, so that no two ranks write the same line.

@@ -14,14 +14,16 @@
 
 namespace mlxa2a::hier {
 
-// Which ranks of a team each node holds. Nodes are numbered by their lowest
-// rank (node 0 holds rank 0); a node's members are listed in rank order, so a
-// rank's index in its node is its local rank in a node communicator split
-// with key = rank.
+// Which ranks of a team each node holds, and which of them lead. Nodes are
+// numbered by their lowest rank (node 0 holds rank 0); a node's members are
+// listed in rank order, so a rank's index in its node is its local rank in a
+// node communicator split with key = rank.
 class NodeMap {
  public:
   // node_ids[r]: any value shared exactly by the ranks on r's node.
-  explicit NodeMap(std::span<const int> node_ids);
+  // leads[r] != 0: rank r is one of its node's leaders; empty: every node's
+  // first rank leads. A node's first rank always leads.
+  explicit NodeMap(std::span<const int> node_ids, std::span<const int> leads = {});
 
   int size() const { return static_cast<int>(node_of_.size()); }
   int nodes() const { return static_cast<int>(members_.size()); }
@@ -36,6 +38,9 @@ class NodeMap {
   // d when the node's members are first, first + d, first + 2d, ... (block
   // layouts give 1, round robin gives the node count); 0 when irregular.
   int member_step(int node) const { return step_[static_cast<std::size_t>(node)]; }
+  // The node's leaders as indices in the node, ascending (leader j = entry j).
+  const std::vector<int>& leaders(int node) const { return leaders_[static_cast<std::size_t>(node)]; }
+  int leader_count(int node) const { return static_cast<int>(leaders(node).size()); }
 
  private:
   std::vector<int> node_of_;
@@ -43,6 +48,7 @@ class NodeMap {
   std::vector<std::vector<int>> members_;
   std::vector<int> before_;
   std::vector<int> step_;
+  std::vector<std::vector<int>> leaders_;
   int largest_ = 0;
 };
 
@@ -67,7 +73,14 @@ class Plan {
   int node() const { return node_; }
   int local_rank() const { return local_; }
   int local_size() const { return map_.node_size(node_); }
-  bool leader() const { return local_ == 0; }
+  // My index among my node's leaders, -1 if I do not lead.
+  int leader_index() const { return leader_index_; }
+  bool leader() const { return leader_index_ >= 0; }
+  // Leader j of node k exchanges with the nodes m where m % leaders(k) == j,
+  // and talks there to node m's leader k % leaders(m): both ends agree, and
+  // a node's leaders share its remote nodes evenly.
+  int handled_by(int node) const { return node % map_.leader_count(node_); }
+  int partner(int node) const { return node_ % map_.leader_count(node); }
 
   // Bytes per peer moved per round, equal on every rank of the team.
   std::size_t max_chunk() const { return max_chunk_; }
@@ -91,6 +104,7 @@ class Plan {
   int rank_;
   int node_;
   int local_;
+  int leader_index_ = -1;
   std::size_t max_chunk_;
   std::size_t area_bytes_;
 };

@@ -2,8 +2,9 @@
 // one message to and one from every other node's leader per round.
 //
 // Contract
-// * exchange() is called by the leader of each node, the same number of times
-//   on every node, with one Message per remote node (in node order). It
+// * exchange() is called by every leader of each node, the same number of
+//   times on every node, with one Message per remote node it handles (in node
+//   order; Plan::handled_by), addressed to the partner leader there. It
 //   returns once every message of this call has been sent (its send buffer
 //   may be reused) and received in full.
 // * Message sizes are symmetric: what this leader sends to node m is exactly
@@ -23,6 +24,7 @@ namespace mlxa2a::hier {
 
 struct Message {
   int node;          // the remote node (NodeMap numbering)
+  int leader;        // which of its leaders (index in NodeMap::leaders(node))
   const char* send;  // bytes to its leader
   char* recv;        // bytes from its leader land here
   std::size_t bytes; // both directions

@@ -15,12 +15,16 @@ constexpr int kTag = 0x6d78;  // any tag: the communicator is private
 
 }  // namespace
 
-MpiLeaderTransport::MpiLeaderTransport(OwnedComm leaders, bool oversubscribed)
-    : comm_(std::move(leaders)), oversubscribed_(oversubscribed) {
+MpiLeaderTransport::MpiLeaderTransport(OwnedComm leaders, std::vector<int> first_rank,
+                                       bool oversubscribed)
+    : comm_(std::move(leaders)), first_rank_(std::move(first_rank)), oversubscribed_(oversubscribed) {
   PMPI_Comm_set_errhandler(comm_.get(), MPI_ERRORS_RETURN);
 }
 
 shm::Status MpiLeaderTransport::exchange(std::span<const hier::Message> messages) noexcept {
+  auto peer = [this](const hier::Message& m) {
+    return first_rank_[static_cast<std::size_t>(m.node)] + m.leader;
+  };
   try {
     requests_.clear();
     // Receives first, so that an eager message finds its buffer posted.
@@ -28,7 +32,7 @@ shm::Status MpiLeaderTransport::exchange(std::span<const hier::Message> messages
       for (std::size_t at = 0; at < m.bytes; at += kPiece) {
         const int len = static_cast<int>(m.bytes - at < kPiece ? m.bytes - at : kPiece);
         MPI_Request& r = requests_.emplace_back(MPI_REQUEST_NULL);
-        if (PMPI_Irecv(m.recv + at, len, MPI_BYTE, m.node, kTag, comm_.get(), &r) != MPI_SUCCESS) {
+        if (PMPI_Irecv(m.recv + at, len, MPI_BYTE, peer(m), kTag, comm_.get(), &r) != MPI_SUCCESS) {
           return shm::Status::transport_failed;
         }
       }
@@ -37,7 +41,7 @@ shm::Status MpiLeaderTransport::exchange(std::span<const hier::Message> messages
       for (std::size_t at = 0; at < m.bytes; at += kPiece) {
         const int len = static_cast<int>(m.bytes - at < kPiece ? m.bytes - at : kPiece);
         MPI_Request& r = requests_.emplace_back(MPI_REQUEST_NULL);
-        if (PMPI_Isend(m.send + at, len, MPI_BYTE, m.node, kTag, comm_.get(), &r) != MPI_SUCCESS) {
+        if (PMPI_Isend(m.send + at, len, MPI_BYTE, peer(m), kTag, comm_.get(), &r) != MPI_SUCCESS) {
           return shm::Status::transport_failed;
         }
       }

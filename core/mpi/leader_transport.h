@@ -1,9 +1,10 @@
 // The leaders' exchange of the hierarchical alltoall over PMPI point-to-point.
 //
 // Contract
-// * Owns a private communicator holding exactly the team's node leaders, in
-//   node order (split with key = team rank), so that node m's leader is rank m
-//   and no message of ours can match a receive of the application's.
+// * Owns a private communicator holding exactly the team's leaders, ordered
+//   by node, then by leader index (so leader j of node m is rank
+//   first_rank[m] + j), where no message of ours can match a receive of the
+//   application's.
 // * exchange(): one PMPI_Irecv and one PMPI_Isend per remote node (messages
 //   over 1 GiB are cut into pieces so every count fits an int), then tests for
 //   completion, yielding the core between tests when the node is
@@ -23,11 +24,12 @@ namespace mlxa2a::core::mpi {
 
 class MpiLeaderTransport final : public hier::LeaderTransport {
  public:
-  MpiLeaderTransport(OwnedComm leaders, bool oversubscribed);
+  MpiLeaderTransport(OwnedComm leaders, std::vector<int> first_rank, bool oversubscribed);
   shm::Status exchange(std::span<const hier::Message> messages) noexcept override;
 
  private:
   OwnedComm comm_;
+  std::vector<int> first_rank_;  // per node: its leader 0's rank in comm_
   bool oversubscribed_;
   std::vector<MPI_Request> requests_;
 };

@@ -201,51 +201,92 @@ std::unique_ptr<Team> Team::create(MPI_Comm comm, const config::Settings& settin
   return team;
 }
 
+namespace {
+
+// Whether this rank leads its node under the policy: needs every local rank's
+// CPU domain for numa/socket (one PMPI_Allgather on the node), else nothing.
+bool choose_leadership(const config::LeaderPolicy& policy, MPI_Comm node_comm, int local_rank,
+                       int local_size, bool* ok) {
+  std::vector<int> domains(static_cast<std::size_t>(local_size), -1);
+  if (policy.needs_domains()) {
+    int mine = cpu_domain(policy.kind == config::LeaderPolicy::Kind::Numa);
+    if (PMPI_Allgather(&mine, 1, MPI_INT, domains.data(), 1, MPI_INT, node_comm) != MPI_SUCCESS) {
+      *ok = false;
+    }
+  }
+  const std::vector<int> leaders = config::choose_leaders(policy, domains);
+  return std::find(leaders.begin(), leaders.end(), local_rank) != leaders.end();
+}
+
+}  // namespace
+
 bool Team::setup_hier(MPI_Comm comm, MPI_Comm node_comm, std::size_t stage_bytes) noexcept {
   // Every step below runs on every rank whatever happened before, so that no
   // rank skips a collective its peers are in; the Allreduce at the end agrees.
-  int rank = 0, local_rank = 0, local_size = 1;
-  PMPI_Comm_rank(comm, &rank);
-  int failed = PMPI_Comm_rank(node_comm, &local_rank) != MPI_SUCCESS ||
-               PMPI_Comm_size(node_comm, &local_size) != MPI_SUCCESS;
-  // The round size follows from the staging size, so every rank of the team
-  // must use the same one (the switch is node-local): the largest wins.
-  std::uint64_t mine = stage_bytes, agreed = 0;
-  if (PMPI_Allreduce(&mine, &agreed, 1, MPI_UINT64_T, MPI_MAX, comm) != MPI_SUCCESS) {
-    failed = 1;
-    agreed = mine;
-  }
-  stage_bytes = static_cast<std::size_t>(agreed);
-  std::unique_ptr<shm::NodeStage> stage;
-  {
+  int failed = 0;
+  try {
+    int rank = 0, local_rank = 0, local_size = 1;
+    PMPI_Comm_rank(comm, &rank);
+    if (PMPI_Comm_rank(node_comm, &local_rank) != MPI_SUCCESS ||
+        PMPI_Comm_size(node_comm, &local_size) != MPI_SUCCESS) {
+      failed = 1;
+    }
+    bool ok = true;
+    const bool lead = choose_leadership(Runtime::instance().settings().leaders, node_comm,
+                                        local_rank, local_size, &ok);
+    failed |= !ok;
+    // One Allgather: who leads (the transport addresses every node's leaders)
+    // and the staging size, which sets the rounds and so must be the same on
+    // every rank although the switch is node-local (the largest wins).
+    const std::uint64_t mine[2] = {lead ? 1u : 0u, stage_bytes};
+    std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(size_));
+    if (PMPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, comm) != MPI_SUCCESS) {
+      failed = 1;
+    }
+    std::vector<int> leads(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r) {
+      leads[r] = all[2 * r] != 0;
+      stage_bytes = std::max<std::size_t>(stage_bytes, all[2 * r + 1]);
+    }
+    const hier::NodeMap map(node_ids_, leads);
+
+    std::unique_ptr<shm::NodeStage> stage;
     const shm::Options opt = engine_options(comm, oversubscribed_);
     if (local_rank == 0) remove_stale_segments_once(opt.name_prefix);
     const std::size_t area = hier::HierAlltoall::area_bytes(size_, local_size, stage_bytes);
     MpiBootstrap boot(node_comm, local_rank, local_size);
-    const shm::Status st = shm::NodeStage::create(boot, opt, area, area, stage);
-    if (st != shm::Status::ok) {
+    if (const shm::Status st = shm::NodeStage::create(boot, opt, area, area, stage);
+        st != shm::Status::ok) {
       MLXA2A_LOG(Warn, "hierarchical staging set-up failed (%s)", shm::to_string(st));
       failed = 1;
     }
-  }
-  // The leaders' communicator: node leaders only, in team rank order, which
-  // is node order (a node's id is its lowest rank).
-  OwnedComm leaders;
-  if (PMPI_Comm_split(comm, local_rank == 0 ? 0 : MPI_UNDEFINED, rank, leaders.out()) !=
-      MPI_SUCCESS) {
-    failed = 1;
-  }
-  if (!failed) {
-    std::unique_ptr<hier::LeaderTransport> transport;
-    if (local_rank == 0) {
-      transport.reset(new (std::nothrow) MpiLeaderTransport(std::move(leaders), oversubscribed_));
-    }
-    const shm::Status st = hier::HierAlltoall::create(node_ids_, rank, stage_bytes,
-                                                      std::move(stage), std::move(transport), hier_);
-    if (st != shm::Status::ok) {
-      MLXA2A_LOG(Warn, "hierarchical engine set-up failed (%s)", shm::to_string(st));
+    // The leaders' communicator, ordered by node, then by leader index.
+    const int node = map.node_of(rank);
+    OwnedComm leaders;
+    if (PMPI_Comm_split(comm, lead ? 0 : MPI_UNDEFINED, map.ranks_before(node) + local_rank,
+                        leaders.out()) != MPI_SUCCESS) {
       failed = 1;
     }
+    if (!failed) {
+      std::vector<int> first_rank;
+      for (int m = 0, at = 0; m < map.nodes(); ++m) {
+        first_rank.push_back(at);
+        at += map.leader_count(m);
+      }
+      std::unique_ptr<hier::LeaderTransport> transport;
+      if (lead) {
+        transport = std::make_unique<MpiLeaderTransport>(std::move(leaders), std::move(first_rank),
+                                                         oversubscribed_);
+      }
+      const shm::Status st = hier::HierAlltoall::create(node_ids_, leads, rank, stage_bytes,
+                                                        std::move(stage), std::move(transport), hier_);
+      if (st != shm::Status::ok) {
+        MLXA2A_LOG(Warn, "hierarchical engine set-up failed (%s)", shm::to_string(st));
+        failed = 1;
+      }
+    }
+  } catch (...) {  // allocation only
+    failed = 1;
   }
   int any_failed = 1;
   if (PMPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) any_failed = 1;

@@ -1,11 +1,13 @@
 #include "core/mpi/topology.h"
 
+#include <hwloc.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 namespace mlxa2a::core::mpi {
 
@@ -43,7 +45,38 @@ int node_cores(MPI_Comm real_node) {
   return cores;
 }
 
+int read_cpu_domain(hwloc_obj_type_t type) {
+  hwloc_topology_t topo = nullptr;
+  if (hwloc_topology_init(&topo) != 0) return -1;
+  int domain = -1;
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  if (set && hwloc_topology_load(topo) == 0 &&
+      hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_PROCESS) == 0 &&
+      !hwloc_bitmap_isincluded(hwloc_topology_get_allowed_cpuset(topo), set)) {
+    for (int i = 0, n = hwloc_get_nbobjs_by_type(topo, type); i < n; ++i) {
+      const hwloc_obj_t o = hwloc_get_obj_by_type(topo, type, static_cast<unsigned>(i));
+      if (o && o->cpuset && hwloc_bitmap_isincluded(set, o->cpuset)) {
+        domain = static_cast<int>(o->logical_index);
+        break;
+      }
+    }
+  }
+  if (set) hwloc_bitmap_free(set);
+  hwloc_topology_destroy(topo);
+  return domain;
+}
+
 }  // namespace
+
+int cpu_domain(bool numa) {
+  static std::once_flag once[2];
+  static int domain[2] = {-1, -1};
+  const int k = numa ? 0 : 1;
+  std::call_once(once[k], [&] {
+    domain[k] = read_cpu_domain(numa ? HWLOC_OBJ_NUMANODE : HWLOC_OBJ_PACKAGE);
+  });
+  return domain[k];
+}
 
 OwnedComm& OwnedComm::operator=(OwnedComm&& o) noexcept {
   if (this != &o) {

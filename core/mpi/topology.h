@@ -50,4 +50,10 @@ struct NodeComm {
 
 [[nodiscard]] bool node_of_comm(MPI_Comm comm, const config::NodeLayout& layout, NodeComm* out);
 
+// The NUMA domain (numa = true) or processor package this process is bound
+// to, as hwloc's logical index; -1 when it is not bound within one (unbound,
+// bound across several, or hwloc failed). Local; the topology is read once
+// per process and kind.
+int cpu_domain(bool numa);
+
 }  // namespace mlxa2a::core::mpi

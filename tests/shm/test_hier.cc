@@ -27,6 +27,8 @@ using shm::test::ForkBootstrap;
 struct Mailbox {
   std::atomic<std::uint64_t> sent{0};
   std::atomic<std::uint64_t> taken{0};
+  int from_leader = -1;  // written before `sent`: which leader sent, and to
+  int to_leader = -1;    // which leader of the receiving node it is addressed
 };
 
 class Mailboxes {
@@ -65,8 +67,8 @@ class Mailboxes {
 // every leader's exchange fail (as an MPI error handler returning would).
 class FakeTransport final : public LeaderTransport {
  public:
-  FakeTransport(Mailboxes& boxes, int node, std::uint64_t fail_at)
-      : boxes_(boxes), node_(node), fail_at_(fail_at) {}
+  FakeTransport(Mailboxes& boxes, int node, int leader, std::uint64_t fail_at)
+      : boxes_(boxes), node_(node), leader_(leader), fail_at_(fail_at) {}
 
   Status exchange(std::span<const Message> messages) noexcept override {
     const std::uint64_t seq = ++calls_;
@@ -81,6 +83,8 @@ class FakeTransport final : public LeaderTransport {
         return Status::transport_failed;
       }
       std::memcpy(boxes_.data(node_, m.node), m.send, m.bytes);
+      b.from_leader = leader_;
+      b.to_leader = m.leader;
       b.sent.store(seq, std::memory_order_release);
     }
     for (const Message& m : messages) {
@@ -88,6 +92,8 @@ class FakeTransport final : public LeaderTransport {
       if (!wait([&] { return b.sent.load(std::memory_order_acquire) >= seq; })) {
         return Status::transport_failed;
       }
+      // Both ends must agree on who talks to whom (Plan::handled_by/partner).
+      if (b.from_leader != m.leader || b.to_leader != leader_) return Status::invalid_argument;
       std::memcpy(m.recv, boxes_.data(m.node, node_), m.bytes);
       b.taken.store(seq, std::memory_order_release);
     }
@@ -105,6 +111,7 @@ class FakeTransport final : public LeaderTransport {
   }
   Mailboxes& boxes_;
   int node_;
+  int leader_;
   std::uint64_t fail_at_;
   std::uint64_t calls_ = 0;
 };
@@ -112,14 +119,17 @@ class FakeTransport final : public LeaderTransport {
 struct Case {
   const char* name;
   std::vector<int> node_of;  // node id per rank
+  std::vector<int> leads = {};  // per rank, 1 = leads; empty: first rank of each node
 };
 
 constexpr std::size_t kStagePerRank = 4096;  // small: large sizes need rounds
 
-int run_rank(ForkBootstrap& boot, int rank, const std::vector<int>& node_of, Mailboxes& boxes,
-             int fail_node, std::uint64_t fail_at, int iterations) {
+int run_rank(ForkBootstrap& boot, int rank, const Case& c, Mailboxes& boxes, int fail_node,
+             std::uint64_t fail_at, int iterations) {
+  const std::vector<int>& node_of = c.node_of;
   const int n = static_cast<int>(node_of.size());
-  const NodeMap map(node_of);
+  const NodeMap map(node_of, c.leads);
+  const Plan plan(map, rank, kStagePerRank);
   const int node = map.node_of(rank);
   shm::Options opt;
   opt.oversubscribed = true;
@@ -128,11 +138,12 @@ int run_rank(ForkBootstrap& boot, int rank, const std::vector<int>& node_of, Mai
   std::unique_ptr<shm::NodeStage> stage;
   FT_CHECK_STATUS(shm::NodeStage::create(boot, opt, area, area, stage), Status::ok);
   std::unique_ptr<LeaderTransport> transport;
-  if (boot.local_rank() == 0) {
-    transport = std::make_unique<FakeTransport>(boxes, node, node == fail_node ? fail_at : 0);
+  if (plan.leader()) {
+    transport = std::make_unique<FakeTransport>(boxes, node, plan.leader_index(),
+                                                node == fail_node ? fail_at : 0);
   }
   std::unique_ptr<HierAlltoall> engine;
-  FT_CHECK_STATUS(HierAlltoall::create(node_of, rank, kStagePerRank, std::move(stage),
+  FT_CHECK_STATUS(HierAlltoall::create(node_of, c.leads, rank, kStagePerRank, std::move(stage),
                                        std::move(transport), engine),
                   Status::ok);
   FT_CHECK(engine->plan().local_rank() == boot.local_rank());
@@ -163,7 +174,7 @@ TEST_P(HierTest, MatchesAlltoallAcrossLayoutsSizesAndRounds) {
   std::vector<int> numbered(c.node_of.size());
   for (std::size_t r = 0; r < numbered.size(); ++r) numbered[r] = map.node_of(static_cast<int>(r));
   const auto res = shm::test::run_forked_nodes(numbered, [&](ForkBootstrap& boot, int rank) {
-    return run_rank(boot, rank, c.node_of, boxes, -1, 0, 28);
+    return run_rank(boot, rank, c, boxes, -1, 0, 28);
   });
   EXPECT_FALSE(res.hung);
   for (int code : res.exit_codes) EXPECT_EQ(code, 0);
@@ -171,20 +182,23 @@ TEST_P(HierTest, MatchesAlltoallAcrossLayoutsSizesAndRounds) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, HierTest,
-    ::testing::Values(Case{"blocks_of_2", {0, 0, 1, 1}}, Case{"round_robin", {0, 1, 0, 1, 0}},
-                      Case{"irregular", {7, 7, 7, 3, 5, 5}}, Case{"singles", {0, 1, 2}},
-                      Case{"scattered", {0, 1, 1, 0, 2, 1, 2}}, Case{"one_node", {4, 4, 4}}),
+    ::testing::Values(Case{"blocks_of_2", {0, 0, 1, 1}, {}}, Case{"round_robin", {0, 1, 0, 1, 0}, {}},
+                      Case{"irregular", {7, 7, 7, 3, 5, 5}, {}}, Case{"singles", {0, 1, 2}, {}},
+                      Case{"scattered", {0, 1, 1, 0, 2, 1, 2}, {}}, Case{"one_node", {4, 4, 4}, {}},
+                      // Several leaders per node share the remote nodes.
+                      Case{"two_leaders", {0, 0, 0, 1, 1, 1, 2, 2}, {1, 1, 0, 1, 0, 1, 1, 1}},
+                      Case{"three_leaders_rr", {0, 1, 2, 0, 1, 2, 0, 1}, {1, 1, 1, 1, 0, 1, 1, 1}}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // A leader whose exchange fails takes its node down with it, and the other
 // nodes' exchanges fail too (poisoned mailboxes): every rank ends the call
 // with an error and nobody hangs.
 TEST(HierFaults, TransportFailureEndsTheCallEverywhere) {
-  const std::vector<int> node_of = {0, 0, 1, 1, 1};
+  const Case c{"fault", {0, 0, 1, 1, 1}, {}};
   Mailboxes boxes(2, 1 << 20);
   ASSERT_TRUE(boxes.ok());
-  const auto res = shm::test::run_forked_nodes(node_of, [&](ForkBootstrap& boot, int rank) {
-    return run_rank(boot, rank, node_of, boxes, 1, 5, 28);
+  const auto res = shm::test::run_forked_nodes(c.node_of, [&](ForkBootstrap& boot, int rank) {
+    return run_rank(boot, rank, c, boxes, 1, 5, 28);
   });
   EXPECT_FALSE(res.hung);
   for (int code : res.exit_codes) EXPECT_EQ(code, 42);
@@ -223,6 +237,28 @@ TEST(HierPlan, ChunksAreEqualOnEveryRankAndLineSized) {
   EXPECT_EQ(p.message_bytes(0, 100), 4u * 3 * 100);
   EXPECT_TRUE(p.leader());
   EXPECT_FALSE(Plan(m, 5, 131072).leader());
+}
+
+TEST(HierPlan, LeadersSplitRemoteNodesAndAgreeOnPartners) {
+  // Node 0: ranks 0-3, leaders 0 and 2; node 1: rank 4; node 2: ranks 5-7, all lead.
+  const std::vector<int> ids = {0, 0, 0, 0, 1, 2, 2, 2};
+  const std::vector<int> leads = {0, 0, 1, 0, 0, 1, 1, 1};  // rank 0 leads anyway
+  const NodeMap m(ids, leads);
+  EXPECT_EQ(m.leaders(0), (std::vector<int>{0, 2}));
+  EXPECT_EQ(m.leaders(1), (std::vector<int>{0}));
+  EXPECT_EQ(m.leaders(2), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(Plan(m, 2, 4096).leader_index(), 1);
+  EXPECT_EQ(Plan(m, 3, 4096).leader_index(), -1);
+  // Every pair of nodes is served by exactly one leader on each side, and the
+  // two sides name each other.
+  for (int k = 0; k < m.nodes(); ++k) {
+    for (int mm = 0; mm < m.nodes(); ++mm) {
+      if (k == mm) continue;
+      const Plan pk(m, m.members(k)[0], 4096), pm(m, m.members(mm)[0], 4096);
+      EXPECT_EQ(pk.partner(mm), pm.handled_by(k)) << k << " " << mm;
+      EXPECT_EQ(pm.partner(k), pk.handled_by(mm)) << k << " " << mm;
+    }
+  }
 }
 
 }  // namespace

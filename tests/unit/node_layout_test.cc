@@ -1,4 +1,5 @@
 // MLXA2A_DEBUG_NODE_SIZE: parsing and the virtual node of each rank.
+#include "core/config/leaders.h"
 #include "core/config/node_layout.h"
 
 #include <gtest/gtest.h>
@@ -54,6 +55,39 @@ TEST(NodeLayout, RejectsBadText) {
                         "2000000", "1.5", "rr:2,3"}) {
     EXPECT_FALSE(NodeLayout::parse(t)) << t;
   }
+}
+
+}  // namespace
+}  // namespace mlxa2a::core::config
+
+namespace mlxa2a::core::config {
+namespace {
+
+TEST(LeaderPolicy, ParsesAndFormats) {
+  for (const char* text : {"node", "numa", "socket", "1", "3", "1024"}) {
+    const auto p = LeaderPolicy::parse(text);
+    ASSERT_TRUE(p) << text;
+    EXPECT_EQ(p->format(), text);
+  }
+  for (const char* bad : {"", "0", "-1", "1025", "2x", "NUMA", " node"}) {
+    EXPECT_FALSE(LeaderPolicy::parse(bad)) << bad;
+  }
+  EXPECT_TRUE(LeaderPolicy::parse("numa")->needs_domains());
+  EXPECT_FALSE(LeaderPolicy::parse("4")->needs_domains());
+}
+
+TEST(LeaderPolicy, ChoosesLeaders) {
+  const std::vector<int> none(6, -1);
+  EXPECT_EQ(choose_leaders(*LeaderPolicy::parse("node"), none), (std::vector<int>{0}));
+  EXPECT_EQ(choose_leaders(*LeaderPolicy::parse("2"), none), (std::vector<int>{0, 3}));
+  EXPECT_EQ(choose_leaders(*LeaderPolicy::parse("4"), none), (std::vector<int>{0, 1, 3, 4}));
+  EXPECT_EQ(choose_leaders(*LeaderPolicy::parse("9"), none),
+            (std::vector<int>{0, 1, 2, 3, 4, 5}));  // at most one per rank
+  // One per domain: its first rank; unbound ranks (-1) count as one domain.
+  const std::vector<int> domains = {1, 1, 0, -1, 0, 1};
+  EXPECT_EQ(choose_leaders(*LeaderPolicy::parse("numa"), domains), (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(choose_leaders(*LeaderPolicy::parse("socket"), none), (std::vector<int>{0}));
+  EXPECT_TRUE(choose_leaders(*LeaderPolicy::parse("node"), std::vector<int>{}).empty());
 }
 
 }  // namespace
