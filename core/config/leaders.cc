@@ -19,10 +19,14 @@ std::optional<LeaderPolicy> LeaderPolicy::parse(std::string_view text) {
 
 std::string LeaderPolicy::format() const {
   switch (kind) {
-    case Kind::Node: return "node";
-    case Kind::Numa: return "numa";
-    case Kind::Socket: return "socket";
-    case Kind::Count: return std::to_string(count);
+    case Kind::Node:
+      return "node";
+    case Kind::Numa:
+      return "numa";
+    case Kind::Socket:
+      return "socket";
+    case Kind::Count:
+      return std::to_string(count);
   }
   return "node";
 }
@@ -37,7 +41,8 @@ std::vector<int> choose_leaders(const LeaderPolicy& policy, std::span<const int>
       break;
     case LeaderPolicy::Kind::Count: {
       const int n = std::min(policy.count, size);
-      for (int j = 0; j < n; ++j) leaders.push_back(static_cast<int>(static_cast<long>(j) * size / n));
+      for (int j = 0; j < n; ++j)
+        leaders.push_back(static_cast<int>(static_cast<long>(j) * size / n));
       break;
     }
     case LeaderPolicy::Kind::Numa:

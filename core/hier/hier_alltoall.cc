@@ -51,8 +51,7 @@ std::size_t HierAlltoall::area_bytes(int team_size, int local_size,
 }
 
 shm::Status HierAlltoall::create(std::span<const int> node_ids, std::span<const int> leads,
-                                 int rank,
-                                 std::size_t stage_bytes_per_rank,
+                                 int rank, std::size_t stage_bytes_per_rank,
                                  std::unique_ptr<shm::NodeStage> stage,
                                  std::unique_ptr<LeaderTransport> transport,
                                  std::unique_ptr<HierAlltoall>& out) noexcept {

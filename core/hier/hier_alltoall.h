@@ -35,9 +35,8 @@ class HierAlltoall {
  public:
   // rank: this rank in the team; node_ids and leads as for NodeMap. The
   // transport may be null on ranks that do not lead.
-  [[nodiscard]] static shm::Status create(std::span<const int> node_ids,
-                                          std::span<const int> leads, int rank,
-                                          std::size_t stage_bytes_per_rank,
+  [[nodiscard]] static shm::Status create(std::span<const int> node_ids, std::span<const int> leads,
+                                          int rank, std::size_t stage_bytes_per_rank,
                                           std::unique_ptr<shm::NodeStage> stage,
                                           std::unique_ptr<LeaderTransport> transport,
                                           std::unique_ptr<HierAlltoall>& out) noexcept;

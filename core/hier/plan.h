@@ -31,7 +31,9 @@ class NodeMap {
   int index_in_node(int rank) const { return index_[static_cast<std::size_t>(rank)]; }
   int node_size(int node) const { return static_cast<int>(members_[node].size()); }
   int largest_node() const { return largest_; }
-  const std::vector<int>& members(int node) const { return members_[static_cast<std::size_t>(node)]; }
+  const std::vector<int>& members(int node) const {
+    return members_[static_cast<std::size_t>(node)];
+  }
   // Ranks on nodes numbered below `node` (where that node's section starts in
   // a staging area laid out by destination node).
   int ranks_before(int node) const { return before_[static_cast<std::size_t>(node)]; }
@@ -39,7 +41,9 @@ class NodeMap {
   // layouts give 1, round robin gives the node count); 0 when irregular.
   int member_step(int node) const { return step_[static_cast<std::size_t>(node)]; }
   // The node's leaders as indices in the node, ascending (leader j = entry j).
-  const std::vector<int>& leaders(int node) const { return leaders_[static_cast<std::size_t>(node)]; }
+  const std::vector<int>& leaders(int node) const {
+    return leaders_[static_cast<std::size_t>(node)];
+  }
   int leader_count(int node) const { return static_cast<int>(leaders(node).size()); }
 
  private:

@@ -23,11 +23,11 @@
 namespace mlxa2a::hier {
 
 struct Message {
-  int node;          // the remote node (NodeMap numbering)
-  int leader;        // which of its leaders (index in NodeMap::leaders(node))
-  const char* send;  // bytes to its leader
-  char* recv;        // bytes from its leader land here
-  std::size_t bytes; // both directions
+  int node;           // the remote node (NodeMap numbering)
+  int leader;         // which of its leaders (index in NodeMap::leaders(node))
+  const char* send;   // bytes to its leader
+  char* recv;         // bytes from its leader land here
+  std::size_t bytes;  // both directions
 };
 
 class LeaderTransport {

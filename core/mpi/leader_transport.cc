@@ -11,13 +11,15 @@ namespace mlxa2a::core::mpi {
 namespace {
 
 constexpr std::size_t kPiece = std::size_t{1} << 30;  // bytes per MPI message at most
-constexpr int kTag = 0x6d78;  // any tag: the communicator is private
+constexpr int kTag = 0x6d78;                          // any tag: the communicator is private
 
 }  // namespace
 
 MpiLeaderTransport::MpiLeaderTransport(OwnedComm leaders, std::vector<int> first_rank,
                                        bool oversubscribed)
-    : comm_(std::move(leaders)), first_rank_(std::move(first_rank)), oversubscribed_(oversubscribed) {
+    : comm_(std::move(leaders)),
+      first_rank_(std::move(first_rank)),
+      oversubscribed_(oversubscribed) {
   PMPI_Comm_set_errhandler(comm_.get(), MPI_ERRORS_RETURN);
 }
 

@@ -278,8 +278,9 @@ bool Team::setup_hier(MPI_Comm comm, MPI_Comm node_comm, std::size_t stage_bytes
         transport = std::make_unique<MpiLeaderTransport>(std::move(leaders), std::move(first_rank),
                                                          oversubscribed_);
       }
-      const shm::Status st = hier::HierAlltoall::create(node_ids_, leads, rank, stage_bytes,
-                                                        std::move(stage), std::move(transport), hier_);
+      const shm::Status st =
+          hier::HierAlltoall::create(node_ids_, leads, rank, stage_bytes, std::move(stage),
+                                     std::move(transport), hier_);
       if (st != shm::Status::ok) {
         MLXA2A_LOG(Warn, "hierarchical engine set-up failed (%s)", shm::to_string(st));
         failed = 1;
@@ -289,7 +290,9 @@ bool Team::setup_hier(MPI_Comm comm, MPI_Comm node_comm, std::size_t stage_bytes
     failed = 1;
   }
   int any_failed = 1;
-  if (PMPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) any_failed = 1;
+  if (PMPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) {
+    any_failed = 1;
+  }
   if (any_failed) hier_.reset();
   return !any_failed;
 }

@@ -47,7 +47,9 @@ class Mailboxes {
     if (mem_) munmap(mem_, bytes_);
   }
   bool ok() const { return mem_ != nullptr; }
-  Mailbox& box(int from, int to) { return *reinterpret_cast<Mailbox*>(box_mem(from * nodes_ + to)); }
+  Mailbox& box(int from, int to) {
+    return *reinterpret_cast<Mailbox*>(box_mem(from * nodes_ + to));
+  }
   char* data(int from, int to) { return box_mem(from * nodes_ + to) + sizeof(Mailbox); }
   std::size_t capacity() const { return capacity_; }
   std::atomic<std::uint32_t>& poison() { return *poison_; }
@@ -118,7 +120,7 @@ class FakeTransport final : public LeaderTransport {
 
 struct Case {
   const char* name;
-  std::vector<int> node_of;  // node id per rank
+  std::vector<int> node_of;     // node id per rank
   std::vector<int> leads = {};  // per rank, 1 = leads; empty: first rank of each node
 };
 
@@ -182,7 +184,8 @@ TEST_P(HierTest, MatchesAlltoallAcrossLayoutsSizesAndRounds) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, HierTest,
-    ::testing::Values(Case{"blocks_of_2", {0, 0, 1, 1}, {}}, Case{"round_robin", {0, 1, 0, 1, 0}, {}},
+    ::testing::Values(Case{"blocks_of_2", {0, 0, 1, 1}, {}},
+                      Case{"round_robin", {0, 1, 0, 1, 0}, {}},
                       Case{"irregular", {7, 7, 7, 3, 5, 5}, {}}, Case{"singles", {0, 1, 2}, {}},
                       Case{"scattered", {0, 1, 1, 0, 2, 1, 2}, {}}, Case{"one_node", {4, 4, 4}, {}},
                       // Several leaders per node share the remote nodes.
@@ -232,7 +235,7 @@ TEST(HierPlan, ChunksAreEqualOnEveryRankAndLineSized) {
   }
   EXPECT_EQ(Plan(m, 0, 1000).max_chunk(), 64u);  // 125 bytes per peer: one line
   EXPECT_EQ(Plan(m, 0, 8).max_chunk(), 64u);     // never below one line
-  const Plan p(m, 4, 131072);  // node 2 of 4 ranks, after 4 ranks
+  const Plan p(m, 4, 131072);                    // node 2 of 4 ranks, after 4 ranks
   EXPECT_EQ(p.section(2, 100), 4u * 100 * 4);
   EXPECT_EQ(p.message_bytes(0, 100), 4u * 3 * 100);
   EXPECT_TRUE(p.leader());
