@@ -24,30 +24,24 @@ MpiLeaderTransport::MpiLeaderTransport(OwnedComm leaders, std::vector<int> first
 }
 
 shm::Status MpiLeaderTransport::exchange(std::span<const hier::Message> messages) noexcept {
-  auto peer = [this](const hier::Message& m) {
-    return first_rank_[static_cast<std::size_t>(m.node)] + m.leader;
+  // Posts every message's receives (send = false) or sends, in pieces.
+  auto post = [&](bool send) {
+    for (const hier::Message& m : messages) {
+      const int peer = first_rank_[static_cast<std::size_t>(m.node)] + m.leader;
+      for (std::size_t at = 0; at < m.bytes; at += kPiece) {
+        const int len = static_cast<int>(m.bytes - at < kPiece ? m.bytes - at : kPiece);
+        MPI_Request& r = requests_.emplace_back(MPI_REQUEST_NULL);
+        const int rc = send ? PMPI_Isend(m.send + at, len, MPI_BYTE, peer, kTag, comm_.get(), &r)
+                            : PMPI_Irecv(m.recv + at, len, MPI_BYTE, peer, kTag, comm_.get(), &r);
+        if (rc != MPI_SUCCESS) return false;
+      }
+    }
+    return true;
   };
   try {
     requests_.clear();
     // Receives first, so that an eager message finds its buffer posted.
-    for (const hier::Message& m : messages) {
-      for (std::size_t at = 0; at < m.bytes; at += kPiece) {
-        const int len = static_cast<int>(m.bytes - at < kPiece ? m.bytes - at : kPiece);
-        MPI_Request& r = requests_.emplace_back(MPI_REQUEST_NULL);
-        if (PMPI_Irecv(m.recv + at, len, MPI_BYTE, peer(m), kTag, comm_.get(), &r) != MPI_SUCCESS) {
-          return shm::Status::transport_failed;
-        }
-      }
-    }
-    for (const hier::Message& m : messages) {
-      for (std::size_t at = 0; at < m.bytes; at += kPiece) {
-        const int len = static_cast<int>(m.bytes - at < kPiece ? m.bytes - at : kPiece);
-        MPI_Request& r = requests_.emplace_back(MPI_REQUEST_NULL);
-        if (PMPI_Isend(m.send + at, len, MPI_BYTE, peer(m), kTag, comm_.get(), &r) != MPI_SUCCESS) {
-          return shm::Status::transport_failed;
-        }
-      }
-    }
+    if (!post(false) || !post(true)) return shm::Status::transport_failed;
   } catch (...) {  // allocation of the request list
     return shm::Status::transport_failed;
   }
