@@ -63,7 +63,7 @@ class RegionIndex {
   // `access`, smallest populated level first. False if none.
   bool find(uintptr_t p, size_t len, unsigned access, IndexEntry* out) const;
 
-  // Writer side: calls visit(id) for every region that may overlap [start, end) (an id
+  // Writer side: calls visit(id) for every region that overlaps [start, end) (an id
   // may be visited twice). Returns false without visiting when that would take more
   // probes than `budget`; the caller then scans all regions instead.
   template <class Visit>
@@ -75,8 +75,11 @@ class RegionIndex {
   }
 
  private:
-  // Two slots per cache line. All zero: never used, ends a probe. A tombstone keeps
-  // kUsed (the chain goes on) and has end 0 (holds no request).
+  // Two slots per cache line. All zero: empty, ends a probe. No tombstones: erase
+  // shifts the rest of the chain back (linear probing's backward-shift deletion), so
+  // chains stay as short as the live keys make them and no rebuild is ever needed for
+  // deleted keys. A reader racing the shift may miss or tear an entry; the seqlock
+  // rejects whatever it read.
   struct alignas(32) Slot {
     std::atomic<uintptr_t> start{0};
     std::atomic<uintptr_t> end{0};
@@ -84,7 +87,6 @@ class RegionIndex {
     std::atomic<uint64_t> meta{0};  // access | id << 32 | flags below
   };
   static constexpr uint64_t kUsed = uint64_t{1} << 63;
-  static constexpr uint64_t kTomb = uint64_t{1} << 62;
   static constexpr uint64_t kSecond = uint64_t{1} << 61;  // entered under granule g0 + 1
   static constexpr uint64_t kOffsetIova = uint64_t{1} << 60;
   static constexpr uint64_t kIdMask = (uint64_t{1} << 20) - 1;
@@ -101,38 +103,29 @@ class RegionIndex {
     return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> t.shift);
   }
   static uint32_t id_of(uint64_t meta) { return static_cast<uint32_t>((meta >> 32) & kIdMask); }
-  // Writer side: the key a live slot was entered under.
-  static uint64_t key_of(const Slot& s);
-  // Writer side: calls fn(slot) for each live slot entered under `key`.
+  // Writer side: calls fn(index, meta) for each slot in the probe chain of `key`
+  // (entered under that key or any other whose chain runs through it) until fn
+  // returns true.
   template <class Fn>
-  static void for_key(const Table& t, uint64_t key, Fn&& fn);
+  static void for_chain(const Table& t, uint64_t key, Fn&& fn);
+  static uint64_t home_of(const Table& t, const Slot& s);  // hash of the slot's key
+  void erase_at(Table& t, size_t i);
   void put(Table& t, uintptr_t start, uintptr_t end, uint64_t keys, uint64_t meta);
   void grow_if_needed();
 
   std::atomic<Table*> table_;
   std::atomic<uint64_t> levels_{0};  // bit k set while level k has regions
   size_t per_level_[64] = {};
-  size_t live_ = 0;   // keys present
-  size_t used_ = 0;   // keys + tombstones in the current table
+  size_t live_ = 0;  // keys present
   std::vector<std::unique_ptr<Table>> tables_;  // current one last; older ones retired
 };
 
-inline uint64_t RegionIndex::key_of(const Slot& s) {
-  const uintptr_t start = s.start.load(std::memory_order_relaxed);
-  const uintptr_t end = s.end.load(std::memory_order_relaxed);
-  const unsigned k = level_of(end - start);
-  const bool second = (s.meta.load(std::memory_order_relaxed) & kSecond) != 0;
-  return key_of(k, (second ? end - 1 : start) >> k);
-}
-
 template <class Fn>
-void RegionIndex::for_key(const Table& t, uint64_t key, Fn&& fn) {
+void RegionIndex::for_chain(const Table& t, uint64_t key, Fn&& fn) {
   size_t i = hash(t, key);
   for (size_t n = 0; n <= t.mask; ++n, i = (i + 1) & t.mask) {
-    Slot& s = t.slots[i];  // VirtualArray: non-const elements (erase writes through fn)
-    const uint64_t meta = s.meta.load(std::memory_order_relaxed);
-    if (meta == 0) return;
-    if ((meta & kTomb) == 0 && key_of(s) == key) fn(s);
+    const uint64_t meta = t.slots[i].meta.load(std::memory_order_relaxed);
+    if (meta == 0 || fn(i, meta)) return;
   }
 }
 
@@ -183,7 +176,13 @@ bool RegionIndex::for_overlapping(uintptr_t start, uintptr_t end, size_t budget,
   for (uint64_t l = all; l != 0; l &= l - 1) {
     const unsigned k = static_cast<unsigned>(std::countr_zero(l));
     for (uintptr_t g = start >> k; g <= ((end - 1) >> k); ++g) {
-      for_key(*t, key_of(k, g), [&](const Slot& s) { visit(id_of(s.meta.load(std::memory_order_relaxed))); });
+      for_chain(*t, key_of(k, g), [&](size_t i, uint64_t meta) {
+        const Slot& s = t->slots[i];
+        if (s.start.load(std::memory_order_relaxed) < end && start < s.end.load(std::memory_order_relaxed)) {
+          visit(id_of(meta));
+        }
+        return false;
+      });
     }
   }
   return true;
