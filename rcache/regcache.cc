@@ -156,14 +156,16 @@ PinTable* RegCache::Impl::my_table_slow() {
   return t;
 }
 
+// The index hit: no lock, no call, few registers (the locked rest is out of line, so
+// this part needs no callee-saved spills). A thread's first get in this cache has no
+// pin table yet and goes the locked way.
 Ref RegCache::Impl::get(RegCache* owner, uintptr_t p, size_t len, unsigned access) {
-  PinTable* pins = my_table();
-  if (!sink_.pending()) {
+  if (tl_memo.uid == uid_ && !sink_.pending()) {
     const uint64_t s1 = seq_.load(std::memory_order_acquire);
     detail::IndexEntry e;
     // One index slot holds everything below: the only cache line read before the pin.
     if ((s1 & 1) == 0 && index_.find(p, len, access, &e)) {
-      PinTable::Counters& pin = pins->at(e.id);  // e.id < 2^20: masked by the index
+      PinTable::Counters& pin = tl_memo.pins[e.id];  // e.id < 2^20: masked by the index
       PinTable::bump(pin.taken);
       light_barrier();  // pin visible before we re-check seq_ (pairs with heavy_barrier)
       std::atomic_thread_fence(std::memory_order_acquire);
@@ -186,6 +188,11 @@ Ref RegCache::Impl::get(RegCache* owner, uintptr_t p, size_t len, unsigned acces
       PinTable::bump(pin.dropped);
     }
   }
+  return get_locked(owner, p, len, access);
+}
+
+Ref RegCache::Impl::get_locked(RegCache* owner, uintptr_t p, size_t len, unsigned access) {
+  PinTable* pins = my_table();
   std::lock_guard<std::mutex> lock(mu_);
   return slow_get(owner, pins, p, len, access);
 }

@@ -45,6 +45,7 @@ class RegCache::Impl {
   ~Impl();
 
   Ref get(RegCache* owner, uintptr_t p, size_t len, unsigned access);
+  [[gnu::noinline]] Ref get_locked(RegCache* owner, uintptr_t p, size_t len, unsigned access);
   // The pin is already dropped: deregister if the region died meanwhile.
   void release_checked(const Ref& ref) noexcept;
   // Drops the pin from this thread's table (not the taker's), then as above.
