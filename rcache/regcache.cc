@@ -157,10 +157,12 @@ PinTable* RegCache::Impl::my_table_slow() {
 }
 
 // The index hit: no lock, no call, few registers (the locked rest is out of line, so
-// this part needs no callee-saved spills). A thread's first get in this cache has no
-// pin table yet and goes the locked way.
+// this part needs no callee-saved spills).
 Ref RegCache::Impl::get(RegCache* owner, uintptr_t p, size_t len, unsigned access) {
-  if (tl_memo.uid == uid_ && !sink_.pending()) {
+  // A thread switching between caches points its memo at this one (its first get here
+  // creates its pin table), then hits without the lock like any other.
+  if (tl_memo.uid != uid_) (void)my_table_slow();
+  if (!sink_.pending()) {
     const uint64_t s1 = seq_.load(std::memory_order_acquire);
     detail::IndexEntry e;
     // One index slot holds everything below: the only cache line read before the pin.
