@@ -36,6 +36,10 @@ class PinTable {
     return static_cast<int32_t>(c.taken.load(std::memory_order_relaxed) -
                                 c.dropped.load(std::memory_order_relaxed));
   }
+  // Any thread: how often this table's owner took `id` (mod 2^32; CLOCK's signal).
+  [[nodiscard]] uint32_t taken(uint32_t id) const {
+    return counters_[id].taken.load(std::memory_order_relaxed);
+  }
 
  private:
   VirtualArray<Counters> counters_;

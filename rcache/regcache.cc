@@ -156,45 +156,45 @@ PinTable* RegCache::Impl::my_table_slow() {
   return t;
 }
 
+// The index hit: no lock, no call, few registers (the locked rest is out of line, so
+// this part needs no callee-saved spills).
 Ref RegCache::Impl::get(RegCache* owner, uintptr_t p, size_t len, unsigned access) {
-  PinTable* pins = my_table();
+  // A thread switching between caches points its memo at this one (its first get here
+  // creates its pin table), then hits without the lock like any other.
+  if (tl_memo.uid != uid_) (void)my_table_slow();
   if (!sink_.pending()) {
     const uint64_t s1 = seq_.load(std::memory_order_acquire);
-    uint32_t id = RegionIndex::kNoId;
-    if ((s1 & 1) == 0) {
-      id = index_.find(p, len, [&](uint32_t cand) {
-        const Region* r = region(cand);
-        // The pin counter's line is needed next if this is the one: fetch it while
-        // the region's line is on its way (a random hit over many regions misses both).
-        if (r != nullptr) __builtin_prefetch(&pins->at(cand), 1);
-        return r != nullptr && r->state.load(std::memory_order_relaxed) == kLive &&
-               r->start.load(std::memory_order_relaxed) <= p &&
-               p + len <= r->end.load(std::memory_order_relaxed) &&
-               (r->access.load(std::memory_order_relaxed) & access) == access;
-      });
-    }
-    if (id != RegionIndex::kNoId) {
-      PinTable::Counters& pin = pins->at(id);
+    detail::IndexEntry e;
+    // One index slot holds everything below: the only cache line read before the pin.
+    if ((s1 & 1) == 0 && index_.find(p, len, access, &e)) {
+      PinTable::Counters& pin = tl_memo.pins[e.id];  // e.id < 2^20: masked by the index
       PinTable::bump(pin.taken);
       light_barrier();  // pin visible before we re-check seq_ (pairs with heavy_barrier)
       std::atomic_thread_fence(std::memory_order_acquire);
       if (seq_.load(std::memory_order_relaxed) == s1) {
-        Ref ref = make_ref(owner, pins, id, p, len, s1);
-        Region* r = region(id);
+        // e was read whole before the re-check: it is the live region's. Pinned now, so
+        // its Region is stable (read only for an offset iova).
+        Region* r = region(e.id);
+        const uint64_t delta = e.offset_iova ? r->key.iova - e.start : 0;
         tl_memo.seq = s1;
-        tl_memo.start = r->start.load(std::memory_order_relaxed);
-        tl_memo.end = r->end.load(std::memory_order_relaxed);
-        tl_memo.access = r->access.load(std::memory_order_relaxed);
-        tl_memo.lkey = r->key.lkey;
-        tl_memo.rkey = r->key.rkey;
-        tl_memo.delta = r->key.iova - tl_memo.start;
+        tl_memo.start = e.start;
+        tl_memo.end = e.end;
+        tl_memo.access = e.access;
+        tl_memo.lkey = e.lkey;
+        tl_memo.rkey = e.rkey;
+        tl_memo.delta = delta;
         tl_memo.pin = &pin;
         tl_memo.region = r;
-        return ref;
+        return Ref(owner, r, &pin, s1, p, len, delta, e.lkey, e.rkey);
       }
       PinTable::bump(pin.dropped);
     }
   }
+  return get_locked(owner, p, len, access);
+}
+
+Ref RegCache::Impl::get_locked(RegCache* owner, uintptr_t p, size_t len, unsigned access) {
+  PinTable* pins = my_table();
   std::lock_guard<std::mutex> lock(mu_);
   return slow_get(owner, pins, p, len, access);
 }

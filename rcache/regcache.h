@@ -235,8 +235,7 @@ inline Ref RegCache::get(const void* addr, size_t len, unsigned access) {
     light_barrier();
     std::atomic_thread_fence(std::memory_order_acquire);
     if (seq_.load(std::memory_order_relaxed) == s1) {
-      // No CLOCK bit to set: the get that made this memo set it, and only the eviction
-      // hand clears it, inside a write section, which would have invalidated the memo.
+      // Nothing to do for CLOCK: the hand counts the `taken` bump above.
       // A prvalue: built directly in the caller's slot.
       return Ref(this, tl_memo.region, tl_memo.pin, s1, p, len, tl_memo.delta, tl_memo.lkey,
                  tl_memo.rkey);

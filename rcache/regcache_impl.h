@@ -21,14 +21,19 @@ enum RegionState : uint8_t {
               // deregistered when its last Ref goes
 };
 
-// Fields read by lock-free readers are atomics (relaxed loads: plain moves). `key` is
-// written only while the id is unreachable and read only by pin holders.
-struct alignas(64) Region {  // one cache line: a random hit touches one line here
+// The writer's record of a registration. Hits do not read it (the index slot carries
+// what they need); pin holders read `state`, `start`/`end` (diagnostics) and `key`
+// (offset iova only). Fields read by lock-free readers are atomics (relaxed loads:
+// plain moves). `key` is written only while the id is unreachable.
+struct alignas(64) Region {
   std::atomic<uintptr_t> start{0};
   std::atomic<uintptr_t> end{0};
   std::atomic<unsigned> access{0};
   std::atomic<uint8_t> state{kFree};
-  std::atomic<uint8_t> referenced{0};  // CLOCK bit, set on hits (store only if clear)
+  // CLOCK, writer only: the sum of the pin tables' `taken` counters when the hand last
+  // passed. A different sum means the region was taken since (any hit bumps `taken`),
+  // so no hit has to write anything shared for CLOCK's sake.
+  uint32_t clock = 0;
   MemoryKey key;
 };
 
@@ -40,6 +45,7 @@ class RegCache::Impl {
   ~Impl();
 
   Ref get(RegCache* owner, uintptr_t p, size_t len, unsigned access);
+  [[gnu::noinline]] Ref get_locked(RegCache* owner, uintptr_t p, size_t len, unsigned access);
   // The pin is already dropped: deregister if the region died meanwhile.
   void release_checked(const Ref& ref) noexcept;
   // Drops the pin from this thread's table (not the taker's), then as above.
@@ -82,6 +88,7 @@ class RegCache::Impl {
   uint32_t find_locked(uintptr_t p, size_t len, unsigned access) const;
   void sync_locked();
   int64_t pin_sum(uint32_t id) const;
+  uint32_t taken_sum(uint32_t id) const;
   void begin_write() { seq_.store(seq_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); std::atomic_thread_fence(std::memory_order_release); }
   void end_write() { seq_.store(seq_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
   // Takes live regions out of the index; deregisters the unreferenced ones now and the
@@ -118,9 +125,6 @@ class RegCache::Impl {
 inline Ref RegCache::Impl::make_ref(RegCache* owner, detail::PinTable* pins, uint32_t id, uintptr_t p,
                                     size_t len, uint64_t seq) {
   detail::Region* r = region(id);
-  if (r->referenced.load(std::memory_order_relaxed) == 0) {
-    r->referenced.store(1, std::memory_order_relaxed);
-  }
   const uintptr_t start = r->start.load(std::memory_order_relaxed);
   return Ref(owner, r, &pins->at(id), seq, p, len, r->key.iova - start, r->key.lkey, r->key.rkey);
 }

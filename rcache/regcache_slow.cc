@@ -37,6 +37,12 @@ int64_t RegCache::Impl::pin_sum(uint32_t id) const {
   return sum;
 }
 
+uint32_t RegCache::Impl::taken_sum(uint32_t id) const {
+  uint32_t sum = 0;
+  for (const auto& t : tables_) sum += t->taken(id);
+  return sum;
+}
+
 uint32_t RegCache::Impl::alloc_id() {
   if (!free_ids_.empty()) {
     const uint32_t id = free_ids_.back();
@@ -64,13 +70,8 @@ void RegCache::Impl::settle(uint32_t id) {
 }
 
 uint32_t RegCache::Impl::find_locked(uintptr_t p, size_t len, unsigned access) const {
-  return index_.find(p, len, [&](uint32_t cand) {
-    const Region* r = slot(cand);
-    return r != nullptr && r->state.load(std::memory_order_relaxed) == kLive &&
-           r->start.load(std::memory_order_relaxed) <= p &&
-           p + len <= r->end.load(std::memory_order_relaxed) &&
-           (r->access.load(std::memory_order_relaxed) & access) == access;
-  });
+  detail::IndexEntry e;
+  return index_.find(p, len, access, &e) ? e.id : RegionIndex::kNoId;  // only live regions
 }
 
 void RegCache::Impl::collect_overlapping(uintptr_t start, uintptr_t end,
@@ -160,8 +161,8 @@ void RegCache::Impl::sync_locked() {
   }
 }
 
-// CLOCK over region ids: a hit sets `referenced`; the hand clears it once and evicts
-// on the next pass. Referenced-by-a-Ref regions are skipped. Evicts a little more than
+// CLOCK over region ids: a region taken since the hand last passed (its `taken` sum
+// moved) gets a second chance; otherwise it is evicted. Referenced-by-a-Ref regions are skipped. Evicts a little more than
 // needed so the membarrier is paid once per batch, not once per miss.
 void RegCache::Impl::evict_locked(size_t need_bytes) {
   const size_t slack = max_regions_ / 64;
@@ -175,8 +176,9 @@ void RegCache::Impl::evict_locked(size_t need_bytes) {
     const uint32_t id = static_cast<uint32_t>(hand_++ % high_water_);
     Region* r = slot(id);
     if (r->state.load(std::memory_order_relaxed) != kLive) continue;
-    if (r->referenced.load(std::memory_order_relaxed) != 0) {
-      r->referenced.store(0, std::memory_order_relaxed);
+    const uint32_t taken = taken_sum(id);
+    if (taken != r->clock) {
+      r->clock = taken;
       continue;
     }
     if (pin_sum(id) != 0) continue;
@@ -250,7 +252,7 @@ Ref RegCache::Impl::slow_get(RegCache* owner, PinTable* pins, uintptr_t p, size_
   r->start.store(ms, std::memory_order_relaxed);
   r->end.store(me, std::memory_order_relaxed);
   r->access.store(macc, std::memory_order_relaxed);
-  r->referenced.store(1, std::memory_order_relaxed);
+  r->clock = taken_sum(id);  // before the bump below: the first pass spares it
   r->key = key;
   stats_.merges += merged.size();
   drop_locked(merged);
@@ -258,7 +260,7 @@ Ref RegCache::Impl::slow_get(RegCache* owner, PinTable* pins, uintptr_t p, size_
   PinTable::bump(pins->at(id).taken);
   if (cache_it) {
     begin_write();
-    index_.insert(ms, me, id);
+    index_.insert({ms, me, macc, id, key.lkey, key.rkey, key.iova != ms});
     r->state.store(kLive, std::memory_order_relaxed);
     ++regions_;
     bytes_ += me - ms;

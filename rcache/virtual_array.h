@@ -3,8 +3,9 @@
 // Why: the hit path must not chase chunk pointers, and random lookups over 100k
 // regions are dominated by cache and TLB misses. One reservation per array gives O(1)
 // indexing with no indirection and never moves (lock-free readers stay valid), and
-// MADV_HUGEPAGE lets the kernel back large arrays with 2 MiB pages. Untouched pages
-// cost nothing and read as zero.
+// MADV_HUGEPAGE lets the kernel back large arrays with 2 MiB pages (measured: without
+// it, misses that grow the cache to 1M regions cost ~5x more, page faults). Untouched
+// pages cost nothing and read as zero.
 #pragma once
 
 #include <sys/mman.h>
