@@ -178,6 +178,7 @@ void Runtime::before_finalize() {
   std::lock_guard lock(mutex_);
   if (state() == State::Finalised) return;
   state_.store(State::Finalised, std::memory_order_release);
+  release_split_origins();
   // The comm keyval's delete callbacks still run for communicators MPI frees
   // during finalize; freeing the keyval only marks it for deletion.
   if (comm_keyval_ != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&comm_keyval_);
