@@ -84,22 +84,35 @@ namespace {
 // lookup costs ~35 ns in Open MPI 4.1 — more than the whole fall-through budget.
 // A handle value can only be reused after MPI_Comm_free, and freeing any
 // communicator that carries our state runs comm_state_delete, which bumps the
-// epoch; so a memo whose epoch is current cannot name a recycled handle. It
-// only ever holds states whose team is no longer pending.
+// epoch when the state was ever memoised (a split child that is freed unused
+// leaves the parent's memo valid); so a memo whose epoch is current cannot
+// name a recycled handle. It only ever holds states whose team is no longer
+// pending.
 std::atomic<std::uint64_t> g_epoch{0};
 
+// Constant-initialised (constinit): Open MPI's MPI_COMM_NULL is a cast address,
+// not a constant expression, and a dynamically initialised thread_local costs
+// a __tls_get_addr call for its guard on every lookup. The initial epoch can
+// never match, so comm's initial value does not matter.
 struct Memo {
-  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm comm{};
   CommState* state = nullptr;
   std::uint64_t epoch = ~std::uint64_t{0};
 };
-thread_local Memo t_memo __attribute__((tls_model("initial-exec")));
+constinit thread_local Memo t_memo __attribute__((tls_model("initial-exec")));
+
+CommState* memoise(MPI_Comm comm, CommState* state, std::uint64_t epoch) {
+  state->memoized = true;
+  t_memo = Memo{comm, state, epoch};
+  return state;
+}
 
 }  // namespace
 
 int comm_state_delete(MPI_Comm, int, void* attr, void*) {
-  g_epoch.fetch_add(1, std::memory_order_acq_rel);
-  delete static_cast<CommState*>(attr);
+  auto* state = static_cast<CommState*>(attr);
+  if (state->memoized) g_epoch.fetch_add(1, std::memory_order_acq_rel);
+  delete state;
   return MPI_SUCCESS;
 }
 
@@ -168,8 +181,7 @@ CommState* comm_state(MPI_Comm comm, int keyval) {
   if (!attached(comm, keyval, &state)) return nullptr;
   if (state) {
     if (state->pending) finish_derivation(*state, comm);
-    t_memo = Memo{comm, state, epoch};
-    return state;
+    return memoise(comm, state, epoch);
   }
   state = new (std::nothrow) CommState;
   if (!state) return nullptr;
@@ -193,8 +205,7 @@ CommState* comm_state(MPI_Comm comm, int keyval) {
     delete state;
     return nullptr;
   }
-  t_memo = Memo{comm, state, epoch};
-  return state;
+  return memoise(comm, state, epoch);
 }
 
 }  // namespace mlxa2a::core::mpi

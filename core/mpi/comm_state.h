@@ -30,6 +30,9 @@ struct CommState {
   // Attached by MPI_Comm_split: the team is still to be derived from origin,
   // which comm_state() does (locally) before it returns the state.
   bool pending = false;
+  // Some thread's memo has held this state (comm_state.cc): freeing it must
+  // then invalidate every memo. Set and read by calls on this communicator.
+  bool memoized = false;
   std::unique_ptr<Team> team;  // intracommunicators; owns the shm engine
   // Where this communicator's team and its children's teams derive from:
   // shared with the ancestor's state and its other descendants, which may
