@@ -10,7 +10,8 @@
 
 namespace mlxa2a::core::mpi {
 
-// Immutable once made, apart from release(). Every live origin is linked into
+// Immutable once made, except that release_all() frees the group at the start
+// of MPI_Finalize (nothing derives after that). Every live origin is linked into
 // one process-wide list (not keyed by any handle), so that MPI_Finalize can
 // free their groups while MPI calls are still allowed.
 class SplitOrigin {
@@ -44,8 +45,13 @@ std::mutex SplitOrigin::mutex_;
 SplitOrigin* SplitOrigin::head_ = nullptr;
 
 std::shared_ptr<const SplitOrigin> SplitOrigin::make(MPI_Comm comm, const Team& team) noexcept {
-  std::shared_ptr<SplitOrigin> o(new (std::nothrow) SplitOrigin);
-  if (!o || !team.split_origin(&o->map_)) return nullptr;
+  std::shared_ptr<SplitOrigin> o;
+  try {
+    o.reset(new SplitOrigin);  // the control block may throw too
+  } catch (...) {
+    return nullptr;
+  }
+  if (!team.split_origin(&o->map_)) return nullptr;
   MPI_Group group = MPI_GROUP_NULL;
   if (PMPI_Comm_group(comm, &group) != MPI_SUCCESS) return nullptr;
   std::lock_guard lock(mutex_);
