@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <new>
 
 #include "core/log.h"
@@ -9,27 +10,115 @@
 
 namespace mlxa2a::core::mpi {
 
+// Immutable once made, except that release_all() frees the group at the start
+// of MPI_Finalize (nothing derives after that). Every live origin is linked into
+// one process-wide list (not keyed by any handle), so that MPI_Finalize can
+// free their groups while MPI calls are still allowed.
+class SplitOrigin {
+ public:
+  // nullptr when team's node map is not usable, or on an MPI or allocation
+  // failure.
+  static std::shared_ptr<const SplitOrigin> make(MPI_Comm comm, const Team& team) noexcept;
+  ~SplitOrigin();
+  SplitOrigin(const SplitOrigin&) = delete;
+  SplitOrigin& operator=(const SplitOrigin&) = delete;
+
+  const Team::Origin& map() const { return map_; }
+  MPI_Group group() const { return group_; }
+  static void release_all() noexcept;
+
+ private:
+  SplitOrigin() = default;
+  void free_group() noexcept;
+
+  Team::Origin map_;
+  MPI_Group group_ = MPI_GROUP_NULL;
+  bool linked_ = false;  // set once by make(), before the origin is shared
+  SplitOrigin* prev_ = nullptr;
+  SplitOrigin* next_ = nullptr;
+
+  static std::mutex mutex_;
+  static SplitOrigin* head_;  // guarded by mutex_
+};
+
+std::mutex SplitOrigin::mutex_;
+SplitOrigin* SplitOrigin::head_ = nullptr;
+
+std::shared_ptr<const SplitOrigin> SplitOrigin::make(MPI_Comm comm, const Team& team) noexcept {
+  std::shared_ptr<SplitOrigin> o;
+  try {
+    o.reset(new SplitOrigin);  // the control block may throw too
+  } catch (...) {
+    return nullptr;
+  }
+  if (!team.split_origin(&o->map_)) return nullptr;
+  MPI_Group group = MPI_GROUP_NULL;
+  if (PMPI_Comm_group(comm, &group) != MPI_SUCCESS) return nullptr;
+  std::lock_guard lock(mutex_);
+  o->group_ = group;
+  o->linked_ = true;
+  o->next_ = head_;
+  if (head_) head_->prev_ = o.get();
+  head_ = o.get();
+  return o;
+}
+
+void SplitOrigin::free_group() noexcept {
+  if (group_ != MPI_GROUP_NULL) PMPI_Group_free(&group_);
+  group_ = MPI_GROUP_NULL;
+}
+
+SplitOrigin::~SplitOrigin() {
+  if (!linked_) return;
+  std::lock_guard lock(mutex_);
+  if (prev_) prev_->next_ = next_;
+  else head_ = next_;
+  if (next_) next_->prev_ = prev_;
+  free_group();
+}
+
+void SplitOrigin::release_all() noexcept {
+  std::lock_guard lock(mutex_);
+  for (SplitOrigin* o = head_; o; o = o->next_) o->free_group();
+}
+
+void release_split_origins() noexcept { SplitOrigin::release_all(); }
+
 namespace {
 
 // A per-thread memo of the last communicator looked up, because an attribute
 // lookup costs ~35 ns in Open MPI 4.1 — more than the whole fall-through budget.
 // A handle value can only be reused after MPI_Comm_free, and freeing any
 // communicator that carries our state runs comm_state_delete, which bumps the
-// epoch; so a memo whose epoch is current cannot name a recycled handle.
+// epoch when the state was ever memoised (a split child that is freed unused
+// leaves the parent's memo valid); so a memo whose epoch is current cannot
+// name a recycled handle. It only ever holds states whose team is no longer
+// pending.
 std::atomic<std::uint64_t> g_epoch{0};
 
+// Constant-initialised (constinit): Open MPI's MPI_COMM_NULL is a cast address,
+// not a constant expression, and a dynamically initialised thread_local costs
+// a __tls_get_addr call for its guard on every lookup. The initial epoch can
+// never match, so comm's initial value does not matter.
 struct Memo {
-  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm comm{};
   CommState* state = nullptr;
   std::uint64_t epoch = ~std::uint64_t{0};
 };
-thread_local Memo t_memo __attribute__((tls_model("initial-exec")));
+constinit thread_local Memo t_memo __attribute__((tls_model("initial-exec")));
+
+CommState* memoise(MPI_Comm comm, CommState* state, std::uint64_t epoch) {
+  state->memoized = true;
+  t_memo = Memo{comm, state, epoch};
+  return state;
+}
 
 }  // namespace
 
 int comm_state_delete(MPI_Comm, int, void* attr, void*) {
-  g_epoch.fetch_add(1, std::memory_order_acq_rel);
-  delete static_cast<CommState*>(attr);
+  auto* state = static_cast<CommState*>(attr);
+  if (state->memoized) g_epoch.fetch_add(1, std::memory_order_acq_rel);
+  delete state;
   return MPI_SUCCESS;
 }
 
@@ -38,44 +127,73 @@ namespace {
 void trace_team(const CommState& st, const char* how) {
   if (Runtime::instance().settings().coll_trace != config::CollTrace::Debug) return;
   const shm::NodeAlltoall* engine = st.team->node_alltoall();
-  log::trace("team id=%llu np=%d nodes=%d shm=%d oversubscribed=%d cma=%d %s",
+  // leaders: of this rank's node when the hierarchical engine is built (a
+  // derived team builds it at its first call that selects it).
+  const hier::HierAlltoall* h = st.team->hier_alltoall();
+  log::trace("team id=%llu np=%d nodes=%d shm=%d hier=%d leaders=%d oversubscribed=%d cma=%d %s",
              static_cast<unsigned long long>(st.id), st.team->size(), st.caps.nodes, st.caps.shm,
+             st.caps.hier, h ? h->plan().map().leader_count(h->plan().node()) : 0,
              st.team->oversubscribed(), engine && engine->cma_enabled(), how);
+}
+
+// The state attached to comm (nullptr if none) in *out; false on an MPI error.
+bool attached(MPI_Comm comm, int keyval, CommState** out) {
+  void* attr = nullptr;
+  int found = 0;
+  if (PMPI_Comm_get_attr(comm, keyval, &attr, &found) != MPI_SUCCESS) return false;
+  *out = found ? static_cast<CommState*>(attr) : nullptr;
+  return true;
+}
+
+// The pending team of a state attached by derive_comm_state(). Local. Every
+// rank of comm has a pending state (the parent's origin existed on all its
+// ranks or on none), so all derive alike; only a rank-local failure (memory,
+// an MPI error) leaves one rank without a team.
+void finish_derivation(CommState& st, MPI_Comm comm) {
+  st.pending = false;
+  st.id = Runtime::instance().next_comm_id();
+  st.team = Team::derive(st.origin->map(), st.origin->group(), comm);
+  if (!st.team) {
+    MLXA2A_LOG(Error, "cannot derive the team of a split communicator; it uses PMPI");
+    st.origin.reset();
+    return;
+  }
+  st.caps = st.team->caps();
+  trace_team(st, "derived");
 }
 
 }  // namespace
 
 void derive_comm_state(MPI_Comm parent, MPI_Comm child, int keyval) {
-  void* attr = nullptr;
-  int found = 0;
-  if (PMPI_Comm_get_attr(parent, keyval, &attr, &found) != MPI_SUCCESS || !found) return;
-  const auto* ps = static_cast<const CommState*>(attr);
-  if (ps->inter || !ps->team) return;
-  std::unique_ptr<Team> team = Team::derive(*ps->team, parent, child);
-  if (!team) return;
-  auto* state = new (std::nothrow) CommState;
-  if (!state) return;
-  state->id = Runtime::instance().next_comm_id();
-  state->caps = team->caps();
-  state->team = std::move(team);
-  if (PMPI_Comm_set_attr(child, keyval, state) != MPI_SUCCESS) {
-    delete state;
+  CommState* ps = nullptr;
+  if (t_memo.comm == parent && t_memo.epoch == g_epoch.load(std::memory_order_acquire)) {
+    ps = t_memo.state;
+  } else if (!attached(parent, keyval, &ps)) {
     return;
   }
-  trace_team(*state, "derived");
+  if (!ps || ps->inter) return;
+  if (!ps->origin) {
+    if (!ps->team) return;
+    ps->origin = SplitOrigin::make(parent, *ps->team);
+    if (!ps->origin) return;
+  }
+  auto* state = new (std::nothrow) CommState;
+  if (!state) return;
+  state->pending = true;
+  state->origin = ps->origin;
+  if (PMPI_Comm_set_attr(child, keyval, state) != MPI_SUCCESS) delete state;
 }
 
 CommState* comm_state(MPI_Comm comm, int keyval) {
   const std::uint64_t epoch = g_epoch.load(std::memory_order_acquire);
   if (t_memo.comm == comm && t_memo.epoch == epoch) return t_memo.state;
-  void* attr = nullptr;
-  int found = 0;
-  if (PMPI_Comm_get_attr(comm, keyval, &attr, &found) != MPI_SUCCESS) return nullptr;
-  if (found) {
-    t_memo = Memo{comm, static_cast<CommState*>(attr), epoch};
-    return t_memo.state;
+  CommState* state = nullptr;
+  if (!attached(comm, keyval, &state)) return nullptr;
+  if (state) {
+    if (state->pending) finish_derivation(*state, comm);
+    return memoise(comm, state, epoch);
   }
-  auto* state = new (std::nothrow) CommState;
+  state = new (std::nothrow) CommState;
   if (!state) return nullptr;
   state->id = Runtime::instance().next_comm_id();
   int inter = 0;
@@ -97,8 +215,7 @@ CommState* comm_state(MPI_Comm comm, int keyval) {
     delete state;
     return nullptr;
   }
-  t_memo = Memo{comm, state, epoch};
-  return state;
+  return memoise(comm, state, epoch);
 }
 
 }  // namespace mlxa2a::core::mpi

@@ -18,12 +18,27 @@
 
 namespace mlxa2a::core::mpi {
 
+// An ancestor's group and a copy of its team's node map, from which the teams
+// of communicators split from it (directly or not) are derived (comm_state.cc).
+class SplitOrigin;
+
 struct CommState {
   std::uint64_t id = 0;     // per-process sequence number, for traces
   std::uint64_t calls = 0;  // alltoall calls seen on this communicator
   Capabilities caps;        // agreed by all ranks of the communicator
   bool inter = false;       // an intercommunicator: always PMPI
+  // Attached by MPI_Comm_split: the team is still to be derived from origin,
+  // which comm_state() does (locally) before it returns the state.
+  bool pending = false;
+  // Some thread's memo has held this state (comm_state.cc): freeing it must
+  // then invalidate every memo. Set and read by calls on this communicator.
+  bool memoized = false;
   std::unique_ptr<Team> team;  // intracommunicators; owns the shm engine
+  // Where this communicator's team and its children's teams derive from:
+  // shared with the ancestor's state and its other descendants, which may
+  // outlive it. Made from this communicator's own team at its first split
+  // when it has none.
+  std::shared_ptr<const SplitOrigin> origin;
 };
 
 // MPI delete callback for the comm keyval.
@@ -35,9 +50,18 @@ int comm_state_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
 CommState* comm_state(MPI_Comm comm, int keyval);
 
 // After MPI_Comm_split returned child (not MPI_COMM_NULL): if parent already has
-// a team, attaches to child a state whose team is derived from it (no
-// communication; see Team::derive). Otherwise does nothing and the child's
-// state is built at its first alltoall. Local; never fails visibly.
+// a state with a team (or a pending one), attaches to child a pending state
+// that shares parent's origin; its team is derived at the child's first
+// alltoall (no communication; see Team::derive). The first split of a
+// communicator whose team was built by Team::create takes its group once
+// (PMPI_Comm_group). Otherwise does nothing and the child's state is built at
+// its first alltoall. Local; never fails visibly.
 void derive_comm_state(MPI_Comm parent, MPI_Comm child, int keyval);
+
+// Frees the MPI groups that split origins hold. From Runtime::before_finalize,
+// while MPI calls are still allowed: communicators' delete callbacks that run
+// later in MPI_Finalize then drop their origins without any MPI call. Nothing
+// derives a team after it (no engine runs once finalize began).
+void release_split_origins() noexcept;
 
 }  // namespace mlxa2a::core::mpi

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "core/mpi/runtime.h"
 #include "core/shm/wait.h"
 
 namespace mlxa2a::core::mpi {
@@ -21,6 +22,10 @@ MpiLeaderTransport::MpiLeaderTransport(OwnedComm leaders, std::vector<int> first
       first_rank_(std::move(first_rank)),
       oversubscribed_(oversubscribed) {
   PMPI_Comm_set_errhandler(comm_.get(), MPI_ERRORS_RETURN);
+}
+
+MpiLeaderTransport::~MpiLeaderTransport() {
+  if (Runtime::instance().state() == State::Finalised) comm_.abandon();
 }
 
 shm::Status MpiLeaderTransport::exchange(std::span<const hier::Message> messages) noexcept {

@@ -10,7 +10,9 @@
 //   completion, yielding the core between tests when the node is
 //   oversubscribed. Errors come back as codes (MPI_ERRORS_RETURN on the
 //   private communicator) and end the call with Status::transport_failed.
-// * Destruction frees the communicator (local in the MPIs we support).
+// * Destruction frees the communicator (local in the MPIs we support), except
+//   inside MPI_Finalize (a communicator the application never freed), where
+//   MPI frees it itself.
 #pragma once
 
 #include <mpi.h>
@@ -25,6 +27,9 @@ namespace mlxa2a::core::mpi {
 class MpiLeaderTransport final : public hier::LeaderTransport {
  public:
   MpiLeaderTransport(OwnedComm leaders, std::vector<int> first_rank, bool oversubscribed);
+  ~MpiLeaderTransport() override;
+  MpiLeaderTransport(const MpiLeaderTransport&) = delete;
+  MpiLeaderTransport& operator=(const MpiLeaderTransport&) = delete;
   shm::Status exchange(std::span<const hier::Message> messages) noexcept override;
 
  private:

@@ -177,7 +177,18 @@ State Runtime::lazy_init() {
 void Runtime::before_finalize() {
   std::lock_guard lock(mutex_);
   if (state() == State::Finalised) return;
+  // MPI_COMM_WORLD's state goes now, while every MPI call is still allowed
+  // (its team may own a leaders' communicator to free); MPI would delete it
+  // later inside MPI_Finalize.
+  if (comm_keyval_ != MPI_KEYVAL_INVALID) {
+    void* attr = nullptr;
+    int found = 0;  // deleting an absent attribute is an error in Open MPI
+    if (PMPI_Comm_get_attr(MPI_COMM_WORLD, comm_keyval_, &attr, &found) == MPI_SUCCESS && found) {
+      PMPI_Comm_delete_attr(MPI_COMM_WORLD, comm_keyval_);
+    }
+  }
   state_.store(State::Finalised, std::memory_order_release);
+  release_split_origins();
   // The comm keyval's delete callbacks still run for communicators MPI frees
   // during finalize; freeing the keyval only marks it for deletion.
   if (comm_keyval_ != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&comm_keyval_);

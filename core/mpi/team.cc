@@ -297,9 +297,20 @@ bool Team::setup_hier(MPI_Comm comm, MPI_Comm node_comm, std::size_t stage_bytes
   return !any_failed;
 }
 
-std::unique_ptr<Team> Team::derive(const Team& parent, MPI_Comm parent_comm,
+bool Team::split_origin(Origin* out) const noexcept {
+  if (node_ids_.empty()) return false;
+  try {
+    out->node_ids = node_ids_;
+  } catch (...) {
+    return false;
+  }
+  out->oversubscribed = oversubscribed_;
+  return true;
+}
+
+std::unique_ptr<Team> Team::derive(const Origin& parent, MPI_Group parent_group,
                                    MPI_Comm child) noexcept {
-  if (parent.node_ids_.empty()) return nullptr;
+  if (parent.node_ids.empty()) return nullptr;
   std::unique_ptr<Team> team(new (std::nothrow) Team);
   if (!team) return nullptr;
   PMPI_Comm_size(child, &team->size_);
@@ -307,28 +318,26 @@ std::unique_ptr<Team> Team::derive(const Team& parent, MPI_Comm parent_comm,
     std::vector<int> ranks(static_cast<std::size_t>(team->size_));
     std::vector<int> in_parent(ranks.size(), MPI_UNDEFINED);
     for (int r = 0; r < team->size_; ++r) ranks[r] = r;
-    MPI_Group pg = MPI_GROUP_NULL, cg = MPI_GROUP_NULL;
-    if (PMPI_Comm_group(parent_comm, &pg) == MPI_SUCCESS &&
-        PMPI_Comm_group(child, &cg) == MPI_SUCCESS) {
-      PMPI_Group_translate_ranks(cg, team->size_, ranks.data(), pg, in_parent.data());
+    MPI_Group cg = MPI_GROUP_NULL;
+    if (PMPI_Comm_group(child, &cg) == MPI_SUCCESS) {
+      PMPI_Group_translate_ranks(cg, team->size_, ranks.data(), parent_group, in_parent.data());
     }
-    if (pg != MPI_GROUP_NULL) PMPI_Group_free(&pg);
     if (cg != MPI_GROUP_NULL) PMPI_Group_free(&cg);
     // Child node ids follow create()'s convention (a node's id is its lowest
     // child rank), so count_nodes() works on both.
-    std::vector<int> first_child(parent.node_ids_.size(), -1);
+    std::vector<int> first_child(parent.node_ids.size(), -1);
     team->node_ids_.resize(ranks.size());
     for (int r = 0; r < team->size_; ++r) {
       const int p = in_parent[r];
-      if (p < 0 || p >= static_cast<int>(parent.node_ids_.size())) return nullptr;
-      int& first = first_child[static_cast<std::size_t>(parent.node_ids_[p])];
+      if (p < 0 || p >= static_cast<int>(parent.node_ids.size())) return nullptr;
+      int& first = first_child[static_cast<std::size_t>(parent.node_ids[p])];
       if (first < 0) first = r;
       team->node_ids_[r] = first;
     }
   } catch (...) {
     return nullptr;
   }
-  team->oversubscribed_ = parent.oversubscribed_;
+  team->oversubscribed_ = parent.oversubscribed;
   team->caps_.nodes = count_nodes(team->node_ids_);
   team->caps_.shm = team->caps_.nodes == 1;
   // Tentative until complete_setup() has built the engine and agreed on it.

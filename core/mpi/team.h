@@ -15,8 +15,11 @@
 //   communicator used for set-up is freed before it returns. A communicator
 //   of one rank makes no MPI call at all.
 // * Team::derive() builds the team of a communicator made by MPI_Comm_split
-//   from its parent's team without communication (PMPI_Group_translate_ranks):
-//   node map, node count and caps follow from the parent's map. A single-node
+//   from an ancestor's Origin (a copy of its node map, taken once with
+//   split_origin()) and the ancestor's group, without communication
+//   (PMPI_Group_translate_ranks): node map, node count and caps follow from
+//   the ancestor's map. Any ancestor gives the same team: a split only
+//   restricts the node partition. A single-node
 //   child still needs its shared-memory segment: complete_setup() creates it,
 //   collectively over the child communicator itself (which then *is* the node
 //   communicator), at the child's first call that selects shm. A multi-node
@@ -47,9 +50,17 @@ namespace mlxa2a::core::mpi {
 class Team {
  public:
   static std::unique_ptr<Team> create(MPI_Comm comm, const config::Settings& settings) noexcept;
-  // nullptr when the parent's node map is not usable (its set-up failed) or on
-  // an MPI error; the child then builds its team lazily with create().
-  static std::unique_ptr<Team> derive(const Team& parent, MPI_Comm parent_comm,
+  // What derive() needs of an ancestor's team; a copy, so it may outlive it.
+  struct Origin {
+    std::vector<int> node_ids;  // per ancestor rank: its node's first rank
+    bool oversubscribed = false;
+  };
+  // false when this team's node map is not usable (its set-up failed) or the
+  // copy could not be allocated.
+  bool split_origin(Origin* out) const noexcept;
+  // child must be a subset of the group of the communicator that origin came
+  // from (parent_group). nullptr on an MPI error or allocation failure.
+  static std::unique_ptr<Team> derive(const Origin& parent, MPI_Group parent_group,
                                       MPI_Comm child) noexcept;
   // Collective over comm when setup_pending(); false if the engine could not
   // be built (then caps().shm / caps().hier is false on every rank).

@@ -32,6 +32,8 @@ class OwnedComm {
   MPI_Comm get() const { return comm_; }
   MPI_Comm* out() { reset(); return &comm_; }
   void reset() noexcept;
+  // Gives up ownership without freeing (MPI_Finalize is tearing it down).
+  void abandon() noexcept { comm_ = MPI_COMM_NULL; }
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;

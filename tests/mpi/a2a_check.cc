@@ -215,6 +215,32 @@ void error_cases(const Comm& c) {
   report("null_datatype", a2a(buf, 1, MPI_DATATYPE_NULL, buf + 32, 1, MPI_DATATYPE_NULL, c.comm));
 }
 
+// Teams of split communicators are derived at their first alltoall from an
+// ancestor's group and node map: a child of a communicator that never ran
+// an alltoall (still pending itself), children whose parent is freed before
+// their first alltoall (one of a duplicate, whose team Team::create built),
+// and a grandchild freed unused. (MPI_COMM_WORLD's state, which holds the
+// origin of every split of it, is deleted inside MPI_Finalize, after the
+// origins' groups were freed: every run checks that path.)
+void lazy_derivation_case(const Comm& world) {
+  MPI_Comm pending, grandchild;
+  MPI_Comm_split(MPI_COMM_WORLD, world.rank % 2, -world.rank, &pending);
+  MPI_Comm_split(pending, 0, world.rank, &grandchild);
+  MPI_Comm_free(&pending);
+  battery(Comm(grandchild), true, 6);
+  MPI_Comm_free(&grandchild);
+
+  MPI_Comm dup, child, unused;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  bytes_case(Comm(dup), 4, false, 7, "dup");
+  MPI_Comm_split(dup, world.rank % 3 == 0, world.rank, &child);
+  MPI_Comm_free(&dup);
+  bytes_case(Comm(child), 9, false, 8, "child of a freed duplicate");
+  MPI_Comm_split(child, 0, world.size - world.rank, &unused);
+  MPI_Comm_free(&child);
+  MPI_Comm_free(&unused);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -277,6 +303,7 @@ int main(int argc, char** argv) {
     MPI_Comm_free(&sub);
   }
 
+  lazy_derivation_case(world);
   progress_case(world);
   error_cases(world);
 
