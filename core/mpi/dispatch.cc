@@ -91,8 +91,11 @@ int alltoall_impl(const AlltoallArgs& a) {
   std::uint64_t bytes = 0;
   bool have_bytes = false;
   auto compute_bytes = [&]() {
-    MPI_Count type_size = 0;
-    if (PMPI_Type_size_x(a.recvtype, &type_size) != MPI_SUCCESS || type_size < 0) return false;
+    MPI_Count type_size = static_cast<MPI_Count>(predefined_scalar_size(a.recvtype));
+    if (type_size == 0 &&
+        (PMPI_Type_size_x(a.recvtype, &type_size) != MPI_SUCCESS || type_size < 0)) {
+      return false;
+    }
     bytes = static_cast<std::uint64_t>(a.recvcount) * static_cast<std::uint64_t>(type_size);
     have_bytes = true;
     return true;

@@ -16,23 +16,9 @@ struct Layout {
   MPI_Aint extent = 0;  // of one element (set when !contiguous)
 };
 
-// Predefined types that are one contiguous scalar: the common case needs no
-// MPI call (three type queries cost more than a small shm alltoall's handoff).
-// Pair types (MPI_DOUBLE_INT, ...) are absent on purpose: they have padding.
-bool contiguous_predefined(MPI_Datatype t) {
-  const MPI_Datatype kTypes[] = {MPI_BYTE,     MPI_CHAR,      MPI_UNSIGNED_CHAR, MPI_INT,
-                                 MPI_UNSIGNED, MPI_LONG,      MPI_UNSIGNED_LONG, MPI_LONG_LONG,
-                                 MPI_FLOAT,    MPI_DOUBLE,    MPI_INT8_T,        MPI_UINT8_T,
-                                 MPI_INT32_T,  MPI_UINT32_T,  MPI_INT64_T,       MPI_UINT64_T};
-  for (MPI_Datatype k : kTypes) {
-    if (t == k) return true;
-  }
-  return false;
-}
-
 Layout layout_of(MPI_Datatype type) {
   Layout l;
-  if (contiguous_predefined(type)) {
+  if (predefined_scalar_size(type) != 0) {
     l.contiguous = true;  // extent is only needed for packing
     return l;
   }
@@ -88,6 +74,36 @@ int report(MPI_Comm comm, const char* what) {
 
 }  // namespace
 
+std::size_t predefined_scalar_size(MPI_Datatype t) noexcept {
+  // Three type queries cost more than a small shm alltoall's handoff. Built
+  // once: Open MPI's handles are addresses, loaded through the GOT.
+  struct Known {
+    MPI_Datatype type;
+    std::size_t size;
+  };
+  static const Known kTypes[] = {  // most common first
+      {MPI_BYTE, 1},
+      {MPI_INT, sizeof(int)},
+      {MPI_DOUBLE, sizeof(double)},
+      {MPI_CHAR, sizeof(char)},
+      {MPI_FLOAT, sizeof(float)},
+      {MPI_LONG, sizeof(long)},
+      {MPI_LONG_LONG, sizeof(long long)},
+      {MPI_UNSIGNED_CHAR, 1},
+      {MPI_UNSIGNED, sizeof(unsigned)},
+      {MPI_UNSIGNED_LONG, sizeof(unsigned long)},
+      {MPI_INT8_T, 1},
+      {MPI_UINT8_T, 1},
+      {MPI_INT32_T, 4},
+      {MPI_UINT32_T, 4},
+      {MPI_INT64_T, 8},
+      {MPI_UINT64_T, 8}};
+  for (const Known& k : kTypes) {
+    if (t == k.type) return k.size;
+  }
+  return 0;
+}
+
 int shm_alltoall(const AlltoallArgs& a, Team& team, std::uint64_t bytes) noexcept {
   // Nothing to move, and an alltoall implies no synchronisation: every rank
   // sees bytes == 0 at this call and returns alike.
@@ -102,7 +118,7 @@ int shm_alltoall(const AlltoallArgs& a, Team& team, std::uint64_t bytes) noexcep
   const std::uint64_t total = bytes * static_cast<std::uint64_t>(n);
   const bool in_place = a.sendbuf == MPI_IN_PLACE;
   const Layout rl = layout_of(a.recvtype);
-  const Layout sl = in_place ? rl : layout_of(a.sendtype);
+  const Layout sl = in_place || a.sendtype == a.recvtype ? rl : layout_of(a.sendtype);
 
   // A local failure (scratch allocation, packing) must not make this rank
   // skip the engine: its peers are already in it. It runs with whatever the

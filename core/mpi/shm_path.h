@@ -19,6 +19,7 @@
 // * Never throws.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "core/mpi/dispatch.h"
@@ -27,5 +28,11 @@
 namespace mlxa2a::core::mpi {
 
 int shm_alltoall(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer) noexcept;
+
+// The size of one element of a predefined datatype that is a single
+// contiguous C scalar (MPI_BYTE, MPI_INT, MPI_DOUBLE, ...; not the pair types,
+// which have padding); 0 for every other type. No MPI call: the common case
+// of an alltoall needs no type query.
+std::size_t predefined_scalar_size(MPI_Datatype type) noexcept;
 
 }  // namespace mlxa2a::core::mpi
