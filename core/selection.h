@@ -23,8 +23,8 @@ struct Capabilities {
   // leaders exchange over PMPI) is up on every rank. Served as path shm.
   bool hier = false;
   // In auto mode, shm serves bytes per peer in [shm_auto_from, shm_auto_limit)
-  // only: outside, PMPI is known to beat it on this team's layout (measured:
-  // Open MPI with more ranks than cores, from 512 KiB; bench/RESULTS.md). Set from agreed values only; an explicit shm rule in
+  // only: outside, PMPI is known to beat it on this team's layout (see
+  // set_auto_ranges). Set from agreed values only; an explicit shm rule in
   // MLXA2A_TUNE overrides them.
   std::uint64_t shm_auto_from = 0;
   std::uint64_t shm_auto_limit = UINT64_MAX;
@@ -39,5 +39,12 @@ struct Decision {
 
 Decision select(std::uint64_t bytes_per_peer, const config::tune::Table& tune,
                 const Capabilities& caps);
+
+// Sets caps' auto-mode ranges from the team's layout: size ranks, nodes taken
+// from caps, `oversubscribed` (a node's ranks outnumber its cores) and whether
+// the MPI's own alltoall is known to win large blocks then (Open MPI yes,
+// MPICH no: it spins). Every input must be equal on all ranks of the team.
+void set_auto_ranges(Capabilities& caps, int size, bool oversubscribed,
+                     bool pmpi_wins_oversubscribed);
 
 }  // namespace mlxa2a::core

@@ -117,10 +117,10 @@ constexpr Spec kSwitches[] = {
      .verbosity = Verbosity::Tuner},
     {.name = "SHM_CMA_THRESHOLD_OVERSUBSCRIBED",
      .type = Type::Size,
-     .default_text = "256K",
-     .description = "The same threshold when a node's ranks outnumber its cores: each read "
-                    "then competes for a core with the peer it reads from, which loses at "
-                    "medium sizes; the copy path's slot rounds lose for large blocks.",
+     .default_text = "0",
+     .description = "The same threshold when a node's ranks outnumber its cores (0 = never, "
+                    "the default): each read then competes for a core with the peer it reads "
+                    "from, and copying through a large slot measured faster.",
      .verbosity = Verbosity::Tuner},
     {.name = "SHM_SLOT_SIZE",
      .type = Type::Size,
@@ -129,6 +129,14 @@ constexpr Spec kSwitches[] = {
                     "rank); larger calls are pipelined through it. Node rank 0's value wins. "
                     "Multi-node (hierarchical) teams stage up to this many bytes per rank and "
                     "round; there the largest value of the team wins.",
+     .verbosity = Verbosity::Tuner,
+     .check = check_nonzero_size},
+    {.name = "SHM_SLOT_SIZE_OVERSUBSCRIBED",
+     .type = Type::Size,
+     .default_text = "512K",
+     .description = "The staging slot when a node's ranks outnumber its cores (single-node "
+                    "teams): each pipelined round then costs context switches, so fewer, "
+                    "larger rounds win. Node rank 0's value wins.",
      .verbosity = Verbosity::Tuner,
      .check = check_nonzero_size},
     {.name = "LEADERS",
@@ -191,6 +199,7 @@ Settings settings_from(const Registry& r) {
   s.shm_cma_threshold = r.get_size("SHM_CMA_THRESHOLD");
   s.shm_cma_threshold_oversubscribed = r.get_size("SHM_CMA_THRESHOLD_OVERSUBSCRIBED");
   s.shm_slot_size = r.get_size("SHM_SLOT_SIZE");
+  s.shm_slot_size_oversubscribed = r.get_size("SHM_SLOT_SIZE_OVERSUBSCRIBED");
   s.leaders = LeaderPolicy::parse(r.get_string("LEADERS")).value_or(LeaderPolicy{});
   s.node_layout = NodeLayout::parse(r.get_string("DEBUG_NODE_SIZE")).value_or(NodeLayout{});
   return s;

@@ -38,8 +38,9 @@ struct Settings {
   std::string rcache_invalidation;
   // Shared-memory alltoall (core/shm/options.h); 0 threshold = never CMA.
   std::uint64_t shm_cma_threshold = 32768;
-  std::uint64_t shm_cma_threshold_oversubscribed = 262144;
+  std::uint64_t shm_cma_threshold_oversubscribed = 0;
   std::uint64_t shm_slot_size = 131072;
+  std::uint64_t shm_slot_size_oversubscribed = 524288;
   LeaderPolicy leaders;    // MLXA2A_LEADERS
   NodeLayout node_layout;  // MLXA2A_DEBUG_NODE_SIZE (tests only)
 };

@@ -84,6 +84,14 @@ char* Team::scratch(int which, std::size_t bytes) noexcept {
 
 namespace {
 
+// Open MPI's own alltoall beats ours for large blocks when ranks outnumber
+// cores; MPICH's spins there and never does (core/selection.h).
+#if defined(MLXA2A_FAMILY_OMPI)
+constexpr bool kPmpiWinsOversubscribed = true;
+#else
+constexpr bool kPmpiWinsOversubscribed = false;
+#endif
+
 shm::Options engine_options(MPI_Comm comm, bool oversubscribed) {
   const config::Settings& s = Runtime::instance().settings();
   shm::Options opt;
@@ -92,6 +100,7 @@ shm::Options engine_options(MPI_Comm comm, bool oversubscribed) {
   opt.cma_threshold_oversubscribed = s.shm_cma_threshold_oversubscribed;
   // The segment holds 2 x ranks x slot bytes: memory per communicator.
   opt.slot_capacity = s.shm_slot_size;
+  opt.slot_capacity_oversubscribed = s.shm_slot_size_oversubscribed;
   opt.abort_requested = [comm] { return drive_mpi_progress(comm); };
   return opt;
 }
@@ -107,28 +116,6 @@ int node_leader(MPI_Comm comm, MPI_Comm node) {
   if (cg != MPI_GROUP_NULL) PMPI_Group_free(&cg);
   if (ng != MPI_GROUP_NULL) PMPI_Group_free(&ng);
   return leader;
-}
-
-// Where PMPI beats our engines, by layout (bench/RESULTS.md): with more
-// ranks than cores, Open MPI's own alltoall is faster from 512 KiB per peer
-// (np=8 on 2 cores: 1.18-1.35x in 4 of 5 runs); MPICH's never is (it spins).
-// `oversubscribed` is equal on all ranks of a real node, hence of the team.
-// The hierarchical engine aggregates small blocks into one message per pair
-// of nodes; for large blocks its extra copies and single sender per node
-// lose to the MPI's own pairwise exchange (kHierAutoLimit, docs/hier.md).
-// Unless aggregation at least halves the number of messages (nodes * (nodes
-// - 1) vs size * (size - 1)), as with about one rank per node, the staging is
-// mostly overhead: auto leaves such teams to PMPI.
-constexpr std::uint64_t kHierAutoLimit = 2048;
-
-void set_auto_range(Capabilities& caps, int size, bool oversubscribed) {
-  const double n = size, nodes = caps.nodes;
-  caps.hier_auto_limit = 2 * nodes * (nodes - 1) <= n * (n - 1) ? kHierAutoLimit : 0;
-#if defined(MLXA2A_FAMILY_OMPI)
-  if (oversubscribed) caps.shm_auto_limit = 512 * 1024;
-#else
-  (void)oversubscribed;
-#endif
 }
 
 int count_nodes(const std::vector<int>& ids) {
@@ -191,7 +178,7 @@ std::unique_ptr<Team> Team::create(MPI_Comm comm, const config::Settings& settin
   } else {
     team->caps_.nodes = count_nodes(team->node_ids_);
     team->caps_.shm = team->caps_.nodes == 1;
-    set_auto_range(team->caps_, team->size_, team->oversubscribed_);
+    set_auto_ranges(team->caps_, team->size_, team->oversubscribed_, kPmpiWinsOversubscribed);
     // Every rank saw the same node count: all build the engine or none does.
     if (team->caps_.nodes > 1) {
       team->caps_.hier = team->setup_hier(comm, node.comm.get(), settings.shm_slot_size);
@@ -342,7 +329,7 @@ std::unique_ptr<Team> Team::derive(const Origin& parent, MPI_Group parent_group,
   team->caps_.shm = team->caps_.nodes == 1;
   // Tentative until complete_setup() has built the engine and agreed on it.
   team->caps_.hier = team->caps_.nodes > 1;
-  set_auto_range(team->caps_, team->size_, team->oversubscribed_);
+  set_auto_ranges(team->caps_, team->size_, team->oversubscribed_, kPmpiWinsOversubscribed);
   team->setup_pending_ = (team->caps_.shm && team->size_ > 1) || team->caps_.hier;
   return team;
 }

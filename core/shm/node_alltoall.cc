@@ -72,7 +72,8 @@ Status NodeAlltoall::setup(Bootstrap& boot, const Options& opt) {
   // takes the same path for a given size.
   NodeSegment::Request req;
   const std::size_t min_capacity = 64 * static_cast<std::size_t>(n_);
-  req.params[kSlotCapacity] = opt.slot_capacity < min_capacity ? min_capacity : opt.slot_capacity;
+  const std::size_t slot = opt.oversubscribed ? opt.slot_capacity_oversubscribed : opt.slot_capacity;
+  req.params[kSlotCapacity] = slot < min_capacity ? min_capacity : slot;
   req.params[kCmaThreshold] = n_ == 1               ? 0
                               : opt.oversubscribed ? opt.cma_threshold_oversubscribed
                                                    : opt.cma_threshold;

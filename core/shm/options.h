@@ -34,17 +34,22 @@ struct Options {
   std::size_t cma_threshold = 32768;
 
   // [layout] The same threshold when `oversubscribed`. Each process_vm_readv
-  // then competes for a core with the very peer it reads from, so CMA loses
-  // at medium sizes; but the copy path needs one node-wide handoff per slot
-  // round, and each costs context switches, so CMA (two handoffs per call
-  // whatever the size) wins for large blocks. Suggested 262144; 0 = never.
-  std::size_t cma_threshold_oversubscribed = 262144;
+  // then competes for a core with the very peer it reads from; measured on 2
+  // cores at np=4 and np=8 (bench/RESULTS.md), copying through a large slot
+  // beat or tied CMA at every size from 64 KiB to 1 MiB per peer. 0 = never
+  // (the suggested value).
+  std::size_t cma_threshold_oversubscribed = 0;
 
   // [layout] Bytes of each rank's slot (two slots per rank, double-buffered).
   // Calls whose local_size * bytes_per_peer exceeds it are pipelined through
   // the slot in rounds. Raised to at least 64 * local_size. Suggested 131072
   // (segment = 2 * local_size * slot_capacity, 2 MiB at 8 ranks).
   std::size_t slot_capacity = 131072;
+
+  // [layout] slot_capacity when `oversubscribed`: every round then costs
+  // context switches (~8 us at 4 ranks on 2 cores, ~30 us at 8), so fewer,
+  // larger rounds win. Suggested 524288 (8 MiB of /dev/shm at 8 ranks).
+  std::size_t slot_capacity_oversubscribed = 524288;
 
   // Segment names are /dev/shm/<name_prefix>-<uid>-<creator pid>-<seq>[-<job_tag>].
   // [layout] only in that the creator names the segment. The prefix must not

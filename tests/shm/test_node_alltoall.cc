@@ -88,8 +88,10 @@ INSTANTIATE_TEST_SUITE_P(Shm, SizesTest,
 TEST(NodeAlltoall, TinySlotPipelines) {
   const ForkResult res = run_forked(3, [](ForkBootstrap& boot) {
     Options o = test_options();
-    o.slot_capacity = 1;  // raised to the minimum, 64 bytes per rank
-    o.cma_threshold = 0;
+    // test_options() is oversubscribed: that slot size applies; raised to
+    // the minimum, 64 bytes per rank.
+    o.slot_capacity_oversubscribed = 1;
+    o.cma_threshold_oversubscribed = 0;
     std::unique_ptr<NodeAlltoall> a2a;
     FT_CHECK_STATUS(NodeAlltoall::create(boot, o, a2a), Status::ok);
     FT_CHECK(a2a->slot_capacity() == 192);
@@ -154,15 +156,19 @@ TEST(NodeAlltoall, TwoInstancesInterleaved) {
   for (int code : res.exit_codes) EXPECT_EQ(code, 0);
 }
 
-// The path depends on the layout: with ranks outnumbering cores CMA starts at
-// a larger size. Also checks the oversubscribed CMA path moves data right.
-TEST(NodeAlltoall, OversubscribedUsesLaterCma) {
+// The path and the slot depend on the layout: with ranks outnumbering cores
+// CMA starts at a larger size and the slot is the oversubscribed one. Also
+// checks the oversubscribed CMA path moves data right.
+TEST(NodeAlltoall, OversubscribedUsesItsThresholdAndSlot) {
   const ForkResult res = run_forked(4, [](ForkBootstrap& boot) {
     Options o = test_options();
     o.cma_threshold = 1024;
     o.cma_threshold_oversubscribed = 65536;
+    o.slot_capacity = 4096;
+    o.slot_capacity_oversubscribed = 8192;
     std::unique_ptr<NodeAlltoall> a2a;
     FT_CHECK_STATUS(NodeAlltoall::create(boot, o, a2a), Status::ok);
+    FT_CHECK(a2a->slot_capacity() == 8192);
     FT_CHECK(a2a->path_for(65535) == Path::copy);
     FT_CHECK(a2a->path_for(65536) == Path::cma);
     if (exchange(*a2a, 3, 65536) != 0) return 1;
