@@ -38,11 +38,12 @@ Decision select(std::uint64_t bytes, const config::tune::Table& tune, const Capa
 namespace {
 
 // Where PMPI beats our engines, by layout (bench/RESULTS.md, 2 cores).
-// With more ranks than cores, Open MPI's own alltoall wins once each rank
-// moves about 4 MiB (bytes per peer * ranks: np=4 at 1 MiB per peer 1.19x,
-// np=8 at 512 KiB about even), while every round of our copy path costs
-// context switches.
-constexpr std::uint64_t kOversubscribedAutoTotal = std::uint64_t{4} << 20;
+// With more ranks than cores, Open MPI's own alltoall catches up once each
+// rank moves about 2 MiB (bytes per peer * ranks): np=8 at 256 KiB per peer
+// measured 0.93-1.12x, np=4 at 1 MiB 1.07-1.30x, while np=4 at 512 KiB kept
+// a small win (0.85-0.94x) that is given up for safety. Every round of our
+// copy path costs context switches there.
+constexpr std::uint64_t kOversubscribedAutoTotal = std::uint64_t{2} << 20;
 // The hierarchical engine aggregates small blocks into one message per pair
 // of nodes; for large blocks its extra copies and single sender per node lose
 // to the MPI's own pairwise exchange (docs/hier.md).

@@ -89,18 +89,18 @@ TEST(Selection, NeverPicksAnEngineTheTeamLacks) {
   EXPECT_EQ(select(512 * 1024 - 1, Table{}, limited).path, Path::Shm);
   EXPECT_EQ(select(512 * 1024, Table{}, limited).path, Path::Pmpi);
   EXPECT_EQ(select(512 * 1024, parse_ok("shm"), limited).path, Path::Shm);
-  // Oversubscribed Open MPI: auto falls through once a rank moves 4 MiB in
+  // Oversubscribed Open MPI: auto falls through once a rank moves 2 MiB in
   // all (bytes per peer * ranks); MPICH, or a node with a core per rank, never.
   Capabilities over4 = shm, over8 = shm, mpich = shm, cores = shm;
   set_auto_ranges(over4, 4, true, true);
   set_auto_ranges(over8, 8, true, true);
   set_auto_ranges(mpich, 8, true, false);
   set_auto_ranges(cores, 8, false, true);
-  EXPECT_EQ(select(1024 * 1024 - 1, Table{}, over4).path, Path::Shm);
-  EXPECT_EQ(select(1024 * 1024, Table{}, over4).path, Path::Pmpi);
-  EXPECT_EQ(select(512 * 1024 - 1, Table{}, over8).path, Path::Shm);
-  EXPECT_EQ(select(512 * 1024, Table{}, over8).path, Path::Pmpi);
-  EXPECT_EQ(select(512 * 1024, parse_ok("shm"), over8).path, Path::Shm);
+  EXPECT_EQ(select(512 * 1024 - 1, Table{}, over4).path, Path::Shm);
+  EXPECT_EQ(select(512 * 1024, Table{}, over4).path, Path::Pmpi);
+  EXPECT_EQ(select(256 * 1024 - 1, Table{}, over8).path, Path::Shm);
+  EXPECT_EQ(select(256 * 1024, Table{}, over8).path, Path::Pmpi);
+  EXPECT_EQ(select(256 * 1024, parse_ok("shm"), over8).path, Path::Shm);
   EXPECT_EQ(select(std::uint64_t{1} << 30, Table{}, mpich).path, Path::Shm);
   EXPECT_EQ(select(std::uint64_t{1} << 30, Table{}, cores).path, Path::Shm);
   // A multi-node team with the hierarchical engine: auto below its limit, an
