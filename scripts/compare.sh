@@ -219,6 +219,20 @@ run_one() {
   awk -v mode="$mode" '$1 ~ /^[0-9]+$/ && NF >= 2 { print mode, $1, $2 }' "$log" >>"$out_dir/$fam.data"
 }
 
+# The cheapest flag exchange among $np processes of this host (no MPI, no
+# data): what any shared-memory alltoall's latency sits on. It drifts with the
+# host, so each table gets its own reading.
+host_floor() {
+  local tool=$build/bench/handoff_floor spin=2000 line
+  [ -x "$tool" ] || { echo "unknown ($tool not built)"; return; }
+  [ "$np" -le "$cores" ] || spin=16  # mlxa2a's setting when ranks outnumber cores
+  if line=$("$tool" -n "$np" -s "$spin" -r 3 2>&1); then
+    echo "${line#handoff_floor: } ($tool)"
+  else
+    echo "unknown (handoff_floor failed: $line)"
+  fi
+}
+
 # Prints the table for one family from its data file.
 print_table() {
   local fam=$1 shim=$2 env_text="none"
@@ -228,6 +242,7 @@ print_table() {
   echo "# benchmark: $(family_bench "$fam") ${bench_args[*]}"
   echo "# shim: $shim (through mlxa2a-run); with-mlxa2a env: $env_text"
   echo "# host: $(uname -n), $cores cores, load average $load_at_start at start"
+  echo "# host floor, measured now: $(host_floor)"
   echo "# median over rounds of the per-size average latency; ratio = mlxa2a / PMPI"
   awk '
     function median(key,   n, i, j, t, v) {

@@ -184,6 +184,12 @@ void derive_comm_state(MPI_Comm parent, MPI_Comm child, int keyval) {
   if (PMPI_Comm_set_attr(child, keyval, state) != MPI_SUCCESS) delete state;
 }
 
+CommState* memoised_comm_state(MPI_Comm comm) noexcept {
+  return t_memo.comm == comm && t_memo.epoch == g_epoch.load(std::memory_order_acquire)
+             ? t_memo.state
+             : nullptr;
+}
+
 CommState* comm_state(MPI_Comm comm, int keyval) {
   const std::uint64_t epoch = g_epoch.load(std::memory_order_acquire);
   if (t_memo.comm == comm && t_memo.epoch == epoch) return t_memo.state;

@@ -34,6 +34,19 @@ struct CommState {
   // then invalidate every memo. Set and read by calls on this communicator.
   bool memoized = false;
   std::unique_ptr<Team> team;  // intracommunicators; owns the shm engine
+  // The signature of the last call the engine ran with predefined types and
+  // separate buffers (core/mpi/dispatch.cc). A later call with the same types
+  // and counts has the same size, hence the same path on every rank (tuning
+  // table and capabilities do not change once the team is set up), so it goes
+  // straight to the engine. bytes == 0: nothing recorded.
+  struct Repeat {
+    MPI_Datatype sendtype{};
+    MPI_Datatype recvtype{};
+    std::int64_t sendcount = 0;
+    std::int64_t recvcount = 0;
+    std::uint64_t bytes = 0;
+    const char* reason = nullptr;  // the selection's, for the trace
+  } repeat;
   // Where this communicator's team and its children's teams derive from:
   // shared with the ancestor's state and its other descendants, which may
   // outlive it. Made from this communicator's own team at its first split
@@ -48,6 +61,10 @@ int comm_state_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
 // rank reaches this at the same call on comm): an intracommunicator's Team is
 // built then (core/mpi/team.h). nullptr on an MPI error.
 CommState* comm_state(MPI_Comm comm, int keyval);
+
+// The state of comm if it is this thread's memo of the last communicator
+// looked up, else nullptr. No MPI call; never creates or derives anything.
+CommState* memoised_comm_state(MPI_Comm comm) noexcept;
 
 // After MPI_Comm_split returned child (not MPI_COMM_NULL): if parent already has
 // a state with a team (or a pending one), attaches to child a pending state

@@ -70,6 +70,14 @@ const char* invalid_argument(const AlltoallArgs& a) {
   return nullptr;
 }
 
+// Whether a has the signature recorded in r (see CommState::Repeat). Only
+// predefined types are recorded: they are never freed, so a handle cannot
+// come back naming another type.
+bool repeats(const CommState::Repeat& r, const AlltoallArgs& a) {
+  return r.bytes != 0 && a.sendtype == r.sendtype && a.recvtype == r.recvtype &&
+         a.sendcount == r.sendcount && a.recvcount == r.recvcount && a.sendbuf != MPI_IN_PLACE;
+}
+
 int alltoall_impl(const AlltoallArgs& a) {
   Runtime& rt = Runtime::instance();
   State state = rt.state();
@@ -82,6 +90,14 @@ int alltoall_impl(const AlltoallArgs& a) {
                                                       : rt.inactive_reason().c_str());
   }
   const bool trace = rt.trace();
+  // A repeat of the last engine call on this communicator (a loop): same
+  // types and counts, so the same path and size on every rank, traced with
+  // the reason the selection gave then.
+  if (CommState* st = memoised_comm_state(a.comm); st && repeats(st->repeat, a)) {
+    ++st->calls;
+    if (trace) trace_call(a, st->repeat.bytes, st, Path::Shm, st->repeat.reason);
+    return shm_alltoall_contiguous(a, *st->team, st->repeat.bytes);
+  }
   if (const char* why = invalid_argument(a)) return fall_through(a, trace, 0, nullptr, why);
 
   // The message size matters to the tuning table, the trace and an engine;
@@ -127,6 +143,11 @@ int alltoall_impl(const AlltoallArgs& a) {
     return fall_through(a, trace, bytes, st, "bytes per peer above 2 GiB: PMPI");
   }
   if (trace) trace_call(a, bytes, st, Path::Shm, d.reason);
+  if (bytes != 0 && a.sendbuf != MPI_IN_PLACE && predefined_scalar_size(a.sendtype) != 0 &&
+      predefined_scalar_size(a.recvtype) != 0) {
+    st->repeat = {a.sendtype, a.recvtype, a.sendcount, a.recvcount, bytes, d.reason};
+    return shm_alltoall_contiguous(a, *st->team, bytes);
+  }
   return shm_alltoall(a, *st->team, bytes);
 }
 

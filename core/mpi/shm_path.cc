@@ -104,6 +104,12 @@ std::size_t predefined_scalar_size(MPI_Datatype t) noexcept {
   return 0;
 }
 
+int shm_alltoall_contiguous(const AlltoallArgs& a, Team& team, std::uint64_t bytes) noexcept {
+  const shm::Status st = team.run(static_cast<const char*>(a.sendbuf),
+                                  static_cast<char*>(a.recvbuf), bytes);
+  return st == shm::Status::ok ? MPI_SUCCESS : report(a.comm, shm::to_string(st));
+}
+
 int shm_alltoall(const AlltoallArgs& a, Team& team, std::uint64_t bytes) noexcept {
   // Nothing to move, and an alltoall implies no synchronisation: every rank
   // sees bytes == 0 at this call and returns alike.

@@ -29,6 +29,12 @@ namespace mlxa2a::core::mpi {
 
 int shm_alltoall(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer) noexcept;
 
+// shm_alltoall for a call whose send and receive types are both predefined
+// scalars (predefined_scalar_size() != 0) and whose sendbuf is not
+// MPI_IN_PLACE: the buffers are the engine's blocks as they are.
+int shm_alltoall_contiguous(const AlltoallArgs& args, Team& team,
+                            std::uint64_t bytes_per_peer) noexcept;
+
 // The size of one element of a predefined datatype that is a single
 // contiguous C scalar (MPI_BYTE, MPI_INT, MPI_DOUBLE, ...; not the pair types,
 // which have padding); 0 for every other type. No MPI call: the common case

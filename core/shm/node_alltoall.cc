@@ -149,8 +149,8 @@ Status NodeAlltoall::run_copy(const char* send, char* recv, std::size_t bytes) n
   const bool one_round = n * bytes <= capacity_;
   // Chunks a multiple of 64 bytes keep every round's copies line-aligned.
   const std::size_t chunk = one_round ? bytes : (capacity_ / n) / 64 * 64;
-  // Position of destination d's block in rank `from`'s slot.
-  auto position = [n](std::size_t d, std::size_t from) { return (d + n - from - 1) % n; };
+  // With d = me + k (mod n), d's block sits at position k - 1 of our slot,
+  // and our block at position n - 1 - k of d's slot: no division needed.
   for (std::size_t off = 0; off < bytes; off += chunk) {
     const std::size_t len = bytes - off < chunk ? bytes - off : chunk;
     const std::uint64_t seq = ++seq_;
@@ -159,21 +159,23 @@ Status NodeAlltoall::run_copy(const char* send, char* recv, std::size_t bytes) n
     if (one_round) {
       // Two copies: the blocks after mine, then the ones before it.
       const std::size_t after = n - 1 - me;
-      std::memcpy(mine, send + (me + 1) * bytes, after * bytes);
-      std::memcpy(mine + after * bytes, send, me * bytes);
+      if (after != 0) std::memcpy(mine, send + (me + 1) * bytes, after * bytes);
+      if (me != 0) std::memcpy(mine + after * bytes, send, me * bytes);
     } else {
-      for (std::size_t d = 0; d < n; ++d)
-        if (d != me) std::memcpy(mine + position(d, me) * len, send + d * bytes + off, len);
+      for (std::size_t k = 1, d = me + 1; k < n; ++k, ++d) {
+        if (d == n) d = 0;
+        std::memcpy(mine + (k - 1) * len, send + d * bytes + off, len);
+      }
     }
     slot_seq(me_, p).store(seq, std::memory_order_release);
     std::memcpy(recv + me * bytes + off, send + me * bytes + off, len);
     // Start at the next rank so that ranks do not all read the same slot first.
-    for (std::size_t k = 1; k < n; ++k) {
-      const std::size_t j = me + k < n ? me + k : me + k - n;
-      const Status st = waiter_.wait_geq(slot_seq(static_cast<int>(j), p), seq, seg_.watch_pid(static_cast<int>(j)));
+    for (std::size_t k = 1, j = me + 1; k < n; ++k, ++j) {
+      if (j == n) j = 0;
+      const int jr = static_cast<int>(j);
+      const Status st = waiter_.wait_geq(slot_seq(jr, p), seq, seg_.watch_pid(jr));
       if (st != Status::ok) return st;
-      std::memcpy(recv + j * bytes + off, slot_data(static_cast<int>(j), p) + position(me, j) * len,
-                  len);
+      std::memcpy(recv + j * bytes + off, slot_data(jr, p) + (n - 1 - k) * len, len);
     }
   }
   return Status::ok;

@@ -303,6 +303,22 @@ int main(int argc, char** argv) {
     MPI_Comm_free(&sub);
   }
 
+  // Repeated signatures take the dispatcher's repeat path (CommState::Repeat).
+  // Freed handles come back for communicators of other sizes and teams, so a
+  // stale record would run the wrong team; in-place and other counts on the
+  // same communicator must not match it.
+  for (int k = 0; k < (quick ? 6 : 20); ++k) {
+    MPI_Comm sub;
+    MPI_Comm_split(MPI_COMM_WORLD, k % 2 ? (world.rank + k) % 2 : 0, world.rank, &sub);
+    const Comm c(sub);
+    bytes_case(c, 8, false, 3 * k, "repeat");
+    bytes_case(c, 8, false, 3 * k + 1, "repeat (second call)");
+    bytes_case(c, 8, true, 3 * k + 2, "repeat, in place");
+    bytes_case(c, 9, false, 3 * k, "repeat, other count");
+    bytes_case(c, 8, false, 3 * k + 1, "repeat (after other count)");
+    MPI_Comm_free(&sub);
+  }
+
   lazy_derivation_case(world);
   progress_case(world);
   error_cases(world);
