@@ -60,6 +60,13 @@ constexpr Spec kSwitches[] = {
                     "MPI_Comm_split (communicator, size, bytes per peer, chosen path and "
                     "why); debug, also team set-up.",
      .choices = kCollTrace},
+    {.name = "COLL_STATS",
+     .type = Type::Bool,
+     .default_text = "n",
+     .description = "At MPI_Finalize, print how many MPI_Alltoall calls of the finalizing "
+                    "thread each path served (pmpi, shm). Counting is always on and does not "
+                    "change any decision; the tests compare it with the trace.",
+     .verbosity = Verbosity::Tuner},
     {.name = "TUNE",
      .type = Type::Tune,
      .default_text = "0-inf:auto",
@@ -190,6 +197,7 @@ Settings settings_from(const Registry& r) {
   for (std::size_t i = 0; i < std::size(kCollTrace); ++i) {
     if (trace == kCollTrace[i]) s.coll_trace = static_cast<CollTrace>(i);
   }
+  s.coll_stats = r.get_bool("COLL_STATS");
   s.tune = r.get_tune("TUNE");
   s.net_devices = r.get_devices("NET_DEVICES");
   s.rcache_align = r.get_size("RCACHE_ALIGN");

@@ -29,6 +29,7 @@ struct Settings {
   log::Level log_level = log::Level::Warn;
   std::string log_file;
   CollTrace coll_trace = CollTrace::None;
+  bool coll_stats = false;
   tune::Table tune;
   std::vector<Device> net_devices;  // empty: all
   // Registration cache (rcache/), see docs/rcache.md.

@@ -16,6 +16,8 @@ namespace {
 
 using config::tune::Path;
 
+constinit thread_local PathCounts t_counts __attribute__((tls_model("initial-exec")));
+
 int pmpi_alltoall(const AlltoallArgs& a) {
 #ifdef MLXA2A_HAVE_LARGE_COUNT
   if (a.large_count) {
@@ -54,6 +56,7 @@ void trace_call(const AlltoallArgs& a, std::uint64_t bytes, const CommState* st,
 // Falls through to PMPI, tracing why when asked.
 int fall_through(const AlltoallArgs& a, bool trace, std::uint64_t bytes, const CommState* st,
                  const char* reason) {
+  ++t_counts.pmpi;
   if (trace) trace_call(a, bytes, st, Path::Pmpi, reason);
   return pmpi_alltoall(a);
 }
@@ -95,29 +98,26 @@ int alltoall_impl(const AlltoallArgs& a) {
   // the reason the selection gave then.
   if (CommState* st = memoised_comm_state(a.comm); st && repeats(st->repeat, a)) {
     ++st->calls;
+    ++t_counts.shm;
     if (trace) trace_call(a, st->repeat.bytes, st, Path::Shm, st->repeat.reason);
     return shm_alltoall_contiguous(a, *st->team, st->repeat.bytes);
   }
   if (const char* why = invalid_argument(a)) return fall_through(a, trace, 0, nullptr, why);
 
-  // The message size matters to the tuning table, the trace and an engine;
-  // skipping PMPI_Type_size_x when the first two do not need it keeps the
-  // fall-through cheap (engines compute it below).
+  // The size per peer decides the path (tuning table, the team's auto
+  // ranges), so every call computes it here, traced or not: a decision must
+  // never depend on whether it is traced. Every rank computes the same size
+  // from its receive signature, so a type whose size is unknown sends every
+  // rank to PMPI alike.
   const config::tune::Table& tune = rt.settings().tune;
   std::uint64_t bytes = 0;
-  bool have_bytes = false;
-  auto compute_bytes = [&]() {
+  {
     MPI_Count type_size = static_cast<MPI_Count>(predefined_scalar_size(a.recvtype));
     if (type_size == 0 &&
         (PMPI_Type_size_x(a.recvtype, &type_size) != MPI_SUCCESS || type_size < 0)) {
-      return false;
+      return fall_through(a, trace, 0, nullptr, "receive type size unknown: PMPI decides");
     }
     bytes = static_cast<std::uint64_t>(a.recvcount) * static_cast<std::uint64_t>(type_size);
-    have_bytes = true;
-    return true;
-  };
-  if ((trace || !tune.uniform()) && !compute_bytes()) {
-    return fall_through(a, trace, 0, nullptr, "receive type size unknown: PMPI decides");
   }
   if (tune.lookup(bytes) == Path::Pmpi) {
     return fall_through(a, trace, bytes, nullptr, "MLXA2A_TUNE selects pmpi for this size");
@@ -134,14 +134,10 @@ int alltoall_impl(const AlltoallArgs& a) {
     st->caps = st->team->caps();
     return fall_through(a, trace, bytes, st, "shared-memory set-up failed");
   }
-  // Every rank computes the same size from its receive signature, so these
-  // checks send every rank the same way.
-  if (!have_bytes && !compute_bytes()) {
-    return fall_through(a, trace, 0, st, "receive type size unknown: PMPI decides");
-  }
   if (bytes > INT_MAX) {
     return fall_through(a, trace, bytes, st, "bytes per peer above 2 GiB: PMPI");
   }
+  ++t_counts.shm;
   if (trace) trace_call(a, bytes, st, Path::Shm, d.reason);
   if (bytes != 0 && a.sendbuf != MPI_IN_PLACE && predefined_scalar_size(a.sendtype) != 0 &&
       predefined_scalar_size(a.recvtype) != 0) {
@@ -152,6 +148,8 @@ int alltoall_impl(const AlltoallArgs& a) {
 }
 
 }  // namespace
+
+PathCounts thread_path_counts() noexcept { return t_counts; }
 
 int alltoall(const AlltoallArgs& a) noexcept {
   if (ReentryGuard::nested()) return pmpi_alltoall(a);

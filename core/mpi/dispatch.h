@@ -27,6 +27,16 @@ struct AlltoallArgs {
 };
 
 int alltoall(const AlltoallArgs& args) noexcept;
+
+// Calls alltoall() handed to PMPI and to the shared-memory engine, counted on
+// the calling thread whatever the switches say (one increment per call).
+// MLXA2A_COLL_STATS prints them at MPI_Finalize; tests compare them between
+// traced and untraced runs, since tracing must never change a decision.
+struct PathCounts {
+  std::uint64_t pmpi = 0;
+  std::uint64_t shm = 0;
+};
+PathCounts thread_path_counts() noexcept;
 int comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) noexcept;
 
 // Lifecycle: call the PMPI function, then let the runtime initialise.

@@ -10,6 +10,7 @@
 #include "core/config/registry.h"
 #include "core/log.h"
 #include "core/mpi/comm_state.h"
+#include "core/mpi/dispatch.h"
 
 namespace mlxa2a::core::mpi {
 
@@ -177,6 +178,11 @@ State Runtime::lazy_init() {
 void Runtime::before_finalize() {
   std::lock_guard lock(mutex_);
   if (state() == State::Finalised) return;
+  if (settings_.coll_stats) {
+    const PathCounts c = thread_path_counts();
+    log::trace("stats MPI_Alltoall calls on the finalizing thread: pmpi=%llu shm=%llu",
+               static_cast<unsigned long long>(c.pmpi), static_cast<unsigned long long>(c.shm));
+  }
   // MPI_COMM_WORLD's state goes now, while every MPI call is still allowed
   // (its team may own a leaders' communicator to free); MPI would delete it
   // later inside MPI_Finalize.

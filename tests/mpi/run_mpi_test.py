@@ -86,6 +86,12 @@ def parse(out):
     return calls, errs, "RESULT PASS" in out
 
 
+def stats_of(text):
+    """Path counts from a MLXA2A_COLL_STATS line, or None."""
+    m = re.search(r"\] coll: stats .*: pmpi=(\d+) shm=(\d+)$", text, re.M)
+    return {"pmpi": int(m.group(1)), "shm": int(m.group(2))} if m else None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mpirun", required=True)
@@ -100,6 +106,11 @@ def main():
     ap.add_argument("--expect-some-reason")
     ap.add_argument("--rank0-env")
     ap.add_argument("--wrong-family", action="store_true")
+    # Runs the program once more with the shim but without the trace
+    # (MLXA2A_COLL_STATS only) and requires every rank to have sent exactly as
+    # many calls to each path as the traced run did: tracing must not change
+    # any decision. Single-threaded programs only (the counts are per thread).
+    ap.add_argument("--untraced-check", action="store_true")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     args = ap.parse_args()
 
@@ -111,9 +122,12 @@ def main():
 
     shm_before = shm_leftovers()
     some_reason = some_path = False
+    traced_paths = {}
     with tempfile.TemporaryDirectory(prefix="mlxa2a-mpitest-") as tmp:
         env = {"LD_PRELOAD": args.shim, "MLXA2A_COLL_TRACE": "info",
                "MLXA2A_LOG_FILE": os.path.join(tmp, "trace.%r")}
+        if args.untraced_check:
+            env["MLXA2A_COLL_STATS"] = "1"
         run = launch(args, env, args.prog)
         calls, errs, ok = parse(run.stdout)
         if run.returncode != 0 or not ok:
@@ -157,12 +171,32 @@ def main():
                              f"other paths: {sorted(set(wrong))[:5]}")
             if args.expect_some_reason:
                 some_reason |= any(re.search(args.expect_some_reason, r) for _, r in lines)
+            if args.untraced_check:
+                traced_paths[rank] = {"pmpi": sum(p == "pmpi" for p, _ in lines),
+                                      "shm": sum(p == "shm" for p, _ in lines)}
+                if stats_of(text) != traced_paths[rank]:
+                    sys.exit(f"FAIL: rank {rank}: MLXA2A_COLL_STATS {stats_of(text)} disagrees "
+                             f"with its own trace {traced_paths[rank]}")
             bad = [l for l in text.splitlines() if "] warn:" in l or "] error:" in l]
             if bad and not args.rank0_env:
                 sys.exit("FAIL: mlxa2a complained:\n" + "\n".join(bad))
         stray = sorted(glob.glob(os.path.join(tmp, "trace.x")))
         if stray:
             sys.exit("FAIL: lines were logged before the rank was known")
+        if args.untraced_check:
+            env = {"LD_PRELOAD": args.shim, "MLXA2A_COLL_STATS": "1",
+                   "MLXA2A_LOG_FILE": os.path.join(tmp, "stats.%r")}
+            quiet = launch(args, env, args.prog)
+            q_calls, q_errs, q_ok = parse(quiet.stdout)
+            if quiet.returncode != 0 or not q_ok or q_calls != calls or q_errs != errs:
+                print(quiet.stdout, quiet.stderr)
+                sys.exit("FAIL: the untraced run with mlxa2a failed or differs")
+            for rank in sorted(calls):
+                path = os.path.join(tmp, f"stats.{rank}")
+                got = stats_of(open(path).read() if os.path.exists(path) else "")
+                if got != traced_paths[rank]:
+                    sys.exit(f"FAIL: rank {rank}: untraced run took paths {got}, "
+                             f"the traced run {traced_paths[rank]}")
     if args.expect_some_reason and not some_reason:
         sys.exit(f"FAIL: no traced call gave a reason matching {args.expect_some_reason!r}")
     if args.expect_path and not some_path:
