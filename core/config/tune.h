@@ -44,8 +44,9 @@ class Table {
     }
     return disjoint_.back().path;  // bytes_per_peer == UINT64_MAX
   }
-  // True when every size maps to the same path: callers may skip computing the
-  // message size.
+  // True when every size maps to the same path. The path may still depend on
+  // the size when it is auto (a team's auto ranges), so only a uniform pmpi
+  // table lets callers skip computing the message size.
   bool uniform() const { return disjoint_.size() == 1; }
 
   // Canonical text; parse(format()) gives an equal table.

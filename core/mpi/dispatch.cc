@@ -110,6 +110,11 @@ int alltoall_impl(const AlltoallArgs& a) {
   // from its receive signature, so a type whose size is unknown sends every
   // rank to PMPI alike.
   const config::tune::Table& tune = rt.settings().tune;
+  // Only a table that sends every size to PMPI decides without the size (the
+  // trace still wants it, but that changes no decision).
+  if (!trace && tune.uniform() && tune.lookup(0) == Path::Pmpi) {
+    return fall_through(a, false, 0, nullptr, "MLXA2A_TUNE selects pmpi for this size");
+  }
   std::uint64_t bytes = 0;
   {
     MPI_Count type_size = static_cast<MPI_Count>(predefined_scalar_size(a.recvtype));
