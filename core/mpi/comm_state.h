@@ -34,8 +34,8 @@ struct CommState {
   // then invalidate every memo. Set and read by calls on this communicator.
   bool memoized = false;
   std::unique_ptr<Team> team;  // intracommunicators; owns the shm engine
-  // The signature of the last call the engine ran with predefined types and
-  // separate buffers (core/mpi/dispatch.cc). A later call with the same types
+  // The signature of the last call the engine ran with plain named types
+  // (is_plain_named, core/mpi/shm_path.h) and separate buffers (core/mpi/dispatch.cc). A later call with the same types
   // and counts has the same size, hence the same path on every rank (tuning
   // table and capabilities do not change once the team is set up), so it goes
   // straight to the engine. bytes == 0: nothing recorded.

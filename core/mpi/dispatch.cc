@@ -74,8 +74,8 @@ const char* invalid_argument(const AlltoallArgs& a) {
 }
 
 // Whether a has the signature recorded in r (see CommState::Repeat). Only
-// predefined types are recorded: they are never freed, so a handle cannot
-// come back naming another type.
+// named (predefined) types are recorded: they are never freed, so a handle
+// cannot come back naming another type.
 bool repeats(const CommState::Repeat& r, const AlltoallArgs& a) {
   return r.bytes != 0 && a.sendtype == r.sendtype && a.recvtype == r.recvtype &&
          a.sendcount == r.sendcount && a.recvcount == r.recvcount && a.sendbuf != MPI_IN_PLACE;
@@ -144,8 +144,8 @@ int alltoall_impl(const AlltoallArgs& a) {
   }
   ++t_counts.shm;
   if (trace) trace_call(a, bytes, st, Path::Shm, d.reason);
-  if (bytes != 0 && a.sendbuf != MPI_IN_PLACE && predefined_scalar_size(a.sendtype) != 0 &&
-      predefined_scalar_size(a.recvtype) != 0) {
+  if (bytes != 0 && a.sendbuf != MPI_IN_PLACE && is_plain_named(a.recvtype) &&
+      (a.sendtype == a.recvtype || is_plain_named(a.sendtype))) {
     st->repeat = {a.sendtype, a.recvtype, a.sendcount, a.recvcount, bytes, d.reason};
     return shm_alltoall_contiguous(a, *st->team, bytes);
   }

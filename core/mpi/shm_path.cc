@@ -104,6 +104,17 @@ std::size_t predefined_scalar_size(MPI_Datatype t) noexcept {
   return 0;
 }
 
+bool is_plain_named(MPI_Datatype type) noexcept {
+  if (predefined_scalar_size(type) != 0) return true;
+  int integers = 0, addresses = 0, types = 0, combiner = MPI_UNDEFINED;
+  if (PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner) != MPI_SUCCESS ||
+      combiner != MPI_COMBINER_NAMED) {
+    return false;
+  }
+  const Layout l = layout_of(type);
+  return l.contiguous && l.offset == 0;
+}
+
 int shm_alltoall_contiguous(const AlltoallArgs& a, Team& team, std::uint64_t bytes) noexcept {
   const shm::Status st = team.run(static_cast<const char*>(a.sendbuf),
                                   static_cast<char*>(a.recvbuf), bytes);

@@ -29,9 +29,9 @@ namespace mlxa2a::core::mpi {
 
 int shm_alltoall(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer) noexcept;
 
-// shm_alltoall for a call whose send and receive types are both predefined
-// scalars (predefined_scalar_size() != 0) and whose sendbuf is not
-// MPI_IN_PLACE: the buffers are the engine's blocks as they are.
+// shm_alltoall for a call whose send and receive types are both plain named
+// types (is_plain_named()) and whose sendbuf is not MPI_IN_PLACE: the buffers
+// are the engine's blocks as they are.
 int shm_alltoall_contiguous(const AlltoallArgs& args, Team& team,
                             std::uint64_t bytes_per_peer) noexcept;
 
@@ -40,5 +40,11 @@ int shm_alltoall_contiguous(const AlltoallArgs& args, Team& team,
 // which have padding); 0 for every other type. No MPI call: the common case
 // of an alltoall needs no type query.
 std::size_t predefined_scalar_size(MPI_Datatype type) noexcept;
+
+// True for a predefined (named) datatype whose elements tile without gaps from
+// offset 0 (MPI_INT, MPI_INTEGER, MPI_2INT; not MPI_DOUBLE_INT, which has
+// padding): a buffer of such elements is one contiguous block, and the handle
+// names the same type for the whole job (named types are never freed).
+bool is_plain_named(MPI_Datatype type) noexcept;
 
 }  // namespace mlxa2a::core::mpi
