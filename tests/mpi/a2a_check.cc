@@ -367,6 +367,27 @@ int main(int argc, char** argv) {
     MPI_Comm_free(&sub);
   }
 
+  // Row and column communicators of a 2-D Cartesian grid (MPI_Cart_sub, as
+  // pencil FFT codes build them): the MPI splits internally, not through our
+  // MPI_Comm_split, so their teams are built at their first alltoall.
+  {
+    int dims[2] = {0, 0}, periods[2] = {0, 0};
+    MPI_Dims_create(world.size, 2, dims);
+    MPI_Comm grid, rows, cols;
+    MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 1, &grid);
+    int keep_row[2] = {0, 1}, keep_col[2] = {1, 0};
+    MPI_Cart_sub(grid, keep_row, &rows);
+    MPI_Cart_sub(grid, keep_col, &cols);
+    for (int k = 0; k < 3; ++k) {
+      bytes_case(Comm(rows), 16, false, k, "cart rows");
+      bytes_case(Comm(cols), 16, false, k, "cart cols");
+      typed_case(Comm(grid), 3, k);
+    }
+    MPI_Comm_free(&rows);
+    MPI_Comm_free(&cols);
+    MPI_Comm_free(&grid);
+  }
+
   lazy_derivation_case(world);
   progress_case(world);
   error_cases(world);
