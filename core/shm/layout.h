@@ -7,6 +7,7 @@
 //
 // NodeAlltoall's user area:
 //   DoneFlag[local_size]               one kLine each (CMA completion)
+//   LineArea[local_size][2] (page aligned)  kLineAreaBytes each (lines.h)
 //   Slot[local_size][2] (page aligned) slot_stride bytes each: seq word + data
 //
 // Everything that one rank writes and others poll sits in its own kLine-aligned
@@ -23,7 +24,7 @@ namespace mlxa2a::shm::layout {
 
 constexpr std::size_t kLine = 128;
 constexpr std::uint64_t kMagic = 0x6d6c786132617368ULL;  // "mlxa2ash"
-constexpr std::uint32_t kVersion = 3;
+constexpr std::uint32_t kVersion = 4;
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
               "cross-process atomics must be lock-free");
@@ -59,9 +60,13 @@ constexpr std::size_t kSlotDataOffset = sizeof(std::uint64_t);
 
 constexpr std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
 
+// One line-mode area per rank and parity: 64 lines, 3584 stream bytes.
+constexpr std::size_t kLineAreaBytes = 4096;
+
 // NodeAlltoall's user area.
 struct AlltoallGeometry {
   std::size_t done_offset;
+  std::size_t lines_offset;
   std::size_t slots_offset;
   std::size_t slot_stride;
   std::size_t total;
@@ -70,7 +75,8 @@ struct AlltoallGeometry {
 constexpr AlltoallGeometry alltoall_geometry(std::size_t local_size, std::size_t slot_capacity) {
   AlltoallGeometry g{};
   g.done_offset = 0;
-  g.slots_offset = round_up(local_size * sizeof(DoneFlag), 4096);
+  g.lines_offset = round_up(local_size * sizeof(DoneFlag), 4096);
+  g.slots_offset = g.lines_offset + 2 * local_size * kLineAreaBytes;
   g.slot_stride = round_up(kSlotDataOffset + slot_capacity, kLine);
   g.total = g.slots_offset + 2 * local_size * g.slot_stride;
   return g;

@@ -1,15 +1,17 @@
 #include "core/shm/node_alltoall.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
+#include "core/shm/lines.h"
 #include "core/shm/segment.h"
 
 namespace mlxa2a::shm {
 
 namespace {
 
-enum Param { kSlotCapacity = 0, kCmaThreshold = 1 };
+enum Param { kSlotCapacity = 0, kCmaThreshold = 1, kLineMode = 2 };
 
 std::size_t user_bytes(int n, const SegmentParams& p) {
   if (p[kSlotCapacity] < 64 * static_cast<std::uint64_t>(n)) return 0;
@@ -38,6 +40,7 @@ const char* to_string(Status s) noexcept {
 const char* to_string(Path p) noexcept {
   switch (p) {
     case Path::local: return "local";
+    case Path::line: return "line";
     case Path::copy: return "copy";
     case Path::cma: return "cma";
   }
@@ -77,6 +80,7 @@ Status NodeAlltoall::setup(Bootstrap& boot, const Options& opt) {
   req.params[kCmaThreshold] = n_ == 1               ? 0
                               : opt.oversubscribed ? opt.cma_threshold_oversubscribed
                                                    : opt.cma_threshold;
+  req.params[kLineMode] = opt.line_mode ? 1 : 0;
   req.probe_cma = req.params[kCmaThreshold] != 0;
   req.user_bytes = user_bytes;
   const Status st = NodeSegment::create(boot, opt, req, seg_);
@@ -87,9 +91,20 @@ Status NodeAlltoall::setup(Bootstrap& boot, const Options& opt) {
   cma_threshold_ = seg_.cma_usable() ? seg_.params()[kCmaThreshold] : 0;
   const layout::AlltoallGeometry g = layout::alltoall_geometry(static_cast<std::size_t>(n_), capacity_);
   char* user = seg_.user();
+  // A writer's line-mode stream holds its n - 1 outgoing blocks, and a block
+  // spans few enough lines that polling all of them is cheaper than a second
+  // transfer (measured at np=2: 256 B per peer gained, 512 B lost 50%).
+  constexpr std::size_t kLineStream = layout::kLineAreaBytes / lines::kBytes * lines::kPayload;
+  constexpr std::size_t kLineBlockMax = 256;
+  line_max_ = n_ > 1 && seg_.params()[kLineMode] != 0
+                  ? std::min(kLineBlockMax, kLineStream / static_cast<std::size_t>(n_ - 1))
+                  : 0;
+  lines_.resize(2 * static_cast<std::size_t>(n_));
   slots_.resize(2 * static_cast<std::size_t>(n_));
   done_.resize(static_cast<std::size_t>(n_));
   for (int r = 0; r < n_; ++r) {
+    lines_[2 * r] = user + g.lines_offset + (2 * static_cast<std::size_t>(r)) * layout::kLineAreaBytes;
+    lines_[2 * r + 1] = lines_[2 * r] + layout::kLineAreaBytes;
     slots_[2 * r] = user + g.slots_offset + (2 * static_cast<std::size_t>(r)) * g.slot_stride;
     slots_[2 * r + 1] = slots_[2 * r] + g.slot_stride;
     done_[r] = reinterpret_cast<layout::DoneFlag*>(user + g.done_offset) + r;
@@ -106,6 +121,7 @@ void NodeAlltoall::abandon() noexcept {
 Path NodeAlltoall::path_for(std::size_t bytes_per_peer) const noexcept {
   if (n_ == 1 || bytes_per_peer == 0) return Path::local;
   if (cma_threshold_ != 0 && bytes_per_peer >= cma_threshold_) return Path::cma;
+  if (bytes_per_peer <= line_max_) return Path::line;
   return Path::copy;
 }
 
@@ -120,13 +136,56 @@ Status NodeAlltoall::run(const void* send, void* recv, std::size_t bytes) noexce
     std::memcpy(r, s, bytes);
     return Status::ok;
   }
-  const Status st = path_for(bytes) == Path::cma ? run_cma(s, r, bytes) : run_copy(s, r, bytes);
+  const Path path = path_for(bytes);
+  const Status st = path == Path::line ? run_lines(s, r, bytes)
+                    : path == Path::cma ? run_cma(s, r, bytes)
+                                        : run_copy(s, r, bytes);
   if (st != Status::ok) {
     broken_ = true;
     // Tell the peers, which may be waiting for us, to give up too.
     seg_.failed_flag()->store(1, std::memory_order_release);
   }
   return st;
+}
+
+// Line mode (lines.h): the writer's stream is its blocks for the other ranks,
+// rotated as in run_copy (the block for rank me+k at position k-1), published
+// line by line into its area of parity seq & 1. A reader polls every line of
+// its block at once, so the block's line transfers overlap.
+//
+// Reusing an area is safe for the reason given at run_copy: every call, in
+// any mode, waits for every peer's publication of that call, and a peer
+// publishes call s-1 only after it read everything of call s-2. The areas are
+// separate from the slots, so their sequence words never hold user data.
+Status NodeAlltoall::run_lines(const char* send, char* recv, std::size_t bytes) noexcept {
+  const std::size_t n = static_cast<std::size_t>(n_);
+  const std::size_t me = static_cast<std::size_t>(me_);
+  const std::uint64_t seq = ++seq_;
+  const std::uint64_t p = seq & 1;
+  lines::publish(lines_[2 * me + p], send + (me + 1) * bytes, (n - 1 - me) * bytes, send,
+                 me * bytes, seq);
+  std::memcpy(recv + me * bytes, send + me * bytes, bytes);
+  struct Block {
+    const char* area;
+    std::size_t first, last;
+    std::uint64_t seq;
+  };
+  for (std::size_t k = 1, j = me + 1; k < n; ++k, ++j) {
+    if (j == n) j = 0;
+    const std::size_t off = (n - 1 - k) * bytes;
+    const Block b{lines_[2 * j + p], off / lines::kPayload, (off + bytes - 1) / lines::kPayload, seq};
+    if (!lines::ready(b.area, b.first, b.last, b.seq)) {
+      const Status st = waiter_.wait_until(
+          [](const void* c) noexcept {
+            const Block& x = *static_cast<const Block*>(c);
+            return lines::ready(x.area, x.first, x.last, x.seq);
+          },
+          &b, seg_.watch_pid(static_cast<int>(j)));
+      if (st != Status::ok) return st;
+    }
+    lines::read(b.area, off, bytes, recv + j * bytes);
+  }
+  return Status::ok;
 }
 
 // Copy-in/copy-out, in rounds when local_size * bytes exceeds the slot.

@@ -38,7 +38,10 @@
 
 namespace mlxa2a::shm {
 
-enum class Path { local, copy, cma };  // local: nothing crosses processes
+// local: nothing crosses processes; line: small calls through per-line
+// sequence words (lines.h); copy: copy-in/copy-out through the slots; cma:
+// single copy with process_vm_readv.
+enum class Path { local, line, copy, cma };
 const char* to_string(Path p) noexcept;
 
 class NodeAlltoall {
@@ -63,6 +66,8 @@ class NodeAlltoall {
   int local_rank() const noexcept { return me_; }
   int local_size() const noexcept { return n_; }
   bool cma_enabled() const noexcept { return cma_threshold_ != 0; }
+  // Largest bytes_per_peer served in line mode (0: line mode off).
+  std::size_t line_max() const noexcept { return line_max_; }
   std::size_t slot_capacity() const noexcept { return capacity_; }
   // Name the segment had in /dev/shm (already unlinked once create() returned).
   const std::string& segment_name() const noexcept { return seg_.name(); }
@@ -71,6 +76,7 @@ class NodeAlltoall {
   NodeAlltoall(int me, int n, const Options& opt);
 
   Status setup(Bootstrap& boot, const Options& opt);
+  Status run_lines(const char* send, char* recv, std::size_t bytes) noexcept;
   Status run_copy(const char* send, char* recv, std::size_t bytes) noexcept;
   Status run_cma(const char* send, char* recv, std::size_t bytes) noexcept;
 
@@ -89,6 +95,8 @@ class NodeAlltoall {
   std::size_t cma_threshold_ = 0;   // 0 = CMA off (agreed at creation)
   std::uint64_t seq_ = 0;           // calls/rounds done; equal on all ranks
   bool broken_ = false;
+  std::size_t line_max_ = 0;        // largest bytes_per_peer served in line mode
+  std::vector<char*> lines_;        // line-mode areas, [2 * rank + parity]
   std::vector<char*> slots_;        // [2 * rank + parity]
   std::vector<layout::DoneFlag*> done_;
   Waiter waiter_;

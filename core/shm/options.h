@@ -40,6 +40,11 @@ struct Options {
   // (the suggested value).
   std::size_t cma_threshold_oversubscribed = 0;
 
+  // [layout] Serve small calls in line mode (every cache line carries its own
+  // sequence word, so a block's lines travel together; core/shm/lines.h):
+  // calls whose (local_size - 1) * bytes_per_peer fits 3584 bytes. Suggested
+  // true; false sends them through the slots (tests, comparisons).
+  bool line_mode = true;
   // [layout] Bytes of each rank's slot (two slots per rank, double-buffered).
   // Calls whose local_size * bytes_per_peer exceeds it are pipelined through
   // the slot in rounds. Raised to at least 64 * local_size. Suggested 131072

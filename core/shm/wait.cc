@@ -24,24 +24,37 @@ Waiter::Waiter(const Options& opt, const std::atomic<std::uint32_t>* failed)
 
 Status Waiter::wait_slow(const std::atomic<std::uint64_t>& flag, std::uint64_t target,
                          int pid) const noexcept {
+  struct Ctx {
+    const std::atomic<std::uint64_t>* flag;
+    std::uint64_t target;
+  } ctx{&flag, target};
+  return wait_until(
+      [](const void* c) noexcept {
+        const Ctx& x = *static_cast<const Ctx*>(c);
+        return x.flag->load(std::memory_order_acquire) >= x.target;
+      },
+      &ctx, pid);
+}
+
+Status Waiter::wait_until(Ready ready, const void* ctx, int pid) const noexcept {
   for (std::uint32_t i = 0; i < spin_; ++i) {
     cpu_relax();
-    if (flag.load(std::memory_order_acquire) >= target) return Status::ok;
+    if (ready(ctx)) return Status::ok;
   }
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   Clock::time_point last_check = start;
   for (;;) {
     ::sched_yield();
-    if (flag.load(std::memory_order_acquire) >= target) return Status::ok;
+    if (ready(ctx)) return Status::ok;
     if (failed_ != nullptr && failed_->load(std::memory_order_relaxed) != 0)
       return Status::peer_failed;
     const Clock::time_point now = Clock::now();
     if (now - last_check >= std::chrono::milliseconds(1)) {
       last_check = now;
       if (pid > 0 && !process_alive(pid)) {
-        // The peer may have advanced the flag just before exiting.
-        if (flag.load(std::memory_order_acquire) >= target) return Status::ok;
+        // The peer may have made us ready just before exiting.
+        if (ready(ctx)) return Status::ok;
         return Status::peer_dead;
       }
       if (abort_) {

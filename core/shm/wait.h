@@ -35,6 +35,12 @@ class Waiter {
     return wait_slow(flag, target, pid);
   }
 
+  // The same wait for any condition: returns once ready(ctx) is true, with
+  // the same spin, yield, liveness and abort rules. ready() must do the
+  // acquire that pairs with the writer's release.
+  using Ready = bool (*)(const void* ctx) noexcept;
+  Status wait_until(Ready ready, const void* ctx, int pid) const noexcept;
+
  private:
   Status wait_slow(const std::atomic<std::uint64_t>& flag, std::uint64_t target,
                    int pid) const noexcept;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -50,22 +51,34 @@ int exchange(NodeAlltoall& a2a, int iters, std::size_t bytes, int iter_base = 0)
   return 0;
 }
 
-class SizesTest : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+// Engine configurations: line mode for small calls (the default), every
+// call through the slots, and line mode plus CMA from 4 KiB.
+enum class Mode { lines, slots_only, cma };
+
+class SizesTest : public ::testing::TestWithParam<std::tuple<int, Mode>> {};
 
 TEST_P(SizesTest, EveryByteArrives) {
-  const auto [n, cma] = GetParam();
-  const ForkResult res = run_forked(n, [cma = cma](ForkBootstrap& boot) {
+  const auto [n, mode] = GetParam();
+  const ForkResult res = run_forked(n, [mode = mode](ForkBootstrap& boot) {
+    const bool cma = mode == Mode::cma;
     Options o = test_options();
     o.oversubscribed = false;  // so that cma_threshold applies
     o.spin_iterations = 50;    // still up to 8 ranks on 2 cores: yield soon
     o.cma_threshold = cma ? 4096 : 0;
+    o.line_mode = mode != Mode::slots_only;
     std::unique_ptr<NodeAlltoall> a2a;
     FT_CHECK_STATUS(NodeAlltoall::create(boot, o, a2a), Status::ok);
     FT_CHECK(a2a->cma_enabled() == (cma && boot.local_size() > 1));
-    const std::size_t sizes[] = {0, 1, 3, 8, 13, 64, 100, 1000, 4096, 8191, 65539, 262144, 1 << 20};
+    const std::size_t n_peers = static_cast<std::size_t>(boot.local_size() - 1);
+    // Line mode: blocks up to 256 bytes whose n - 1 blocks fit 64 lines.
+    FT_CHECK(a2a->line_max() ==
+             (o.line_mode && n_peers != 0 ? std::min<std::size_t>(256, 3584 / n_peers) : 0));
+    const std::size_t sizes[] = {0,   1,   3,   8,    13,   55,   56,    57,     64,     100,
+                                 255, 256, 257, 1000, 4096, 8191, 65539, 262144, 1 << 20};
     int base = 0;
     for (std::size_t bytes : sizes) {
       if (cma && boot.local_size() > 1 && bytes >= 4096) FT_CHECK(a2a->path_for(bytes) == Path::cma);
+      if (bytes != 0 && bytes <= a2a->line_max()) FT_CHECK(a2a->path_for(bytes) == Path::line);
       const int iters = bytes >= 65536 ? 2 : 8;
       if (exchange(*a2a, iters, bytes, base) != 0) return 1;
       base += iters;
@@ -77,11 +90,49 @@ TEST_P(SizesTest, EveryByteArrives) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shm, SizesTest,
-                         ::testing::Combine(::testing::Range(1, 9), ::testing::Bool()),
+                         ::testing::Combine(::testing::Range(1, 9),
+                                            ::testing::Values(Mode::lines, Mode::slots_only,
+                                                              Mode::cma)),
                          [](const auto& info) {
+                           const Mode m = std::get<1>(info.param);
                            return "np" + std::to_string(std::get<0>(info.param)) +
-                                  (std::get<1>(info.param) ? "_cma" : "_copy");
+                                  (m == Mode::lines ? "_lines" : m == Mode::cma ? "_cma" : "_slots");
                          });
+
+// Calls alternate between line mode, the slots and CMA on one instance, and
+// the slot calls carry 0xFF bytes, which read as a sequence word would say
+// "every call is ready". A line-mode reader must still wait for this call's
+// own lines (at np=3 a block can start past line 0, so only the per-line
+// words guard it).
+TEST(NodeAlltoall, ModesNeverMistakeDataForSequenceWords) {
+  const ForkResult res = run_forked(3, [](ForkBootstrap& boot) {
+    Options o = test_options();
+    o.cma_threshold_oversubscribed = 8192;
+    std::unique_ptr<NodeAlltoall> a2a;
+    FT_CHECK_STATUS(NodeAlltoall::create(boot, o, a2a), Status::ok);
+    const int n = boot.local_size(), me = boot.local_rank();
+    FT_CHECK(a2a->path_for(100) == Path::line && a2a->path_for(2000) == Path::copy &&
+             a2a->path_for(9000) == Path::cma);
+    for (int it = 0; it < 600; ++it) {
+      // copy, line, line, cma, line, line, ...: every slot call is followed,
+      // two calls later (same parity), by a line-mode call.
+      const std::size_t bytes = it % 3 != 0 ? 100 : it % 6 == 0 ? 2000 : 9000;
+      std::vector<unsigned char> send(n * bytes), recv(n * bytes, 0);
+      if (bytes == 100) {
+        fill_send(send, me, n, it, bytes);
+        FT_CHECK_STATUS(a2a->run(send.data(), recv.data(), bytes), Status::ok);
+        FT_CHECK(check_recv(recv, me, n, it, bytes));
+      } else {
+        std::fill(send.begin(), send.end(), 0xFF);
+        FT_CHECK_STATUS(a2a->run(send.data(), recv.data(), bytes), Status::ok);
+        FT_CHECK(std::all_of(recv.begin(), recv.end(), [](unsigned char c) { return c == 0xFF; }));
+      }
+    }
+    return 0;
+  });
+  EXPECT_FALSE(res.hung);
+  for (int code : res.exit_codes) EXPECT_EQ(code, 0);
+}
 
 // A slot far smaller than the data forces many pipelined rounds with a short
 // last round; odd sizes catch chunk-boundary bugs.
@@ -92,6 +143,7 @@ TEST(NodeAlltoall, TinySlotPipelines) {
     // the minimum, 64 bytes per rank.
     o.slot_capacity_oversubscribed = 1;
     o.cma_threshold_oversubscribed = 0;
+    o.line_mode = false;  // small sizes through the slots too
     std::unique_ptr<NodeAlltoall> a2a;
     FT_CHECK_STATUS(NodeAlltoall::create(boot, o, a2a), Status::ok);
     FT_CHECK(a2a->slot_capacity() == 192);

@@ -1,0 +1,91 @@
+// Line mode: a writer's bytes spread over cache lines that each carry their
+// own sequence word (internal to core/shm).
+//
+// Why: with one flag per slot, a reader that waits learns that the data is
+// there from the flag's line and only then fetches the data's other lines -
+// two line transfers one after the other (measured: 64 bytes per peer at np=2
+// cost a whole extra handoff over 32). When every line has its own sequence
+// word, the reader polls all the lines of its block in each pass; their
+// misses overlap and the block arrives in about one transfer.
+//
+// An area is kBytes-aligned memory of `lines` lines. Line i holds a sequence
+// word, then stream bytes [i * kPayload, (i + 1) * kPayload). The writer stores
+// a line's payload, then its sequence word (release); a reader that sees the
+// word reach its target (acquire) may read that line's payload. An area only
+// ever holds sequence words in those places, so a stale word is an older
+// sequence number, never user data.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace mlxa2a::shm::lines {
+
+constexpr std::size_t kBytes = 64;  // one cache line on x86 and on most Arm cores
+constexpr std::size_t kPayload = kBytes - sizeof(std::uint64_t);
+
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+
+inline std::atomic<std::uint64_t>& seq(char* area, std::size_t line) noexcept {
+  return *reinterpret_cast<std::atomic<std::uint64_t>*>(area + line * kBytes);
+}
+inline const std::atomic<std::uint64_t>& seq(const char* area, std::size_t line) noexcept {
+  return *reinterpret_cast<const std::atomic<std::uint64_t>*>(area + line * kBytes);
+}
+
+// Lines needed for a stream of `bytes` bytes.
+constexpr std::size_t count(std::size_t bytes) noexcept { return (bytes + kPayload - 1) / kPayload; }
+
+// Publishes the stream a[0, a_len) followed by b[0, b_len): each line's
+// payload, then its sequence word `s` with release order.
+inline void publish(char* area, const char* a, std::size_t a_len, const char* b, std::size_t b_len,
+                    std::uint64_t s) noexcept {
+  const std::size_t total = a_len + b_len;
+  for (std::size_t line = 0, pos = 0; pos < total; ++line, pos += kPayload) {
+    char* dst = area + line * kBytes + sizeof(std::uint64_t);
+    const std::size_t end = std::min(pos + kPayload, total);
+    if (pos < a_len) {
+      const std::size_t n = std::min(end, a_len) - pos;
+      std::memcpy(dst, a + pos, n);
+      if (end > a_len) std::memcpy(dst + n, b, end - a_len);
+    } else {
+      std::memcpy(dst, b + (pos - a_len), end - pos);
+    }
+    seq(area, line).store(s, std::memory_order_release);
+  }
+}
+
+// Whether lines [first, last] all show a sequence number >= target. Every
+// line is loaded in every pass (relaxed loads, independent, so their misses
+// overlap); the acquire fence after a successful pass orders the payload
+// reads that follow.
+inline bool ready(const char* area, std::size_t first, std::size_t last,
+                  std::uint64_t target) noexcept {
+  std::uint64_t lowest = UINT64_MAX;
+  for (std::size_t line = first; line <= last; ++line) {
+    lowest = std::min(lowest, seq(area, line).load(std::memory_order_relaxed));
+  }
+  if (lowest < target) return false;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return true;
+}
+
+// Copies stream bytes [off, off + len) out of the area's payloads. The lines
+// holding them must have been found ready().
+inline void read(const char* area, std::size_t off, std::size_t len, char* dst) noexcept {
+  std::size_t line = off / kPayload;
+  std::size_t in_line = off - line * kPayload;
+  while (len != 0) {
+    const std::size_t n = std::min(len, kPayload - in_line);
+    std::memcpy(dst, area + line * kBytes + sizeof(std::uint64_t) + in_line, n);
+    dst += n;
+    len -= n;
+    ++line;
+    in_line = 0;
+  }
+}
+
+}  // namespace mlxa2a::shm::lines
