@@ -116,7 +116,7 @@ constexpr Spec kSwitches[] = {
      .choices = kInvalidation},
     {.name = "SHM_CMA_THRESHOLD",
      .type = Type::Size,
-     .default_text = "32K",
+     .default_text = "64K",
      .description = "Shared-memory alltoall: bytes per peer from which each rank reads its "
                     "blocks straight from its peers' send buffers (process_vm_readv, one "
                     "copy) instead of copying through the shared segment (two copies); 0 = "

@@ -38,7 +38,7 @@ struct Settings {
   std::uint64_t rcache_max_bytes = 0;
   std::string rcache_invalidation;
   // Shared-memory alltoall (core/shm/options.h); 0 threshold = never CMA.
-  std::uint64_t shm_cma_threshold = 32768;
+  std::uint64_t shm_cma_threshold = 65536;
   std::uint64_t shm_cma_threshold_oversubscribed = 0;
   std::uint64_t shm_slot_size = 131072;
   std::uint64_t shm_slot_size_oversubscribed = 524288;
