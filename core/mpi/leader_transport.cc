@@ -4,8 +4,8 @@
 
 #include <cstddef>
 
+#include "core/arch.h"
 #include "core/mpi/runtime.h"
-#include "core/shm/wait.h"
 
 namespace mlxa2a::core::mpi {
 
@@ -61,7 +61,7 @@ shm::Status MpiLeaderTransport::exchange(std::span<const hier::Message> messages
     }
     if (done) return shm::Status::ok;
     if (i < spins) {
-      shm::cpu_relax();
+      cpu_relax();
     } else {
       sched_yield();
     }

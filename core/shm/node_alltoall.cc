@@ -20,23 +20,6 @@ std::size_t user_bytes(int n, const SegmentParams& p) {
 
 }  // namespace
 
-const char* to_string(Status s) noexcept {
-  switch (s) {
-    case Status::ok: return "ok";
-    case Status::invalid_argument: return "invalid argument";
-    case Status::bootstrap_failed: return "bootstrap failed";
-    case Status::create_failed: return "shared-memory segment creation failed";
-    case Status::peer_dead: return "a local peer process died";
-    case Status::peer_failed: return "a local peer reported a failure";
-    case Status::timeout: return "timed out waiting for a local peer";
-    case Status::aborted: return "aborted on request";
-    case Status::cma_failed: return "process_vm_readv failed";
-    case Status::broken: return "unusable after an earlier failure";
-    case Status::transport_failed: return "the leaders' inter-node exchange failed";
-  }
-  return "unknown status";
-}
-
 const char* to_string(Path p) noexcept {
   switch (p) {
     case Path::local: return "local";

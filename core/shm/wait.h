@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "core/arch.h"
 #include "core/shm/options.h"
 #include "core/shm/status.h"
 
@@ -51,16 +52,6 @@ class Waiter {
   const std::atomic<std::uint32_t>* failed_;
 };
 
-// One spin-wait hint: `pause` on x86, `yield` on Arm (both tell the core a
-// sibling hyperthread may run; neither is a memory barrier).
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#else
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-#endif
-}
+using ::mlxa2a::cpu_relax;  // core/arch.h
 
 }  // namespace mlxa2a::shm
