@@ -1,5 +1,7 @@
 #include "core/hier/hier_alltoall.h"
 
+#include <algorithm>
+
 #include "core/shm/strided_copy.h"
 
 namespace mlxa2a::hier {
@@ -40,6 +42,16 @@ void move_blocks(const NodeMap& map, int node, char* user, std::size_t bytes, st
 HierAlltoall::HierAlltoall(std::span<const int> node_ids, std::span<const int> leads, int rank,
                            std::size_t stage_bytes_per_rank)
     : map_(node_ids, leads), plan_(map_, rank, stage_bytes_per_rank) {}
+
+StageAreas HierAlltoall::areas_of(const shm::NodeStage& stage) noexcept {
+  StageAreas a;
+  for (int p = 0; p < 2; ++p) {
+    a.in[p] = stage.in_area(p);
+    a.out[p] = stage.out_area(p);
+  }
+  a.bytes = std::min(stage.in_bytes(), stage.out_bytes());
+  return a;
+}
 
 std::size_t HierAlltoall::area_bytes(int team_size, int local_size,
                                      std::size_t stage_bytes_per_rank) noexcept {
@@ -130,7 +142,8 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
     for (int m = 0; m < nodes; ++m) {
       if (m == p.node() || p.handled_by(m) != p.leader_index()) continue;
       const std::size_t at = p.section(m, chunk);
-      messages_.push_back(Message{m, p.partner(m), in + at, out + at, p.message_bytes(m, chunk)});
+      messages_.push_back(Message{m, p.partner(m), in + at, out + at, p.message_bytes(m, chunk),
+                                  p.remote_section(m, chunk), stage_->parity()});
     }
     if (!messages_.empty()) {
       if (transport_->exchange(messages_) != shm::Status::ok) {

@@ -40,6 +40,8 @@ class HierAlltoall {
                                           std::unique_ptr<shm::NodeStage> stage,
                                           std::unique_ptr<LeaderTransport> transport,
                                           std::unique_ptr<HierAlltoall>& out) noexcept;
+  // The stage's areas of both parities, for a transport's creation.
+  static StageAreas areas_of(const shm::NodeStage& stage) noexcept;
   // The area size a node's stage needs (in and out alike), before creation.
   static std::size_t area_bytes(int team_size, int local_size,
                                 std::size_t stage_bytes_per_rank) noexcept;
@@ -52,6 +54,10 @@ class HierAlltoall {
   void abandon() noexcept;
 
   const Plan& plan() const noexcept { return plan_; }
+  // The transport's name ("pmpi", "rdma"), or nullptr on a rank that does not lead.
+  const char* transport_name() const noexcept {
+    return transport_ ? transport_->name() : nullptr;
+  }
 
  private:
   HierAlltoall(std::span<const int> node_ids, std::span<const int> leads, int rank,

@@ -97,6 +97,13 @@ class Plan {
     return static_cast<std::size_t>(local_size()) * chunk *
            static_cast<std::size_t>(map_.ranks_before(node));
   }
+  // Where this node's message lands in node m's out-area: section `node()`
+  // of m's layout, whose rows are m's size (the sender's own section m is
+  // laid out with this node's size).
+  std::size_t remote_section(int node, std::size_t chunk) const {
+    return static_cast<std::size_t>(map_.node_size(node)) * chunk *
+           static_cast<std::size_t>(map_.ranks_before(node_));
+  }
   // Bytes of the message between this node's leader and node m's leader.
   std::size_t message_bytes(int node, std::size_t chunk) const {
     return static_cast<std::size_t>(local_size()) * static_cast<std::size_t>(map_.node_size(node)) *

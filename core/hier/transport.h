@@ -2,38 +2,59 @@
 // one message to and one from every other node's leader per round.
 //
 // Contract
+// * Creation (implementation-specific, collective over the team's leaders)
+//   hands the transport this node's StageAreas: the fan-in and fan-out areas
+//   of both parities, fixed for the team's life. A one-sided transport
+//   (RDMA, core/mlx5) registers them once and publishes the out-areas'
+//   addresses and keys to its partners; a two-sided one (PMPI) ignores them.
 // * exchange() is called by every leader of each node, the same number of
 //   times on every node, with one Message per remote node it handles (in node
 //   order; Plan::handled_by), addressed to the partner leader there. It
 //   returns once every message of this call has been sent (its send buffer
 //   may be reused) and received in full.
+// * A Message's send lies in the in-area and its recv in the out-area of the
+//   round's parity; remote_offset is where the bytes land in the *partner's*
+//   out-area of that parity (the partner's layout differs from ours,
+//   docs/hier.md), so a one-sided transport needs no per-call handshake.
 // * Message sizes are symmetric: what this leader sends to node m is exactly
 //   as long as what it receives from node m.
 // * Implementations: PMPI point-to-point on a private communicator
-//   (core/mpi/leader_transport.h); later RDMA writes (core/mlx5).
+//   (core/mpi/leader_transport.h), RDMA writes (core/mlx5/rdma_transport.h).
 // * Errors: a Status other than ok; the engine then fails the call on its
-//   node (shm::Status::transport_failed).
+//   node (Status::transport_failed).
 #pragma once
 
 #include <cstddef>
 #include <span>
 
-#include "core/shm/status.h"
+#include "core/status.h"
 
 namespace mlxa2a::hier {
 
+// A node's staging areas as NodeStage maps them: index = parity (the stage's
+// call sequence & 1). Every area is `bytes` long.
+struct StageAreas {
+  char* in[2] = {nullptr, nullptr};
+  char* out[2] = {nullptr, nullptr};
+  std::size_t bytes = 0;
+};
+
 struct Message {
-  int node;           // the remote node (NodeMap numbering)
-  int leader;         // which of its leaders (index in NodeMap::leaders(node))
-  const char* send;   // bytes to its leader
-  char* recv;         // bytes from its leader land here
-  std::size_t bytes;  // both directions
+  int node;                   // the remote node (NodeMap numbering)
+  int leader;                 // which of its leaders (index in NodeMap::leaders(node))
+  const char* send;           // bytes to its leader (in this node's in-area)
+  char* recv;                 // bytes from its leader land here (this node's out-area)
+  std::size_t bytes;          // both directions
+  std::size_t remote_offset;  // where `send` lands in the partner's out-area
+  int parity;                 // which areas (0/1) this round uses, on both ends
 };
 
 class LeaderTransport {
  public:
   virtual ~LeaderTransport() = default;
-  [[nodiscard]] virtual shm::Status exchange(std::span<const Message> messages) noexcept = 0;
+  [[nodiscard]] virtual Status exchange(std::span<const Message> messages) noexcept = 0;
+  // "pmpi" or "rdma", for traces. Static text.
+  virtual const char* name() const noexcept = 0;
 };
 
 }  // namespace mlxa2a::hier

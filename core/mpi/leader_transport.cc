@@ -28,7 +28,7 @@ MpiLeaderTransport::~MpiLeaderTransport() {
   if (Runtime::instance().state() == State::Finalised) comm_.abandon();
 }
 
-shm::Status MpiLeaderTransport::exchange(std::span<const hier::Message> messages) noexcept {
+Status MpiLeaderTransport::exchange(std::span<const hier::Message> messages) noexcept {
   // Posts every message's receives (send = false) or sends, in pieces.
   auto post = [&](bool send) {
     for (const hier::Message& m : messages) {
@@ -46,9 +46,9 @@ shm::Status MpiLeaderTransport::exchange(std::span<const hier::Message> messages
   try {
     requests_.clear();
     // Receives first, so that an eager message finds its buffer posted.
-    if (!post(false) || !post(true)) return shm::Status::transport_failed;
+    if (!post(false) || !post(true)) return Status::transport_failed;
   } catch (...) {  // allocation of the request list
-    return shm::Status::transport_failed;
+    return Status::transport_failed;
   }
   // Test rather than wait: an MPI that spins inside MPI_Waitall keeps the core
   // from the very peers it waits for when ranks outnumber cores.
@@ -57,9 +57,9 @@ shm::Status MpiLeaderTransport::exchange(std::span<const hier::Message> messages
     int done = 0;
     if (PMPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done,
                      MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
-      return shm::Status::transport_failed;
+      return Status::transport_failed;
     }
-    if (done) return shm::Status::ok;
+    if (done) return Status::ok;
     if (i < spins) {
       cpu_relax();
     } else {

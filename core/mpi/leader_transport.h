@@ -30,7 +30,8 @@ class MpiLeaderTransport final : public hier::LeaderTransport {
   ~MpiLeaderTransport() override;
   MpiLeaderTransport(const MpiLeaderTransport&) = delete;
   MpiLeaderTransport& operator=(const MpiLeaderTransport&) = delete;
-  shm::Status exchange(std::span<const hier::Message> messages) noexcept override;
+  Status exchange(std::span<const hier::Message> messages) noexcept override;
+  const char* name() const noexcept override { return "pmpi"; }
 
  private:
   OwnedComm comm_;

@@ -54,6 +54,12 @@ class NodeStage {
   char* out() const noexcept { return out_[seq_ & 1]; }
   std::size_t in_bytes() const noexcept { return in_bytes_; }
   std::size_t out_bytes() const noexcept { return out_bytes_; }
+  // This call's parity (which of the double-buffered areas in()/out() are),
+  // and the areas of either parity: fixed for the stage's life, so a
+  // transport may register them once (core/hier/transport.h).
+  int parity() const noexcept { return static_cast<int>(seq_ & 1); }
+  char* in_area(int parity) const noexcept { return in_[parity & 1]; }
+  char* out_area(int parity) const noexcept { return out_[parity & 1]; }
 
   [[nodiscard]] Status arrive() noexcept;
   [[nodiscard]] Status wait_arrived(std::span<const int> ranks) noexcept;

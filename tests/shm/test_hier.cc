@@ -29,6 +29,8 @@ struct Mailbox {
   std::atomic<std::uint64_t> taken{0};
   int from_leader = -1;  // written before `sent`: which leader sent, and to
   int to_leader = -1;    // which leader of the receiving node it is addressed
+  std::size_t remote_offset = 0;  // where the sender says it lands (one-sided transports)
+  int parity = -1;
 };
 
 class Mailboxes {
@@ -69,8 +71,10 @@ class Mailboxes {
 // every leader's exchange fail (as an MPI error handler returning would).
 class FakeTransport final : public LeaderTransport {
  public:
-  FakeTransport(Mailboxes& boxes, int node, int leader, std::uint64_t fail_at)
-      : boxes_(boxes), node_(node), leader_(leader), fail_at_(fail_at) {}
+  FakeTransport(Mailboxes& boxes, int node, int leader, std::uint64_t fail_at,
+                const StageAreas& areas)
+      : boxes_(boxes), node_(node), leader_(leader), fail_at_(fail_at), areas_(areas) {}
+  const char* name() const noexcept override { return "fake"; }
 
   Status exchange(std::span<const Message> messages) noexcept override {
     const std::uint64_t seq = ++calls_;
@@ -87,6 +91,14 @@ class FakeTransport final : public LeaderTransport {
       std::memcpy(boxes_.data(node_, m.node), m.send, m.bytes);
       b.from_leader = leader_;
       b.to_leader = m.leader;
+      b.remote_offset = m.remote_offset;
+      b.parity = m.parity;
+      // What a one-sided transport relies on: the message is the area's
+      // bytes of this round's parity (the areas handed over at creation).
+      if (m.parity < 0 || m.parity > 1 || m.send < areas_.in[m.parity] ||
+          m.send + m.bytes > areas_.in[m.parity] + areas_.bytes) {
+        return Status::invalid_argument;
+      }
       b.sent.store(seq, std::memory_order_release);
     }
     for (const Message& m : messages) {
@@ -96,6 +108,12 @@ class FakeTransport final : public LeaderTransport {
       }
       // Both ends must agree on who talks to whom (Plan::handled_by/partner).
       if (b.from_leader != m.leader || b.to_leader != leader_) return Status::invalid_argument;
+      // The sender's idea of where its bytes land must be where the engine
+      // reads them here: same parity, remote_offset into our out-area.
+      if (b.parity != m.parity || m.recv != areas_.out[m.parity] + b.remote_offset ||
+          b.remote_offset + m.bytes > areas_.bytes) {
+        return Status::invalid_argument;
+      }
       std::memcpy(m.recv, boxes_.data(m.node, node_), m.bytes);
       b.taken.store(seq, std::memory_order_release);
     }
@@ -115,6 +133,7 @@ class FakeTransport final : public LeaderTransport {
   int node_;
   int leader_;
   std::uint64_t fail_at_;
+  StageAreas areas_;
   std::uint64_t calls_ = 0;
 };
 
@@ -142,7 +161,8 @@ int run_rank(ForkBootstrap& boot, int rank, const Case& c, Mailboxes& boxes, int
   std::unique_ptr<LeaderTransport> transport;
   if (plan.leader()) {
     transport = std::make_unique<FakeTransport>(boxes, node, plan.leader_index(),
-                                                node == fail_node ? fail_at : 0);
+                                                node == fail_node ? fail_at : 0,
+                                                HierAlltoall::areas_of(*stage));
   }
   std::unique_ptr<HierAlltoall> engine;
   FT_CHECK_STATUS(HierAlltoall::create(node_of, c.leads, rank, kStagePerRank, std::move(stage),
