@@ -5,13 +5,26 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <unistd.h>
+
+#include <mutex>
+
 #include "common.h"
+#include "hca.h"
 
 namespace fakeverbs {
 
 void log_error(const char* fmt, ...) {
   const char* quiet = getenv("FAKEVERBS_QUIET");
   if (quiet && *quiet == '1') return;
+  // The first diagnostic of a process names its seed: a failure seen with
+  // jitter and shuffled placement replays with FAKEVERBS_SEED=<it>.
+  static std::once_flag seed_once;
+  std::call_once(seed_once, [] {
+    fprintf(stderr, "fakeverbs: pid %d runs with FAKEVERBS_SEED=%llu FAKEVERBS_JITTER_US=%llu\n",
+            int(getpid()), (unsigned long long)hca::seed(),
+            (unsigned long long)(hca::jitter_ns() / 1000));
+  });
   va_list ap;
   va_start(ap, fmt);
   fputs("fakeverbs: ", stderr);

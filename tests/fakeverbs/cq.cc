@@ -30,9 +30,9 @@ bool cq_push(wire::CqRing* ring, const wire::Cqe& e) {
 int poll_cq_op(ibv_cq* c, int n, ibv_wc* wc) {
   Cq* cq = owner_of<Cq>(c);
   if (!cq || n < 0) return -EINVAL;
-  // Progress comes from polling, like a driver's: the fake has no thread
-  // that could be starved by a busy-polling application.
-  progress_context(*cq->ctx);
+  // Work requests progress on the hca thread; polling only collects what
+  // it (or a peer) completed, and delivers events peers raised.
+  deliver_events(*cq->ctx);
   wire::CqRing* r = cq->ring;
   int got = 0;
   wire::Cqe batch[64];

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "hca.h"
 #include "objects.h"
 
 namespace fakeverbs {
@@ -175,6 +176,7 @@ FV_EXPORT ibv_context* ibv_open_device(ibv_device* dev) {
   pthread_mutex_init(&c.mutex, nullptr);
   ctx->async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
   c.async_fd = ctx->async_fd;
+  hca::register_context(ctx);
   return &c;
 }
 
@@ -184,6 +186,7 @@ FV_EXPORT int ibv_close_device(ibv_context* c) {
   if (ctx->children.load() != 0)
     log_error("ibv_close_device(%s) with %d objects still allocated (leaked)",
               ctx->dev->dev.name, ctx->children.load());
+  hca::unregister_context(ctx);
   close(ctx->async_fd);
   delete ctx;
   return 0;

@@ -16,8 +16,8 @@ namespace {
 struct Rules {
   pid_t pid = 0;
   uint64_t fail_post = 0, fail_recv = 0, retry_exc = 0, rem_access = 0, drop_cqe = 0,
-           qp_error = 0, delay_us = 0;
-  uint64_t n_post = 0, n_recv = 0, n_wr = 0, n_cqe = 0, n_qp_error = 0;
+           qp_error = 0, delay_us = 0, fail_reg = 0;
+  uint64_t n_post = 0, n_recv = 0, n_wr = 0, n_cqe = 0, n_qp_error = 0, n_reg = 0;
 };
 
 std::mutex g_mu;
@@ -44,6 +44,7 @@ Rules& rules() {  // caller holds g_mu
     else if (k == "drop_cqe") g_rules.drop_cqe = n;
     else if (k == "qp_error") g_rules.qp_error = n;
     else if (k == "delay_us") g_rules.delay_us = n;
+    else if (k == "fail_reg") g_rules.fail_reg = n;
     else if (!k.empty()) log_error("FAKEVERBS_FAULT: unknown rule '%s' ignored", item.c_str());
   }
   return g_rules;
@@ -61,6 +62,12 @@ bool fail_post_recv() {
   std::lock_guard<std::mutex> g(g_mu);
   Rules& r = rules();
   return ++r.n_recv == r.fail_recv;
+}
+
+bool fail_reg_mr() {
+  std::lock_guard<std::mutex> g(g_mu);
+  Rules& r = rules();
+  return ++r.n_reg == r.fail_reg;
 }
 
 bool qp_error_now() {

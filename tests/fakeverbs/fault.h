@@ -9,6 +9,7 @@
 //   drop_cqe=N     the Nth completion this process generates is lost
 //   delay_us=D     every send WR executes D microseconds after it was posted
 //                  (its data lands and it completes only then, via poll_cq)
+//   fail_reg=N     the Nth ibv_reg_mr call fails with ENOMEM
 //   qp_error=N     at the Nth ibv_post_send call the QP moves to the error
 //                  state (IBV_EVENT_QP_FATAL); the WRs are flushed
 // An erroring WR moves its QP to the error state exactly as a real error does.
@@ -22,6 +23,7 @@ namespace fakeverbs::fault {
 
 bool fail_post_send();
 bool fail_post_recv();
+bool fail_reg_mr();
 bool qp_error_now();
 int wr_status();       // -1, or the ibv_wc_status to force on this WR
 bool drop_cqe();

@@ -101,7 +101,9 @@ struct Qp {
   std::string link;  // rendezvous link name ("qpn.<key>.<qpn>")
 
   std::mutex mu;
-  std::deque<SendWr> sq;           // posted, not yet executed
+  std::deque<SendWr> sq;           // posted, not yet executed (by the hca thread)
+  uint64_t rng = 0;                // jitter and placement order (hca.h)
+  uint64_t last_due_ns = 0;        // WRs of one QP execute in posting order
   // Send-queue accounting as on hardware: a WR occupies its slot until a
   // completion of it or of a later WR of the QP is polled (selective
   // signalling, man ibv_post_send).  Every CQE-generating WR closes a
@@ -137,9 +139,15 @@ Mr* find_local_mr(uint32_t lkey);
 // CQ overrun on hardware.
 bool cq_push(wire::CqRing* ring, const wire::Cqe& e);
 
-// Send-queue engine (post.cc).
-void progress(Qp& qp);           // caller holds qp.mu
-void progress_context(Context& ctx);
+// Send-queue engine (post.cc).  progress() executes the due WRs at the head
+// of the QP's send queue and returns when to look again: UINT64_MAX (queue
+// empty), kBlocked (the head waits for its peer: retry soon) or the head's
+// due time.  Caller holds qp.mu.  Called by the hca thread only (and by
+// ibv_modify_qp to flush a QP moved to ERR).
+constexpr uint64_t kBlocked = 1;
+uint64_t progress(Qp& qp);
+// Delivers affiliated events raised by peers (from ibv_poll_cq).
+void deliver_events(Context& ctx);
 // Moves a QP to the error state and flushes its receive queue (caller may
 // hold qp.mu but no shared mutex).
 void flush_recv_queue(wire::QpShared* sh, wire::CqRing* cq);

@@ -2,15 +2,27 @@
 //
 // All MRs of a process live in one shared table ("<pid>.mr") so that a peer
 // executing an RDMA operation can check the rkey, range, PD and access flags
-// exactly where an HCA's responder would.  Keys are (slot << 8 | tag): a
+// exactly where an HCA's responder would.  Keys are (slot << 8 | tag) with a
+// random slot and a random 8-bit tag (mlx5's key variant), so two processes
+// registering the same buffers in the same order get different keys, and a
 // stale key of a deregistered MR does not match a later MR in the same slot.
+//
+// Limits as the kernel's ib_umem_get: registered pages count against
+// RLIMIT_MEMLOCK per process (overlapping MRs count twice) -> ENOMEM.  The
+// kernel exempts CAP_IPC_LOCK (root); the fake does not, because jobs run
+// unprivileged while CI runs as root.
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 
+#include "fault.h"
+#include "hca.h"
 #include "objects.h"
+#include "placement.h"
 
 namespace fakeverbs {
 namespace {
@@ -20,7 +32,8 @@ struct Registry {
   MappedFile file;
   wire::MrTable* table = nullptr;
   std::unordered_map<uint32_t, Mr*> by_key;
-  uint32_t next_tag = 1;
+  uint64_t key_rng = hca::stream_seed(0x4b455900000000ull | uint64_t(getpid()));
+  uint64_t pinned_bytes = 0;  // page-rounded, against RLIMIT_MEMLOCK
   uint32_t next_pd = 1;
 };
 
@@ -33,6 +46,7 @@ Registry& registry() {
   if (!g_reg || g_reg->pid != getpid()) {
     g_reg = new Registry;  // the parent's one is deliberately leaked in the child
     g_reg->pid = getpid();
+    g_reg->key_rng = hca::stream_seed(0x4b455900000000ull | uint64_t(getpid()));
   }
   return *g_reg;
 }
@@ -62,6 +76,13 @@ bool range_mapped(const void* addr, size_t len) {
   uintptr_t end = uintptr_t(addr) + len;
   // msync fails with ENOMEM on any unmapped page in the range.
   return msync(reinterpret_cast<void*>(a), end - a, MS_ASYNC) == 0;
+}
+
+uint64_t pinned_size(const void* addr, size_t len) {
+  const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+  const uint64_t first = uintptr_t(addr) & ~(page - 1);
+  const uint64_t end = (uintptr_t(addr) + len + page - 1) & ~(page - 1);
+  return end - first;
 }
 
 }  // namespace
@@ -129,41 +150,72 @@ FV_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* p, void* addr, size_t length, uint64_
     errno = EINVAL;
     return nullptr;
   }
-  // The fake addresses remote memory by virtual address, so an IOVA other
-  // than the address is not modelled; refuse rather than misbehave.
-  if (iova != uintptr_t(addr)) {
-    log_error("ibv_reg_mr_iova: iova != addr is not supported by fakeverbs");
-    errno = EOPNOTSUPP;
+  if (fault::fail_reg_mr()) {
+    log_error("FAKEVERBS_FAULT: failing ibv_reg_mr of %zu bytes (ENOMEM)", length);
+    errno = ENOMEM;
     return nullptr;
   }
   if (length == 0 || !addr || !range_mapped(addr, length)) {
     errno = length == 0 ? EINVAL : EFAULT;
     return nullptr;
   }
+  const uint64_t pin_len = pinned_size(addr, length);
   std::lock_guard<std::mutex> g(g_mu);
   Registry& r = registry();
+  rlimit lim{};
+  if (getrlimit(RLIMIT_MEMLOCK, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
+      r.pinned_bytes + pin_len > lim.rlim_cur) {
+    log_error("ibv_reg_mr: %llu bytes pinned + %llu would pass RLIMIT_MEMLOCK (%llu) (ENOMEM)",
+              (unsigned long long)r.pinned_bytes, (unsigned long long)pin_len,
+              (unsigned long long)lim.rlim_cur);
+    errno = ENOMEM;
+    return nullptr;
+  }
   wire::MrTable* t = table_locked(r);
   if (!t) {
     errno = ENOMEM;
     return nullptr;
   }
-  uint32_t slot = 1;  // slot 0 unused so that key 0 never names an MR
+  uint32_t slot;
+  uint32_t key;
   {
     SharedLock lk(&t->mu);
-    while (slot < t->capacity && t->entries()[slot].key != 0) ++slot;
-    if (slot == t->capacity) {
-      errno = ENOMEM;
-      return nullptr;
+    // Random free slot (slot 0 unused so that key 0 never names an MR).
+    const uint32_t start = 1 + uint32_t(next_random(r.key_rng) % (t->capacity - 1));
+    slot = start;
+    while (t->entries()[slot].key != 0) {
+      slot = slot + 1 == t->capacity ? 1 : slot + 1;
+      if (slot == start) {
+        errno = ENOMEM;
+        return nullptr;
+      }
     }
-    uint32_t tag = r.next_tag++ & 0xff;
-    if (tag == 0) tag = r.next_tag++ & 0xff;
+    wire::MrEntry& e = t->entries()[slot];
+    uint32_t tag = uint32_t(next_random(r.key_rng) & 0xff);
+    if (tag == 0 || tag == e.pad) tag = (e.pad + 1) & 0xff ? (e.pad + 1) & 0xff : 1;
+    key = (slot << 8) | tag;
+  }
+  // Fault the pages in and record them (outside the table lock: it may take
+  // a while for a large MR).  The slot is still free; nobody else takes it
+  // because registrations of this process hold g_mu.
+  if (!pin_pages(key, addr, length, access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                              IBV_ACCESS_REMOTE_ATOMIC))) {
+    log_error("ibv_reg_mr: cannot fault in [%p, +%zu) %s (EFAULT)", addr, length,
+              strerror(errno));
+    errno = EFAULT;
+    return nullptr;
+  }
+  {
+    SharedLock lk(&t->mu);
     wire::MrEntry& e = t->entries()[slot];
     e.pd_id = pd->id;
     e.addr = uintptr_t(addr);
+    e.iova = iova;
     e.length = length;
     e.access = access;
-    e.key = (slot << 8) | tag;
+    e.key = key;
   }
+  r.pinned_bytes += pin_len;
   auto* mr = new Mr;
   mr->pd = pd;
   mr->slot = slot;
@@ -174,7 +226,7 @@ FV_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* p, void* addr, size_t length, uint64_
   m.addr = addr;
   m.length = length;
   m.handle = slot;
-  m.lkey = m.rkey = t->entries()[slot].key;
+  m.lkey = m.rkey = key;
   r.by_key[m.lkey] = mr;
   pd->children++;
   return &m;
@@ -204,8 +256,14 @@ FV_EXPORT int ibv_dereg_mr(ibv_mr* m) {
   Registry& r = registry();
   if (r.table) {
     SharedLock lk(&r.table->mu);
-    memset(&r.table->entries()[mr->slot], 0, sizeof(wire::MrEntry));
+    wire::MrEntry& e = r.table->entries()[mr->slot];
+    const uint32_t last_tag = e.key & 0xff;
+    memset(&e, 0, sizeof e);
+    e.pad = last_tag;  // the next key in this slot gets another tag
   }
+  unpin_pages(m->lkey);
+  const uint64_t pin_len = pinned_size(m->addr, m->length);
+  r.pinned_bytes -= std::min(r.pinned_bytes, pin_len);
   r.by_key.erase(m->lkey);
   mr->pd->children--;
   delete mr;

@@ -2,19 +2,24 @@
 // RC operations against the peer process (the fake's "HCA").
 //
 // Execution model: ibv_post_send validates and queues a private copy of each
-// WR, then executes queued WRs in order; a WR that cannot execute yet (peer
-// not ready, receiver not ready = RNR, injected delay) stays at the head and
-// is retried from later ibv_post_send / ibv_poll_cq calls until the
-// transport or RNR retry budget of the QP runs out.  Data moves with
+// WR and wakes the process's hca thread (hca.h), which executes queued WRs in
+// order once due (posting time + per-QP jitter); a WR that cannot execute yet
+// (peer not ready, receiver not ready = RNR, injected delay) stays at the
+// head and is retried by the thread until the transport or RNR retry budget
+// of the QP runs out.  Data moves with
 // process_vm_writev/readv, so a write lands in the peer without the peer
 // doing anything -- one-sided, as on hardware.
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "fault.h"
+#include "hca.h"
 #include "objects.h"
+#include "placement.h"
 
 namespace fakeverbs {
 
@@ -53,15 +58,29 @@ constexpr uint32_t kRnrUs[32] = {655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 
                                  10240, 15360, 20480, 30720, 40960, 61440, 81920,
                                  122880, 163840, 245760, 327680, 491520};
 
-// MR check as done by an HCA for a local (lkey) or remote (rkey) access.
-bool mr_allows(wire::MrTable* t, uint32_t key, uint32_t pd, uint64_t addr, uint64_t len,
-               unsigned need) {
+// MR check as done by an HCA for a local (lkey) or remote (rkey) access of
+// [addr, addr+len) in the MR's IOVA space; on success `va` is where those
+// bytes are in the owner's memory and `pin` names the registration.
+struct MrHit {
+  bool ok = false;
+  uint64_t va = 0;
+  PinnedRange pin;
+};
+
+MrHit mr_lookup(wire::MrTable* t, uint32_t key, uint32_t pd, uint64_t addr, uint64_t len,
+                unsigned need) {
+  MrHit h;
   uint32_t slot = key >> 8;
-  if (!t || slot == 0 || slot >= t->capacity) return false;
+  if (!t || slot == 0 || slot >= t->capacity) return h;
   SharedLock lk(&t->mu);
   const wire::MrEntry& e = t->entries()[slot];
-  return e.key == key && e.pd_id == pd && addr >= e.addr && len <= e.length &&
-         addr - e.addr <= e.length - len && (e.access & need) == need;
+  if (e.key == key && e.pd_id == pd && addr >= e.iova && len <= e.length &&
+      addr - e.iova <= e.length - len && (e.access & need) == need) {
+    h.ok = true;
+    h.va = e.addr + (addr - e.iova);
+    h.pin = {t->owner_pid, e.key, e.addr};
+  }
+  return h;
 }
 
 void flush_locked(wire::QpShared* sh, wire::CqRing* cq) {
@@ -78,7 +97,7 @@ void flush_locked(wire::QpShared* sh, wire::CqRing* cq) {
 // The responder side of a failed operation: its QP enters the error state
 // too (IB spec 9.9.3: responder class errors), flushing its receives.
 // The owner learns of it by an affiliated asynchronous event, delivered by
-// its next ibv_poll_cq (progress_context).
+// its next ibv_poll_cq (deliver_events).
 void responder_error(wire::QpShared* peer, wire::CqRing* peer_cq, ibv_event_type ev) {
   SharedLock lk(&peer->mu);
   peer->state = IBV_QPS_ERR;
@@ -92,23 +111,6 @@ struct Outcome {
   ibv_wc_status status = IBV_WC_SUCCESS;
   uint32_t byte_len = 0;
 };
-
-// Copies between local iovecs and the peer's memory; false on any error.
-bool vm_copy(pid_t pid, std::vector<iovec>& local, std::vector<iovec>& remote, bool write) {
-  size_t want = 0;
-  for (const iovec& v : local) want += v.iov_len;
-  if (want == 0) return true;
-  ssize_t n = write ? process_vm_writev(pid, local.data(), local.size(), remote.data(),
-                                        remote.size(), 0)
-                    : process_vm_readv(pid, local.data(), local.size(), remote.data(),
-                                       remote.size(), 0);
-  if (n != ssize_t(want)) {
-    log_error("process_vm_%s to pid %d moved %zd of %zu bytes: %s", write ? "writev" : "readv",
-              int(pid), n, want, n < 0 ? strerror(errno) : "short");
-    return false;
-  }
-  return true;
-}
 
 class Executor {
  public:
@@ -124,9 +126,14 @@ class Executor {
     o.status = st;
     return o;
   }
-  std::vector<iovec> local_iov(SendWr& w);
-  Outcome send(SendWr& w, std::vector<iovec>& src, uint64_t len);
-  Outcome write_imm(SendWr& w, std::vector<iovec>& src, uint64_t len);
+  // The local gather/scatter list, translated through the QP's MRs; false if
+  // an SGE is not inside an MR of the QP's PD with `need` access.
+  bool local_side(SendWr& w, unsigned need, Side* out);
+  // Moves the bytes with the fake's DMA (placement.h) and accounts for any
+  // access to pages remapped since their registration.
+  bool dma(const Side& src, const Side& dst, bool write);
+  Outcome send(SendWr& w, const Side& src, uint64_t len);
+  Outcome write_imm(SendWr& w, const Side& src, const Side& dst, uint64_t len);
 
   Qp& qp_;
   wire::QpShared* peer_ = nullptr;
@@ -161,32 +168,68 @@ bool Executor::resolve_peer() {
   return pid_alive(p->owner_pid);
 }
 
-std::vector<iovec> Executor::local_iov(SendWr& w) {
-  std::vector<iovec> v;
+bool Executor::local_side(SendWr& w, unsigned need, Side* out) {
   if (w.is_inline) {
-    if (!w.inline_data.empty()) v.push_back({w.inline_data.data(), w.inline_data.size()});
-  } else {
-    for (const ibv_sge& s : w.sge)
-      if (s.length) v.push_back({reinterpret_cast<void*>(uintptr_t(s.addr)), s.length});
+    if (!w.inline_data.empty()) {
+      out->iov.push_back({w.inline_data.data(), w.inline_data.size()});
+      out->pins.push_back({});
+    }
+    return true;
   }
-  return v;
+  wire::MrTable* own = own_mr_table();
+  for (const ibv_sge& s : w.sge) {
+    if (!s.length) continue;
+    MrHit h = mr_lookup(own, s.lkey, qp_.pd->id, s.addr, s.length, need);
+    if (!h.ok) {
+      log_error("QP 0x%x: local SGE (addr 0x%llx len %u lkey 0x%x) outside an MR of the "
+                "QP's PD or lacking access -> IBV_WC_LOC_PROT_ERR", qp_.qpn(),
+                (unsigned long long)s.addr, s.length, s.lkey);
+      return false;
+    }
+    out->iov.push_back({reinterpret_cast<void*>(uintptr_t(h.va)), s.length});
+    out->pins.push_back(h.pin);
+  }
+  return true;
+}
+
+void count_stale(wire::MrTable* t, bool wrote, uint64_t bytes) {
+  if (!t) return;
+  SharedLock lk(&t->mu);
+  (wrote ? t->stale_writes : t->stale_reads)++;
+  t->stale_bytes += bytes;
+}
+
+bool Executor::dma(const Side& src, const Side& dst, bool write) {
+  PlaceStats st;
+  const pid_t peer = peer_->owner_pid;
+  if (!place(peer, src, dst, write, &qp_.rng, &st)) return false;
+  if (st.stale_dst_bytes | st.stale_src_bytes) {
+    wire::MrTable* own = own_mr_table();
+    wire::MrTable* dst_owner = write ? peer_mr_ : own;
+    wire::MrTable* src_owner = write ? own : peer_mr_;
+    if (st.stale_dst_bytes) count_stale(dst_owner, true, st.stale_dst_bytes);
+    if (st.stale_src_bytes) count_stale(src_owner, false, st.stale_src_bytes);
+    log_error("QP 0x%x: stale registration: %llu bytes written into and %llu bytes read from "
+              "pages remapped since ibv_reg_mr (pid %d); a real HCA uses the old pinned pages, "
+              "so the application loses them", qp_.qpn(),
+              (unsigned long long)st.stale_dst_bytes, (unsigned long long)st.stale_src_bytes,
+              int(st.stale_dst_bytes ? dst_owner->owner_pid : src_owner->owner_pid));
+    if (stale_aborts()) {
+      fprintf(stderr, "fakeverbs: FAKEVERBS_STALE=abort: aborting (FAKEVERBS_SEED=%llu)\n",
+              (unsigned long long)hca::seed());
+      abort();
+    }
+  }
+  return true;
 }
 
 Outcome Executor::run(SendWr& w) {
   Outcome o;
   const bool reads_into_local = w.opcode == IBV_WR_RDMA_READ || is_atomic(w.opcode);
-  if (!w.is_inline) {
-    wire::MrTable* own = own_mr_table();
-    for (const ibv_sge& s : w.sge) {
-      if (s.length && !mr_allows(own, s.lkey, qp_.pd->id, s.addr, s.length,
-                                 reads_into_local ? IBV_ACCESS_LOCAL_WRITE : 0)) {
-        log_error("QP 0x%x: local SGE (addr 0x%llx len %u lkey 0x%x) outside an MR of the "
-                  "QP's PD or lacking access -> IBV_WC_LOC_PROT_ERR", qp_.qpn(),
-                  (unsigned long long)s.addr, s.length, s.lkey);
-        o.status = IBV_WC_LOC_PROT_ERR;
-        return o;
-      }
-    }
+  Side local;
+  if (!local_side(w, reads_into_local ? IBV_ACCESS_LOCAL_WRITE : 0, &local)) {
+    o.status = IBV_WC_LOC_PROT_ERR;
+    return o;
   }
   if (reads_into_local && qp_.attr.max_rd_atomic == 0) {
     log_error("QP 0x%x: RDMA READ/atomic with max_rd_atomic = 0 -> IBV_WC_LOC_QP_OP_ERR", qp_.qpn());
@@ -202,13 +245,12 @@ Outcome Executor::run(SendWr& w) {
     o.wait = true;
     return o;
   }
-  std::vector<iovec> src = local_iov(w);
   const pid_t pid = peer_->owner_pid;
   uint32_t need = 0;
   switch (w.opcode) {
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM:
-      return send(w, src, len);
+      return send(w, local, len);
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM: need = IBV_ACCESS_REMOTE_WRITE; break;
     case IBV_WR_RDMA_READ: need = IBV_ACCESS_REMOTE_READ; break;
@@ -233,29 +275,34 @@ Outcome Executor::run(SendWr& w) {
   }
   // A zero-length RDMA WRITE/READ checks no R_Key (IB spec 9.4.4).
   const bool check_rkey = len != 0 || is_atomic(w.opcode);
-  if (!(peer_access & need) ||
-      (check_rkey && !mr_allows(peer_mr_, w.rkey, peer_pd, w.remote_addr,
-                                is_atomic(w.opcode) ? 8 : len, need))) {
+  MrHit h;
+  if (check_rkey) h = mr_lookup(peer_mr_, w.rkey, peer_pd, w.remote_addr,
+                                is_atomic(w.opcode) ? 8 : len, need);
+  if (!(peer_access & need) || (check_rkey && !h.ok)) {
     log_error("QP 0x%x: remote access to 0x%llx len %llu rkey 0x%x denied (rkey invalid, "
               "out of the MR, other PD, or access flags of MR/QP lack 0x%x) -> "
               "IBV_WC_REM_ACCESS_ERR", qp_.qpn(), (unsigned long long)w.remote_addr,
               (unsigned long long)len, w.rkey, need);
     return responder_fault(IBV_WC_REM_ACCESS_ERR);
   }
-  std::vector<iovec> dst{{reinterpret_cast<void*>(uintptr_t(w.remote_addr)), size_t(len)}};
-  if (w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) return write_imm(w, src, len);
+  Side remote;
+  if (len) {
+    remote.iov.push_back({reinterpret_cast<void*>(uintptr_t(h.va)), size_t(len)});
+    remote.pins.push_back(h.pin);
+  }
+  if (w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) return write_imm(w, local, remote, len);
   if (w.opcode == IBV_WR_RDMA_WRITE) {
-    if (!vm_copy(pid, src, dst, true)) return responder_fault(IBV_WC_REM_ACCESS_ERR);
+    if (!dma(local, remote, true)) return responder_fault(IBV_WC_REM_ACCESS_ERR);
     return o;
   }
   if (w.opcode == IBV_WR_RDMA_READ) {
-    if (!vm_copy(pid, src, dst, false)) return responder_fault(IBV_WC_REM_ACCESS_ERR);
+    if (!dma(remote, local, false)) return responder_fault(IBV_WC_REM_ACCESS_ERR);
     o.byte_len = uint32_t(len);
     return o;
   }
   // Atomics: serialised per target process, read-modify-write of 8 bytes.
   uint64_t old = 0, val;
-  iovec lo{&old, 8}, ro{reinterpret_cast<void*>(uintptr_t(w.remote_addr)), 8};
+  iovec lo{&old, 8}, ro{reinterpret_cast<void*>(uintptr_t(h.va)), 8};
   {
     SharedLock lk(&peer_mr_->atomic_mu);
     if (process_vm_readv(pid, &lo, 1, &ro, 1, 0) != 8) return responder_fault(IBV_WC_REM_ACCESS_ERR);
@@ -265,12 +312,12 @@ Outcome Executor::run(SendWr& w) {
     if (val != old && process_vm_writev(pid, &li, 1, &ro, 1, 0) != 8)
       return responder_fault(IBV_WC_REM_ACCESS_ERR);
   }
-  memcpy(reinterpret_cast<void*>(uintptr_t(w.sge[0].addr)), &old, 8);
+  memcpy(local.iov[0].iov_base, &old, 8);
   o.byte_len = 8;
   return o;
 }
 
-Outcome Executor::write_imm(SendWr& w, std::vector<iovec>& src, uint64_t len) {
+Outcome Executor::write_imm(SendWr& w, const Side& src, const Side& dst, uint64_t len) {
   Outcome o;
   {
     SharedLock lk(&peer_->mu);
@@ -279,10 +326,10 @@ Outcome Executor::write_imm(SendWr& w, std::vector<iovec>& src, uint64_t len) {
       return o;
     }
   }
-  std::vector<iovec> dst{{reinterpret_cast<void*>(uintptr_t(w.remote_addr)), size_t(len)}};
-  if (!vm_copy(peer_->owner_pid, src, dst, true)) return responder_fault(IBV_WC_REM_ACCESS_ERR);
+  if (!dma(src, dst, true)) return responder_fault(IBV_WC_REM_ACCESS_ERR);
   // Data first, then the completion: the receiver can trust its buffer
-  // once it has polled IBV_WC_RECV_RDMA_WITH_IMM.
+  // once it has polled IBV_WC_RECV_RDMA_WITH_IMM (man ibv_post_send: the
+  // immediate "is delivered after the data").
   SharedLock lk(&peer_->mu);
   wire::Cqe e{};
   e.wr_id = peer_->wqe(peer_->rq_head)->wr_id;
@@ -298,7 +345,7 @@ Outcome Executor::write_imm(SendWr& w, std::vector<iovec>& src, uint64_t len) {
   return o;
 }
 
-Outcome Executor::send(SendWr& w, std::vector<iovec>& src, uint64_t len) {
+Outcome Executor::send(SendWr& w, const Side& src, uint64_t len) {
   Outcome o;
   SharedLock lk(&peer_->mu);
   if (peer_->rq_head == peer_->rq_tail) {
@@ -311,23 +358,24 @@ Outcome Executor::send(SendWr& w, std::vector<iovec>& src, uint64_t len) {
   e.opcode = IBV_WC_RECV;
   e.qp_num = peer_->qpn;
   e.src_qp = qp_.qpn();
-  std::vector<iovec> dst;
+  Side dst;
   uint64_t room = 0;
   ibv_wc_status recv_status = IBV_WC_SUCCESS;
   for (uint32_t i = 0; i < r->num_sge && room < len; ++i) {
     const ibv_sge& s = r->sge()[i];
     if (!s.length) continue;
     uint64_t take = std::min<uint64_t>(s.length, len - room);
-    if (!mr_allows(peer_mr_, s.lkey, peer_->pd_id, s.addr, s.length, IBV_ACCESS_LOCAL_WRITE)) {
+    MrHit h = mr_lookup(peer_mr_, s.lkey, peer_->pd_id, s.addr, s.length, IBV_ACCESS_LOCAL_WRITE);
+    if (!h.ok) {
       recv_status = IBV_WC_LOC_PROT_ERR;
       break;
     }
-    dst.push_back({reinterpret_cast<void*>(uintptr_t(s.addr)), size_t(take)});
+    dst.iov.push_back({reinterpret_cast<void*>(uintptr_t(h.va)), size_t(take)});
+    dst.pins.push_back(h.pin);
     room += take;
   }
   if (recv_status == IBV_WC_SUCCESS && room < len) recv_status = IBV_WC_LOC_LEN_ERR;
-  if (recv_status == IBV_WC_SUCCESS && !vm_copy(peer_->owner_pid, src, dst, true))
-    recv_status = IBV_WC_LOC_PROT_ERR;
+  if (recv_status == IBV_WC_SUCCESS && !dma(src, dst, true)) recv_status = IBV_WC_LOC_PROT_ERR;
   peer_->rq_head++;
   e.status = recv_status;
   e.byte_len = uint32_t(len);
@@ -391,7 +439,7 @@ void flush_recv_queue(wire::QpShared* sh, wire::CqRing* cq) {
   flush_locked(sh, cq);
 }
 
-void progress(Qp& qp) {
+uint64_t progress(Qp& qp) {
   while (!qp.sq.empty()) {
     SendWr& w = qp.sq.front();
     if (qp.state() == IBV_QPS_ERR) {
@@ -400,7 +448,7 @@ void progress(Qp& qp) {
       continue;
     }
     const uint64_t now = now_ns();
-    if (w.not_before_ns > now) break;
+    if (w.not_before_ns > now) return w.not_before_ns;
     if (!w.first_try_ns) w.first_try_ns = now;
     Outcome o;
     if (w.forced_status >= 0) {
@@ -412,7 +460,7 @@ void progress(Qp& qp) {
         uint32_t rnr_timer = 0;
         if (o.rnr && qp.peer_qp_file)
           rnr_timer = static_cast<wire::QpShared*>(qp.peer_qp_file.data())->min_rnr_timer;
-        if (budget_left(qp, w, o.rnr, rnr_timer)) break;
+        if (budget_left(qp, w, o.rnr, rnr_timer)) return kBlocked;
         o.status = o.rnr ? IBV_WC_RNR_RETRY_EXC_ERR : IBV_WC_RETRY_EXC_ERR;
         log_error("QP 0x%x: %s", qp.qpn(), o.rnr ? "receiver not ready, RNR retries exhausted"
                                                  : "peer unreachable, transport retries exhausted");
@@ -425,13 +473,12 @@ void progress(Qp& qp) {
       flush_recv_queue(qp.sh, qp.recv_cq->ring);
     }
   }
+  return UINT64_MAX;
 }
 
-void progress_context(Context& ctx) {
+void deliver_events(Context& ctx) {
   std::lock_guard<std::mutex> g(ctx.mu);
   for (auto& [qpn, qp] : ctx.qps) {
-    std::lock_guard<std::mutex> q(qp->mu);
-    if (!qp->sq.empty()) progress(*qp);
     uint32_t ev;
     {
       SharedLock lk(&qp->sh->mu);

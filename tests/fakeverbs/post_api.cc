@@ -2,9 +2,11 @@
 // ops table by the inline functions of verbs.h.  Everything that a driver
 // rejects at post time is rejected here with the first bad WR in *bad_wr;
 // everything an HCA detects later is reported by a completion (post.cc).
+#include <algorithm>
 #include <cstring>
 
 #include "fault.h"
+#include "hca.h"
 #include "objects.h"
 
 namespace fakeverbs {
@@ -115,13 +117,19 @@ int post_send_op(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
         }
       }
     }
-    w.not_before_ns = delay ? now_ns() + delay : 0;
+    // Due time: posting time plus the QP's jitter (and any injected delay),
+    // never before the previous WR of the QP (one QP executes in order).
+    const uint64_t j = hca::jitter_ns();
+    uint64_t due = now_ns() + delay + (j ? next_random(qp->rng) % (j + 1) : 0);
+    due = std::max(due, qp->last_due_ns);
+    qp->last_due_ns = due;
+    w.not_before_ns = due;
     w.forced_status = fault::wr_status();
     qp->sq.push_back(std::move(w));
     qp->sq_used++;
   }
   if (rc) *bad = wr;
-  progress(*qp);
+  hca::kick();  // the "doorbell": nothing moves before ibv_post_send returns
   return rc ? fail(rc) : 0;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "hca.h"
 #include "objects.h"
 
 namespace fakeverbs {
@@ -152,7 +153,11 @@ FV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* ia) {
   qp->cap = ia->cap;
   qp->sq_sig_all = ia->sq_sig_all != 0;
   uint32_t rq_sge = ia->cap.max_recv_sge ? ia->cap.max_recv_sge : 1;
-  std::string name = std::to_string(getpid()) + ".qp." + std::to_string(++g_qp_seq);
+  const uint32_t seq = ++g_qp_seq;
+  // Its own random stream (jitter, placement order): QPs are independent and
+  // a run replays from FAKEVERBS_SEED (hca.h).
+  qp->rng = hca::stream_seed(seq);
+  std::string name = std::to_string(getpid()) + ".qp." + std::to_string(seq);
   size_t size = sizeof(wire::QpShared) +
                 ia->cap.max_recv_wr * (sizeof(wire::RecvWqe) + rq_sge * sizeof(ibv_sge));
   if (!qp->file.create(name, size)) {
@@ -174,7 +179,7 @@ FV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* ia) {
   shared_mutex_init(&sh->mu);
   // QPNs are unique per port across all processes of the job: claim one by
   // publishing its rendezvous link (atomic symlink creation).
-  uint32_t qpn = ((uint32_t(getpid()) * 977u) + g_qp_seq * 31u) & 0xffffff;
+  uint32_t qpn = ((uint32_t(getpid()) * 977u) + seq * 31u) & 0xffffff;
   for (int tries = 0;; ++tries, qpn = (qpn + 1) & 0xffffff) {
     if (qpn < 2) continue;  // QP0/QP1 are special
     std::string link = "qpn." + key + "." + std::to_string(qpn);
@@ -273,12 +278,13 @@ FV_EXPORT int ibv_modify_qp(ibv_qp* q, ibv_qp_attr* a, int mask) {
     release_pins(qp->open_pins);
     qp->open_count = 0;
     qp->sq_used = 0;
+    qp->last_due_ns = 0;
     qp->peer_qp_file.reset();
     qp->peer_cq_file.reset();
     qp->peer_mr_file.reset();
   } else if (next == IBV_QPS_ERR) {
     flush_recv_queue(sh, qp->recv_cq->ring);
-    progress(*qp);  // flushes the send queue
+    progress(*qp);  // flushes the send queue (no data moves in ERR)
   }
   return 0;
 }

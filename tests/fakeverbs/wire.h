@@ -85,7 +85,8 @@ struct QpShared {
 struct MrEntry {
   uint32_t key;     // lkey == rkey; 0 = free slot
   uint32_t pd_id;
-  uint64_t addr;
+  uint64_t addr;    // virtual address of the first byte
+  uint64_t iova;    // address work requests use for it (= addr unless ibv_reg_mr_iova)
   uint64_t length;
   uint32_t access;  // ibv_access_flags
   uint32_t pad;
@@ -100,6 +101,11 @@ struct MrTable {
   uint32_t pad;
   pthread_mutex_t mu;
   pthread_mutex_t atomic_mu;
+  // Accesses through this process's MRs to pages remapped since registration
+  // (placement.h), under mu: WRs that wrote into / read from stale pages.
+  uint64_t stale_writes;
+  uint64_t stale_reads;
+  uint64_t stale_bytes;
   MrEntry* entries() { return reinterpret_cast<MrEntry*>(this + 1); }
 };
 
