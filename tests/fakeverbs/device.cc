@@ -2,11 +2,13 @@
 // events.  No sysfs, no provider loading: the devices come from config.h.
 #include <endian.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "hca.h"
 #include "objects.h"
@@ -32,6 +34,28 @@ void Context::push_async(const ibv_async_event& ev) {
 }
 
 namespace {
+
+// The fake's DMA is process_vm_writev/readv from the peer, which needs
+// ptrace-attach rights on us.  Under Yama ptrace_scope=1 only ancestors have
+// them, and sibling ranks are not ancestors: declare any process of ours a
+// permitted tracer (PR_SET_PTRACER; harmless where Yama is absent).  Scope 2
+// or 3 cannot be lifted by a process: say so once instead of failing later
+// with a bare EPERM.
+void allow_peers_to_write() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int scope = 0;
+    if (FILE* f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r")) {
+      if (fscanf(f, "%d", &scope) != 1) scope = 0;
+      fclose(f);
+    }
+    if (scope >= 2)
+      log_error("Yama ptrace_scope=%d: peers cannot process_vm_writev into this process; "
+                "fakeverbs needs ptrace_scope 0 or 1", scope);
+    else if (scope == 1)
+      prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  });
+}
 
 void fill_device_attr(const DeviceSpec& d, ibv_device_attr* a) {
   memset(a, 0, sizeof *a);
@@ -177,6 +201,7 @@ FV_EXPORT ibv_context* ibv_open_device(ibv_device* dev) {
   ctx->async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
   c.async_fd = ctx->async_fd;
   hca::register_context(ctx);
+  allow_peers_to_write();
   return &c;
 }
 

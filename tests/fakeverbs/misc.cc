@@ -61,3 +61,40 @@ FV_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context*) {
 }
 
 FV_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel*) { return fail(EINVAL); }
+
+// rdma-core's own helpers for fork safety: with a kernel that keeps pinned
+// pages across fork (IBV_FORK_UNNEEDED, reported above) they do nothing.
+FV_EXPORT int ibv_dontfork_range(void*, size_t) { return 0; }
+FV_EXPORT int ibv_dofork_range(void*, size_t) { return 0; }
+
+// man ibv_query_qp_data_in_order: 1 if a message's data is written in order.
+// Never for the fake: its DMA places 64-byte pieces in a random order
+// (placement.h), as an HCA may; an engine must wait for the completion.
+FV_EXPORT int ibv_query_qp_data_in_order(ibv_qp*, ibv_wr_opcode, uint32_t) { return 0; }
+
+FV_EXPORT const char* ibv_event_type_str(ibv_event_type e) {
+  static const char* const names[] = {
+      "CQ error", "local work queue catastrophic error", "invalid request local work queue error",
+      "local access violation work queue error", "communication established",
+      "send queue drained", "path migrated", "path migration request error",
+      "local catastrophic error", "port active", "port error", "LID change",
+      "P_Key change", "SM change", "SRQ catastrophic error", "SRQ limit reached",
+      "last WQE reached", "client reregistration", "GID table change", "WQ fatal"};
+  unsigned i = unsigned(e);
+  return i < sizeof names / sizeof names[0] ? names[i] : "unknown";
+}
+
+namespace {
+uint64_t own_stale(uint64_t wire::MrTable::*field) {
+  wire::MrTable* t = own_mr_table();
+  if (!t) return 0;
+  SharedLock lk(&t->mu);
+  return t->*field;
+}
+}  // namespace
+
+// Test hooks (FAKEVERBS_PRIVATE, not rdma-core): how many work requests wrote
+// into / read from pages of this process that were remapped after their
+// registration (placement.h).  Reached with dlsym(RTLD_DEFAULT, ...).
+FV_EXPORT uint64_t fakeverbs_stale_writes(void) { return own_stale(&wire::MrTable::stale_writes); }
+FV_EXPORT uint64_t fakeverbs_stale_reads(void) { return own_stale(&wire::MrTable::stale_reads); }

@@ -201,9 +201,14 @@ TEST(StockTools, VersionNodesMatchInstalledRdmaCore) {
   fake_dir = fake_dir.substr(0, fake_dir.rfind('/'));
   const char* nodes =
       " | sed -n '/Version definition/,/Version needs/p' | grep -o 'Name: [A-Z0-9_.]*' | sort";
+  // Where this architecture's rdma-core is (meson passes pkg-config's libdir).
+  const char* libdir = getenv("FV_RDMA_LIBDIR");
+  ASSERT_NE(libdir, nullptr) << "FV_RDMA_LIBDIR not set by meson";
   for (std::string lib : {"libibverbs.so.1", "libmlx5.so.1"}) {
-    std::string real = run("readelf -V /usr/lib/x86_64-linux-gnu/" + lib + nodes);
-    std::string fake = run("readelf -V " + fake_dir + "/" + lib + nodes);
+    std::string real = run("readelf -V " + std::string(libdir) + "/" + lib + nodes);
+    // FAKEVERBS_PRIVATE holds the fake's own test hooks (fakeverbs_stale_*).
+    std::string fake = run("readelf -V " + fake_dir + "/" + lib + nodes +
+                           " | grep -v 'Name: FAKEVERBS_PRIVATE'");
     ASSERT_FALSE(real.empty()) << "readelf failed";
     EXPECT_NE(real.find("_1.0\n"), std::string::npos) << real;  // IBVERBS_1.0 / MLX5_1.0
     EXPECT_EQ(real, fake) << lib;

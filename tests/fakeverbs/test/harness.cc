@@ -98,6 +98,25 @@ std::string fresh_dir() {
   return tmpl;
 }
 
+// Every test runs with a known seed (hca.h): FAKEVERBS_SEED from the
+// environment to replay, else a fresh one, named when the test fails.
+void seed_children() {
+  static std::string seed;
+  if (const char* v = getenv("FAKEVERBS_SEED"); v && *v) {
+    seed = v;
+  } else {
+    seed = std::to_string((uint64_t(getpid()) << 32) ^ uint64_t(
+        std::chrono::steady_clock::now().time_since_epoch().count()));
+    setenv("FAKEVERBS_SEED", seed.c_str(), 1);
+  }
+}
+
+void report_seed(bool given_before) {
+  if (::testing::Test::HasFailure())
+    ADD_FAILURE() << "replay with FAKEVERBS_SEED=" << getenv("FAKEVERBS_SEED");
+  if (!given_before) unsetenv("FAKEVERBS_SEED");
+}
+
 void check_cleaned(const std::string& dir) {
   struct stat st {};
   EXPECT_NE(stat(dir.c_str(), &st), 0) << "rendezvous directory " << dir << " left behind";
@@ -114,11 +133,14 @@ void run_pair(const Role& a, const Role& b, const std::vector<std::string>& a_en
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   std::string dir = fresh_dir();
   setenv("FAKEVERBS_DIR", dir.c_str(), 1);
+  const bool given = getenv("FAKEVERBS_SEED") != nullptr;
+  seed_children();
   pid_t pa = spawn(a, sv[0], sv[1], a_env);
   pid_t pb = spawn(b, sv[1], sv[0], b_env);
   close(sv[0]);
   close(sv[1]);
   reap({pa, pb}, timeout_s);
+  report_seed(given);
   check_cleaned(dir);
 }
 
@@ -127,10 +149,13 @@ void run_one(const Role& a, const std::vector<std::string>& env, int timeout_s) 
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   std::string dir = fresh_dir();
   setenv("FAKEVERBS_DIR", dir.c_str(), 1);
+  const bool given = getenv("FAKEVERBS_SEED") != nullptr;
+  seed_children();
   pid_t pa = spawn(a, sv[0], sv[1], env);
   close(sv[0]);
   close(sv[1]);
   reap({pa}, timeout_s);
+  report_seed(given);
   check_cleaned(dir);
 }
 
