@@ -1,6 +1,7 @@
 #include "placement.h"
 
 #include <fcntl.h>
+#include <sys/uio.h>
 #include <limits.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 
 #include "common.h"
 #include "hca.h"
@@ -173,6 +175,48 @@ bool move(pid_t peer, std::vector<Piece>& pieces, bool write) {
   return true;
 }
 
+// Real pinning: the pages of a registration must not be freed (and their
+// frames handed to the next mmap) while it exists, or a remap could get the
+// same frames back and look unchanged.  vmsplice() of the range into a pipe
+// takes a reference on every page (like get_user_pages); the read end is
+// kept until ibv_dereg_mr.  Bounded by kMaxPipes descriptors per process;
+// beyond that a registration is only recorded (frame reuse then goes unseen).
+constexpr int kMaxPipes = 256;
+std::mutex g_pipes_mu;
+std::map<uint32_t, std::vector<int>> g_pipes;  // MR key -> pipe read ends
+int g_pipe_count = 0;
+
+void hold_pages(uint32_t key, uintptr_t first, uintptr_t end) {
+  std::lock_guard<std::mutex> g(g_pipes_mu);
+  std::vector<int>& fds = g_pipes[key];
+  uintptr_t at = first;
+  while (at < end && g_pipe_count < kMaxPipes) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) break;
+    // As large as allowed (root may pass pipe-max-size).
+    for (int sz = 64 << 20; sz >= 4096 && fcntl(p[1], F_SETPIPE_SZ, sz) < 0; sz /= 4) {
+    }
+    ++g_pipe_count;
+    bool progressed = false;
+    while (at < end) {
+      iovec v{reinterpret_cast<void*>(at), end - at};
+      ssize_t n = vmsplice(p[1], &v, 1, SPLICE_F_NONBLOCK);
+      if (n <= 0) break;  // pipe full (EAGAIN): next pipe
+      at += uintptr_t(n);
+      progressed = true;
+    }
+    close(p[1]);
+    fds.push_back(p[0]);
+    if (!progressed) break;
+  }
+  static bool told = false;
+  if (at < end && !told) {
+    told = true;
+    log_error("page pinning budget (%d pipes) exhausted: frames of further registrations "
+              "may be reused after a remap without being seen as stale", kMaxPipes);
+  }
+}
+
 }  // namespace
 
 bool stale_aborts() {
@@ -224,6 +268,7 @@ bool pin_pages(uint32_t key, void* addr, size_t len, bool writable) {
     told = true;
     return true;
   }
+  hold_pages(key, first, end);
   const std::string path = rendezvous_path(pin_name(getpid(), key));
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return true;  // detection off for this MR, registration still valid
@@ -233,6 +278,14 @@ bool pin_pages(uint32_t key, void* addr, size_t len, bool writable) {
   return true;
 }
 
-void unpin_pages(uint32_t key) { unlink(rendezvous_path(pin_name(getpid(), key)).c_str()); }
+void unpin_pages(uint32_t key) {
+  unlink(rendezvous_path(pin_name(getpid(), key)).c_str());
+  std::lock_guard<std::mutex> g(g_pipes_mu);
+  auto it = g_pipes.find(key);
+  if (it == g_pipes.end()) return;
+  for (int fd : it->second) close(fd);
+  g_pipe_count -= int(it->second.size());
+  g_pipes.erase(it);
+}
 
 }  // namespace fakeverbs
