@@ -9,12 +9,25 @@
 #include <string>
 
 #include "common.h"
+#include "hca.h"
 
 namespace fakeverbs::fault {
 namespace {
 
+// A rule aimed at the WRs of QPs connected to one remote QPN (or any).
+struct Target {
+  bool any_qpn = true;
+  uint32_t qpn = 0;
+  int status = IBV_WC_RETRY_EXC_ERR;
+};
+
 struct Rules {
   pid_t pid = 0;
+  std::string text;  // the FAKEVERBS_FAULT these rules were parsed from
+  uint64_t fail_wr = 0;  // k-th WR of a QP aimed at `wr_target`
+  Target wr_target;
+  double fail_prob = 0;  // each WR of a QP aimed at `prob_target`
+  Target prob_target;
   uint64_t fail_post = 0, fail_recv = 0, retry_exc = 0, rem_access = 0, drop_cqe = 0,
            qp_error = 0, delay_us = 0, fail_reg = 0;
   uint64_t n_post = 0, n_recv = 0, n_wr = 0, n_cqe = 0, n_qp_error = 0, n_reg = 0;
@@ -23,12 +36,33 @@ struct Rules {
 std::mutex g_mu;
 Rules g_rules;
 
+// "K@QPN:status" / "P@QPN:status": the value, then the optional target.
+bool parse_target(const std::string& item, size_t from, Target* t) {
+  size_t colon = item.find(':', from);
+  size_t at = item.find('@', from);
+  if (at != std::string::npos && at < colon) {
+    char* end = nullptr;
+    t->qpn = uint32_t(strtoul(item.c_str() + at + 1, &end, 0));
+    t->any_qpn = false;
+  }
+  if (colon != std::string::npos) {
+    std::string st = item.substr(colon + 1);
+    if (st == "retry_exc") t->status = IBV_WC_RETRY_EXC_ERR;
+    else if (st == "rem_access") t->status = IBV_WC_REM_ACCESS_ERR;
+    else return false;
+  }
+  return true;
+}
+
+// Re-parsed whenever the variable changes (counters restart), so a test can
+// aim a rule at a QPN it learns at run time; and after fork.
 Rules& rules() {  // caller holds g_mu
-  if (g_rules.pid == getpid()) return g_rules;
-  g_rules = Rules{};
-  g_rules.pid = getpid();
   const char* v = getenv("FAKEVERBS_FAULT");
   std::string s = v ? v : "";
+  if (g_rules.pid == getpid() && g_rules.text == s) return g_rules;
+  g_rules = Rules{};
+  g_rules.pid = getpid();
+  g_rules.text = s;
   size_t pos = 0;
   while (pos < s.size()) {
     size_t end = s.find(',', pos);
@@ -45,6 +79,9 @@ Rules& rules() {  // caller holds g_mu
     else if (k == "qp_error") g_rules.qp_error = n;
     else if (k == "delay_us") g_rules.delay_us = n;
     else if (k == "fail_reg") g_rules.fail_reg = n;
+    else if (k == "fail_wr" && parse_target(item, eq + 1, &g_rules.wr_target)) g_rules.fail_wr = n;
+    else if (k == "fail_prob" && parse_target(item, eq + 1, &g_rules.prob_target))
+      g_rules.fail_prob = strtod(item.c_str() + eq + 1, nullptr);
     else if (!k.empty()) log_error("FAKEVERBS_FAULT: unknown rule '%s' ignored", item.c_str());
   }
   return g_rules;
@@ -76,10 +113,15 @@ bool qp_error_now() {
   return ++r.n_qp_error == r.qp_error;
 }
 
-int wr_status() {
+int wr_status(uint32_t dest_qpn, uint64_t qp_index, uint64_t* rng) {
   std::lock_guard<std::mutex> g(g_mu);
   Rules& r = rules();
   ++r.n_wr;
+  auto aimed = [dest_qpn](const Target& t) { return t.any_qpn || t.qpn == dest_qpn; };
+  if (r.fail_wr && qp_index == r.fail_wr && aimed(r.wr_target)) return r.wr_target.status;
+  if (r.fail_prob > 0 && aimed(r.prob_target) &&
+      double(next_random(*rng) >> 11) * 0x1p-53 < r.fail_prob)
+    return r.prob_target.status;
   if (r.n_wr == r.retry_exc) return IBV_WC_RETRY_EXC_ERR;
   if (r.n_wr == r.rem_access) return IBV_WC_REM_ACCESS_ERR;
   return -1;

@@ -10,8 +10,15 @@
 //   delay_us=D     every send WR executes D microseconds after it was posted
 //                  (its data lands and it completes only then, via poll_cq)
 //   fail_reg=N     the Nth ibv_reg_mr call fails with ENOMEM
+//   fail_wr=K@Q[:st]  the Kth send WR posted on a QP connected to remote QPN Q
+//                  completes with st (retry_exc, the default, or rem_access);
+//                  without @Q: on every QP
+//   fail_prob=P[@Q][:st]  each send WR (of QPs connected to Q) fails with
+//                  probability P, drawn from the QP's seeded stream (hca.h)
 //   qp_error=N     at the Nth ibv_post_send call the QP moves to the error
 //                  state (IBV_EVENT_QP_FATAL); the WRs are flushed
+// The variable is re-read when it changes (counters restart), so a test may
+// aim a rule at a QPN it learns at run time.
 // An erroring WR moves its QP to the error state exactly as a real error does.
 //
 // Thread safety: all functions are thread-safe.
@@ -25,7 +32,9 @@ bool fail_post_send();
 bool fail_post_recv();
 bool fail_reg_mr();
 bool qp_error_now();
-int wr_status();       // -1, or the ibv_wc_status to force on this WR
+// -1, or the ibv_wc_status to force on a WR: the qp_index-th (from 1) posted
+// on a QP connected to dest_qpn; `rng` is that QP's fault stream.
+int wr_status(uint32_t dest_qpn, uint64_t qp_index, uint64_t* rng);
 bool drop_cqe();
 uint64_t delay_ns();
 

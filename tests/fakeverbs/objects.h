@@ -104,6 +104,8 @@ struct Qp {
   std::deque<SendWr> sq;           // posted, not yet executed (by the hca thread)
   uint64_t rng = 0;                // jitter and placement order (hca.h)
   uint64_t last_due_ns = 0;        // WRs of one QP execute in posting order
+  uint64_t fault_rng = 0;          // fail_prob draws (fault.h), replayable
+  uint64_t posted = 0;             // send WRs posted (fail_wr counts them)
   // Send-queue accounting as on hardware: a WR occupies its slot until a
   // completion of it or of a later WR of the QP is polled (selective
   // signalling, man ibv_post_send).  Every CQE-generating WR closes a

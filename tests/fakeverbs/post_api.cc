@@ -124,7 +124,7 @@ int post_send_op(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
     due = std::max(due, qp->last_due_ns);
     qp->last_due_ns = due;
     w.not_before_ns = due;
-    w.forced_status = fault::wr_status();
+    w.forced_status = fault::wr_status(qp->attr.dest_qp_num, ++qp->posted, &qp->fault_rng);
     qp->sq.push_back(std::move(w));
     qp->sq_used++;
   }

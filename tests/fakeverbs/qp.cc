@@ -157,6 +157,7 @@ FV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* ia) {
   // Its own random stream (jitter, placement order): QPs are independent and
   // a run replays from FAKEVERBS_SEED (hca.h).
   qp->rng = hca::stream_seed(seq);
+  qp->fault_rng = hca::stream_seed(uint64_t(seq) << 32 | 0xfa);
   std::string name = std::to_string(getpid()) + ".qp." + std::to_string(seq);
   size_t size = sizeof(wire::QpShared) +
                 ia->cap.max_recv_wr * (sizeof(wire::RecvWqe) + rq_sge * sizeof(ibv_sge));

@@ -218,3 +218,65 @@ TEST(Rendezvous, DeadPeerEntriesIgnoredAndSwept) {
   };
   run_pair(a, b, {"FAKEVERBS_QUIET=1"}, {"FAKEVERBS_QUIET=1"});
 }
+
+// Old behaviour: faults were counted per process only, so a test could not
+// fail one node pair's write and leave the others alone ("fail_wr" was an
+// unknown rule, ignored).
+TEST(Faults, TargetedWrFailsOnlyThatPeerQp) {
+  run_one([](Channel&) {
+    Endpoint a, b;
+    a.connect_self();
+    b.connect_self();
+    const std::string spec = "fail_wr=3@" + std::to_string(b.qp->qp_num) + ":rem_access";
+    setenv("FAKEVERBS_FAULT", spec.c_str(), 1);  // learnt at run time: re-read
+    Address sa = a.address(), sb = b.address();
+    for (int i = 1; i <= 5; ++i) {
+      ASSERT_EQ(a.post_write(i, sa, 0, 8, true, 1024), 0);
+      ASSERT_EQ(b.post_write(i, sb, 0, 8, true, 1024), 0);
+    }
+    auto wa = a.poll(5);
+    ASSERT_EQ(wa.size(), 5u);
+    for (auto& w : wa) EXPECT_EQ(w.status, IBV_WC_SUCCESS) << "untargeted QP hit";
+    auto wb = b.poll(5);
+    ASSERT_EQ(wb.size(), 5u);
+    EXPECT_EQ(wb[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wb[1].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wb[2].status, IBV_WC_REM_ACCESS_ERR) << wc_name(wb[2].status);
+    EXPECT_EQ(wb[2].wr_id, 3u);
+    EXPECT_EQ(wb[3].status, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(b.qp_state(), IBV_QPS_ERR);
+    unsetenv("FAKEVERBS_FAULT");
+  }, {"FAKEVERBS_QUIET=1"});
+}
+
+// fail_prob draws from the QP's seeded stream: the same seed fails the same
+// WRs (a failure replays).  Old behaviour: unknown rule, nothing failed.
+TEST(Faults, ProbabilisticFaultReplaysFromSeed) {
+  // Each run reports the index of its first failed WR through a pipe.
+  auto run = [](const char* seed) {
+    int fds[2];
+    EXPECT_EQ(pipe(fds), 0);
+    run_one([&](Channel&) {
+      Endpoint e;
+      e.connect_self();
+      Address self = e.address();
+      int f = 0;
+      for (int i = 1; i <= 40 && !f; ++i) {
+        ASSERT_EQ(e.post_write(i, self, 0, 8, true, 1024), 0);
+        auto wc = e.poll(1);
+        ASSERT_EQ(wc.size(), 1u);
+        if (wc[0].status != IBV_WC_SUCCESS) f = i;
+      }
+      EXPECT_EQ(write(fds[1], &f, sizeof f), ssize_t(sizeof f));
+    }, {"FAKEVERBS_FAULT=fail_prob=0.2", std::string("FAKEVERBS_SEED=") + seed,
+        "FAKEVERBS_QUIET=1"});
+    int f = -1;
+    EXPECT_EQ(read(fds[0], &f, sizeof f), ssize_t(sizeof f));
+    close(fds[0]);
+    close(fds[1]);
+    return f;
+  };
+  int a = run("12345"), b = run("12345");
+  EXPECT_GT(a, 0) << "p=0.2 never failed in 40 WRs";
+  EXPECT_EQ(a, b) << "the same seed failed different WRs";
+}
