@@ -52,7 +52,7 @@ void run(Engine* e) {
         std::lock_guard<std::mutex> c(ctx->mu);
         for (auto& [qpn, qp] : ctx->qps) {
           std::lock_guard<std::mutex> q(qp->mu);
-          if (qp->sq.empty()) continue;
+          if (!qp->busy()) continue;
           uint64_t due = progress(*qp);
           next = std::min(next, due);
         }

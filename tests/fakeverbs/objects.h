@@ -14,6 +14,7 @@
 #include <atomic>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -88,6 +89,8 @@ struct SendWr {
   uint64_t total_len() const;
 };
 
+struct Outcome;  // post.cc
+
 struct Qp {
   Shell<ibv_qp, Qp> shell{};
   Context* ctx = nullptr;
@@ -102,6 +105,14 @@ struct Qp {
 
   std::mutex mu;
   std::deque<SendWr> sq;           // posted, not yet executed (by the hca thread)
+  // Executed, not yet completed: completions stay in posting order while a
+  // READ/atomic response is still "on the wire" (post.cc).
+  struct Executed {
+    SendWr w;
+    std::unique_ptr<Outcome> outcome;
+    uint64_t ready_ns;
+  };
+  std::deque<Executed> executed;
   uint64_t rng = 0;                // jitter and placement order (hca.h)
   uint64_t last_due_ns = 0;        // WRs of one QP execute in posting order
   uint64_t fault_rng = 0;          // fail_prob draws (fault.h), replayable
@@ -127,6 +138,9 @@ struct Qp {
   MappedFile peer_qp_file, peer_cq_file, peer_mr_file;
 
   uint32_t qpn() const { return shell.ibv.qp_num; }
+  bool busy() const { return !sq.empty() || !executed.empty(); }
+  Qp();   // out of line (post.cc): Outcome is incomplete here
+  ~Qp();
   ibv_qp_state state() const;
   void set_state(ibv_qp_state s);  // takes sh->mu
 };
@@ -148,6 +162,8 @@ bool cq_push(wire::CqRing* ring, const wire::Cqe& e);
 // ibv_modify_qp to flush a QP moved to ERR).
 constexpr uint64_t kBlocked = 1;
 uint64_t progress(Qp& qp);
+// Forgets executed, uncompleted WRs (QP reset or destroyed); caller holds qp.mu.
+void drop_executed(Qp& qp);
 // Delivers affiliated events raised by peers (from ibv_poll_cq).
 void deliver_events(Context& ctx);
 // Moves a QP to the error state and flushes its receive queue (caller may

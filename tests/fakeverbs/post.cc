@@ -105,12 +105,22 @@ void responder_error(wire::QpShared* peer, wire::CqRing* peer_cq, ibv_event_type
   flush_locked(peer, peer_cq);
 }
 
+}  // namespace
+
 struct Outcome {
   bool wait = false;  // cannot execute now; retry later
   bool rnr = false;   // ... because the receiver had no receive posted
   ibv_wc_status status = IBV_WC_SUCCESS;
   uint32_t byte_len = 0;
+  // READ/atomic response: fetched from the responder in order, placed into
+  // `local` later (when the response "arrives"), so that a later WR of the
+  // QP without IBV_SEND_FENCE may read `local` before it (IB spec 10.8.3.3,
+  // the fence indicator).
+  std::vector<uint8_t> response;
+  Side local;
 };
+
+namespace {
 
 class Executor {
  public:
@@ -296,7 +306,12 @@ Outcome Executor::run(SendWr& w) {
     return o;
   }
   if (w.opcode == IBV_WR_RDMA_READ) {
-    if (!dma(remote, local, false)) return responder_fault(IBV_WC_REM_ACCESS_ERR);
+    o.response.resize(len);
+    Side staging;
+    if (len) staging.iov.push_back({o.response.data(), size_t(len)});
+    staging.pins.resize(staging.iov.size());
+    if (!dma(remote, staging, false)) return responder_fault(IBV_WC_REM_ACCESS_ERR);
+    o.local = std::move(local);
     o.byte_len = uint32_t(len);
     return o;
   }
@@ -312,7 +327,9 @@ Outcome Executor::run(SendWr& w) {
     if (val != old && process_vm_writev(pid, &li, 1, &ro, 1, 0) != 8)
       return responder_fault(IBV_WC_REM_ACCESS_ERR);
   }
-  memcpy(local.iov[0].iov_base, &old, 8);
+  o.response.resize(8);
+  memcpy(o.response.data(), &old, 8);
+  o.local = std::move(local);
   o.byte_len = 8;
   return o;
 }
@@ -439,41 +456,117 @@ void flush_recv_queue(wire::QpShared* sh, wire::CqRing* cq) {
   flush_locked(sh, cq);
 }
 
-uint64_t progress(Qp& qp) {
-  while (!qp.sq.empty()) {
-    SendWr& w = qp.sq.front();
-    if (qp.state() == IBV_QPS_ERR) {
-      complete(qp, w, IBV_WC_WR_FLUSH_ERR, 0);
-      qp.sq.pop_front();
-      continue;
-    }
-    const uint64_t now = now_ns();
-    if (w.not_before_ns > now) return w.not_before_ns;
-    if (!w.first_try_ns) w.first_try_ns = now;
-    Outcome o;
-    if (w.forced_status >= 0) {
-      o.status = ibv_wc_status(w.forced_status);
-    } else {
-      Executor ex(qp);
-      o = ex.run(w);
-      if (o.wait) {
-        uint32_t rnr_timer = 0;
-        if (o.rnr && qp.peer_qp_file)
-          rnr_timer = static_cast<wire::QpShared*>(qp.peer_qp_file.data())->min_rnr_timer;
-        if (budget_left(qp, w, o.rnr, rnr_timer)) return kBlocked;
-        o.status = o.rnr ? IBV_WC_RNR_RETRY_EXC_ERR : IBV_WC_RETRY_EXC_ERR;
-        log_error("QP 0x%x: %s", qp.qpn(), o.rnr ? "receiver not ready, RNR retries exhausted"
-                                                 : "peer unreachable, transport retries exhausted");
-      }
-    }
-    complete(qp, w, o.status, o.byte_len);
-    qp.sq.pop_front();
-    if (o.status != IBV_WC_SUCCESS) {
+Qp::Qp() = default;  // here, where Outcome is complete
+Qp::~Qp() = default;
+
+void drop_executed(Qp& qp) {
+  for (Qp::Executed& x : qp.executed) release_pins(x.w.pinned);
+  qp.executed.clear();
+}
+
+namespace {
+
+// The response of a READ/atomic reaches local memory (and the WR completes)
+// once `ready_ns` passed; placed with the fake's DMA, into pages checked for
+// staleness like any other.
+void place_response(Qp& qp, Outcome& o) {
+  if (o.response.empty()) return;
+  Side src;
+  src.iov.push_back({o.response.data(), o.response.size()});
+  src.pins.resize(1);
+  PlaceStats st;
+  if (!place(getpid(), src, o.local, true, &qp.rng, &st)) {
+    o.status = IBV_WC_LOC_PROT_ERR;
+    return;
+  }
+  if (st.stale_dst_bytes) {
+    count_stale(own_mr_table(), true, st.stale_dst_bytes);
+    log_error("QP 0x%x: READ/atomic response of %llu bytes into pages remapped since "
+              "ibv_reg_mr: lost, as on hardware", qp.qpn(),
+              (unsigned long long)st.stale_dst_bytes);
+    if (stale_aborts()) abort();
+  }
+}
+
+uint32_t responses_outstanding(const Qp& qp) {
+  uint32_t n = 0;
+  for (const Qp::Executed& x : qp.executed)
+    n += x.w.opcode == IBV_WR_RDMA_READ || is_atomic(x.w.opcode);
+  return n;
+}
+
+// Completes executed WRs in posting order, as far as their responses are in.
+// Returns the earliest time the next one will be, or UINT64_MAX if none left.
+uint64_t retire_executed(Qp& qp) {
+  const uint64_t now = now_ns();
+  while (!qp.executed.empty()) {
+    Qp::Executed& x = qp.executed.front();
+    if (x.ready_ns > now) return x.ready_ns;
+    if (x.outcome->status == IBV_WC_SUCCESS) place_response(qp, *x.outcome);
+    const ibv_wc_status st = x.outcome->status;
+    complete(qp, x.w, st, x.outcome->byte_len);
+    qp.executed.pop_front();
+    if (st != IBV_WC_SUCCESS) {
       qp.set_state(IBV_QPS_ERR);
       flush_recv_queue(qp.sh, qp.recv_cq->ring);
     }
   }
   return UINT64_MAX;
+}
+
+}  // namespace
+
+uint64_t progress(Qp& qp) {
+  for (;;) {
+    const uint64_t pending = retire_executed(qp);
+    if (qp.sq.empty()) return pending;
+    SendWr& w = qp.sq.front();
+    if (qp.state() == IBV_QPS_ERR) {
+      if (!qp.executed.empty()) return pending;  // completions stay in order
+      complete(qp, w, IBV_WC_WR_FLUSH_ERR, 0);
+      qp.sq.pop_front();
+      continue;
+    }
+    const uint64_t now = now_ns();
+    if (w.not_before_ns > now) return std::min(pending, w.not_before_ns);
+    // IBV_SEND_FENCE: wait for the responses of earlier READ/atomics.  And
+    // at most max_rd_atomic of them outstanding, as the QP was created.
+    const bool wants_response = w.opcode == IBV_WR_RDMA_READ || is_atomic(w.opcode);
+    if ((w.flags & IBV_SEND_FENCE) && responses_outstanding(qp)) return pending;
+    if (wants_response && qp.attr.max_rd_atomic &&
+        responses_outstanding(qp) >= qp.attr.max_rd_atomic)
+      return pending;
+    if (!w.first_try_ns) w.first_try_ns = now;
+    auto o = std::make_unique<Outcome>();
+    if (w.forced_status >= 0) {
+      o->status = ibv_wc_status(w.forced_status);
+    } else {
+      Executor ex(qp);
+      *o = ex.run(w);
+      if (o->wait) {
+        uint32_t rnr_timer = 0;
+        if (o->rnr && qp.peer_qp_file)
+          rnr_timer = static_cast<wire::QpShared*>(qp.peer_qp_file.data())->min_rnr_timer;
+        if (budget_left(qp, w, o->rnr, rnr_timer)) return std::min(pending, kBlocked);
+        o->status = o->rnr ? IBV_WC_RNR_RETRY_EXC_ERR : IBV_WC_RETRY_EXC_ERR;
+        log_error("QP 0x%x: %s", qp.qpn(), o->rnr ? "receiver not ready, RNR retries exhausted"
+                                                  : "peer unreachable, transport retries exhausted");
+      }
+    }
+    // A response travels back: it arrives after a jitter of its own, and
+    // later WRs may execute meanwhile.
+    uint64_t ready = now;
+    if (wants_response && o->status == IBV_WC_SUCCESS && hca::jitter_ns())
+      ready += next_random(qp.rng) % (hca::jitter_ns() + 1);
+    const bool failed = o->status != IBV_WC_SUCCESS;
+    qp.executed.push_back({std::move(w), std::move(o), ready});
+    qp.sq.pop_front();
+    if (failed) {
+      // The QP stops executing at an error; later WRs are flushed once
+      // everything before has completed.
+      qp.set_state(IBV_QPS_ERR);
+    }
+  }
 }
 
 void deliver_events(Context& ctx) {

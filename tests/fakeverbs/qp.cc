@@ -274,6 +274,7 @@ FV_EXPORT int ibv_modify_qp(ibv_qp* q, ibv_qp_attr* a, int mask) {
   if (next == IBV_QPS_RESET) {
     for (SendWr& w : qp->sq) release_pins(w.pinned);
     qp->sq.clear();
+    drop_executed(*qp);
     for (auto& grp : qp->groups) release_pins(grp.pins);
     qp->groups.clear();
     release_pins(qp->open_pins);
@@ -286,6 +287,7 @@ FV_EXPORT int ibv_modify_qp(ibv_qp* q, ibv_qp_attr* a, int mask) {
   } else if (next == IBV_QPS_ERR) {
     flush_recv_queue(sh, qp->recv_cq->ring);
     progress(*qp);  // flushes the send queue (no data moves in ERR)
+    hca::kick();    // ... or the thread does, once earlier completions are out
   }
   return 0;
 }
@@ -321,6 +323,7 @@ FV_EXPORT int ibv_destroy_qp(ibv_qp* q) {
   }
   remove_entry(qp->link);
   for (SendWr& w : qp->sq) release_pins(w.pinned);
+  drop_executed(*qp);
   for (auto& grp : qp->groups) release_pins(grp.pins);
   release_pins(qp->open_pins);
   qp->pd->children--;

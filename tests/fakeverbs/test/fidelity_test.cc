@@ -413,3 +413,36 @@ TEST(Fidelity, StaleAbortMode) {
   std::string rm = std::string("rm -rf '") + dir + "'";
   EXPECT_EQ(system(rm.c_str()), 0);
 }
+
+// IBV_SEND_FENCE (man ibv_post_send; IB spec 10.8.3.3): a WR with the fence
+// indicator waits for the responses of earlier RDMA READ/atomics of its QP;
+// one without it may execute before they arrived.  READ into L then WRITE
+// from L: unfenced, the write may send L's old contents; fenced, never.
+// Old behaviour: every WR finished before the next started, so the unfenced
+// write always sent the read data.
+TEST(Fidelity, WriteAfterReadNeedsFence) {
+  run_one([](Channel&) {
+    Endpoint e;
+    e.connect_self();
+    Address self = e.address();
+    auto round = [&](int r, bool fence) {
+      memset(e.buf + 2048, r, 64);  // what the READ fetches
+      memset(e.buf, 0xee, 64);      // L before the READ lands
+      memset(e.buf + 1024, 0, 64);  // T
+      EXPECT_EQ(e.post_write(1, self, 0, 64, true, 2048, IBV_WR_RDMA_READ), 0);
+      EXPECT_EQ(e.post_write(2, self, 0, 64, true, 1024, IBV_WR_RDMA_WRITE, 0,
+                             fence ? unsigned(IBV_SEND_FENCE) : 0u), 0);
+      auto wc = e.poll(2);
+      EXPECT_EQ(wc.size(), 2u);
+      if (wc.size() == 2) {
+        EXPECT_EQ(wc[0].wr_id, 1u);  // completions stay in posting order
+        EXPECT_EQ(wc[1].wr_id, 2u);
+      }
+      return e.buf[1024];
+    };
+    int old_sent = 0;
+    for (int r = 1; r <= 30; ++r) old_sent += round(r, false) == 0xee;
+    EXPECT_GT(old_sent, 0) << "an unfenced WRITE never overtook the READ before it";
+    for (int r = 1; r <= 30; ++r) ASSERT_EQ(round(r, true), r) << "fenced WRITE sent stale data";
+  }, {"FAKEVERBS_JITTER_US=500"});
+}
