@@ -7,6 +7,7 @@
 // before its data.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -81,12 +82,6 @@ int poll_cq_op(ibv_cq* c, int n, ibv_wc* wc) {
   return got;
 }
 
-int req_notify_cq_op(ibv_cq*, int) {
-  // Completion channels are not modelled; a program relying on them must
-  // learn that here rather than sleep forever in ibv_get_cq_event.
-  return fail(EOPNOTSUPP);
-}
-
 }  // namespace fakeverbs
 
 using namespace fakeverbs;
@@ -103,8 +98,9 @@ FV_EXPORT ibv_cq* ibv_create_cq(ibv_context* c, int cqe, void* cq_context,
     errno = EINVAL;
     return nullptr;
   }
-  if (channel) {
-    errno = EOPNOTSUPP;
+  Channel* ch = owner_of<Channel>(channel);
+  if (channel && ch->ctx != ctx) {
+    errno = EINVAL;
     return nullptr;
   }
   // mlx5 rounds the ring up to a power of two and reports one less.
@@ -132,6 +128,13 @@ FV_EXPORT ibv_cq* ibv_create_cq(ibv_context* c, int cqe, void* cq_context,
   pthread_mutex_init(&q.mutex, nullptr);
   pthread_cond_init(&q.cond, nullptr);
   ctx->children++;
+  if (ch) {
+    cq->channel = ch;
+    q.channel = channel;
+    ch->cqs++;
+    std::lock_guard<std::mutex> g(ctx->mu);
+    ctx->channel_cqs.push_back(cq);
+  }
   return &q;
 }
 
@@ -142,21 +145,22 @@ FV_EXPORT int ibv_destroy_cq(ibv_cq* c) {
     log_error("ibv_destroy_cq: CQ still used by %d QP(s) (EBUSY)", cq->users.load());
     return fail(EBUSY);
   }
+  if (cq->channel) {
+    std::lock_guard<std::mutex> g(cq->arm_mu);
+    if (cq->unacked) {
+      // rdma-core would block here forever; say why instead (man ibv_get_cq_event).
+      log_error("ibv_destroy_cq: %u completion event(s) not acknowledged (EBUSY)", cq->unacked);
+      return fail(EBUSY);
+    }
+  }
+  if (Channel* ch = cq->channel) {
+    std::lock_guard<std::mutex> g(cq->ctx->mu);
+    auto& v = cq->ctx->channel_cqs;
+    v.erase(std::remove(v.begin(), v.end(), cq), v.end());
+    ch->cqs--;
+  }
   cq->ring->magic = wire::kDeadMagic;
   cq->ctx->children--;
   delete cq;
   return 0;
-}
-
-// Completion channels are not modelled (ibv_create_cq refuses one), so no
-// event can be outstanding: acknowledging zero events is valid and a no-op.
-FV_EXPORT void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
-  if (nevents != 0)
-    log_error("ibv_ack_cq_events(%p, %u): no completion events were ever delivered",
-              static_cast<void*>(cq), nevents);
-}
-
-FV_EXPORT int ibv_get_cq_event(ibv_comp_channel*, ibv_cq**, void**) {
-  errno = EOPNOTSUPP;
-  return -1;
 }

@@ -56,6 +56,7 @@ void run(Engine* e) {
           uint64_t due = progress(*qp);
           next = std::min(next, due);
         }
+        if (!ctx->channel_cqs.empty()) next = std::min(next, check_armed(*ctx));
       }
     }
     std::unique_lock<std::mutex> w(e->wake_mu);

@@ -52,15 +52,7 @@ FV_EXPORT ssize_t _ibv_query_gid_table(ibv_context* c, ibv_gid_entry* entries, s
   return ssize_t(n);
 }
 
-// Completion channels (event-driven completion) are not modelled: refuse
-// clearly instead of handing out a channel that never fires.
-FV_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context*) {
-  log_error("ibv_create_comp_channel: completion channels are not modelled (EOPNOTSUPP)");
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
 
-FV_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel*) { return fail(EINVAL); }
 
 // rdma-core's own helpers for fork safety: with a kernel that keeps pinned
 // pages across fork (IBV_FORK_UNNEEDED, reported above) they do nothing.

@@ -27,12 +27,14 @@
 namespace fakeverbs {
 
 struct Qp;
+struct Cq;
 
 struct Context {
   Shell<verbs_context, Context> shell{};
   const DeviceSpec* dev = nullptr;
   std::mutex mu;
   std::map<uint32_t, Qp*> qps;  // by QPN, for progress and SQ retirement
+  std::vector<Cq*> channel_cqs;  // CQs with a completion channel (channel.cc)
   std::atomic<int> children{0};
   // Asynchronous events (ibv_get_async_event); async_fd is readable while
   // the queue is non-empty.
@@ -59,9 +61,25 @@ struct Mr {
   std::atomic<int> in_flight{0};  // posted WRs that still reference it
 };
 
+// A completion channel: events of armed CQs, in order (channel.cc).
+struct Channel {
+  Shell<ibv_comp_channel, Channel> shell{};
+  Context* ctx = nullptr;
+  std::mutex mu;
+  std::deque<Cq*> events;      // fd (eventfd) counts them
+  std::atomic<int> cqs{0};     // CQs attached
+};
+
 struct Cq {
   Shell<ibv_cq, Cq> shell{};
   Context* ctx = nullptr;
+  Channel* channel = nullptr;
+  // Arming (ibv_req_notify_cq), under arm_mu; the hca thread fires it.
+  std::mutex arm_mu;
+  bool armed = false;
+  bool solicited_only = false;
+  uint64_t armed_tail = 0;     // ring tail when armed: later entries count
+  uint32_t unacked = 0;        // events delivered, not yet acknowledged
   MappedFile file;
   wire::CqRing* ring = nullptr;
   std::atomic<int> users{0};  // QPs using it
@@ -164,6 +182,9 @@ constexpr uint64_t kBlocked = 1;
 uint64_t progress(Qp& qp);
 // Forgets executed, uncompleted WRs (QP reset or destroyed); caller holds qp.mu.
 void drop_executed(Qp& qp);
+// Fires the events of armed CQs whose arming is satisfied (channel.cc);
+// kBlocked while some CQ stays armed.  Caller holds ctx.mu.
+uint64_t check_armed(Context& ctx);
 // Delivers affiliated events raised by peers (from ibv_poll_cq).
 void deliver_events(Context& ctx);
 // Moves a QP to the error state and flushes its receive queue (caller may

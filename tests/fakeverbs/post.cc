@@ -358,6 +358,7 @@ Outcome Executor::write_imm(SendWr& w, const Side& src, const Side& dst, uint64_
   e.wc_flags = IBV_WC_WITH_IMM;
   e.qp_num = peer_->qpn;
   e.src_qp = qp_.qpn();
+  e.solicited = (w.flags & IBV_SEND_SOLICITED) != 0;
   if (!fault::drop_cqe() && !cq_push(peer_cq_, e)) peer_->state = IBV_QPS_ERR;
   return o;
 }
@@ -375,6 +376,7 @@ Outcome Executor::send(SendWr& w, const Side& src, uint64_t len) {
   e.opcode = IBV_WC_RECV;
   e.qp_num = peer_->qpn;
   e.src_qp = qp_.qpn();
+  e.solicited = (w.flags & IBV_SEND_SOLICITED) != 0;
   Side dst;
   uint64_t room = 0;
   ibv_wc_status recv_status = IBV_WC_SUCCESS;

@@ -32,7 +32,7 @@ struct Cqe {
   uint32_t src_qp;
   uint32_t wc_flags;
   uint32_t retire;      // send queue slots this completion frees (see qp.h)
-  uint32_t pad;
+  uint32_t solicited;   // a receive of a WR sent with IBV_SEND_SOLICITED
 };
 
 struct CqRing {

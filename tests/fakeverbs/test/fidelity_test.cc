@@ -446,3 +446,59 @@ TEST(Fidelity, WriteAfterReadNeedsFence) {
     for (int r = 1; r <= 30; ++r) ASSERT_EQ(round(r, true), r) << "fenced WRITE sent stale data";
   }, {"FAKEVERBS_JITTER_US=500"});
 }
+
+// Completion channels (man ibv_req_notify_cq, ibv_get_cq_event): the
+// receiver sleeps in ibv_get_cq_event until the peer's SEND completes into
+// its CQ; solicited_only waits for a SEND with IBV_SEND_SOLICITED; events
+// are acknowledged before the CQ is destroyed.  Old behaviour:
+// ibv_create_comp_channel failed with EOPNOTSUPP.
+TEST(Fidelity, CompletionChannelWakesTheReceiver) {
+  auto sender = [](Channel& ch) {
+    Endpoint e;
+    e.connect_over(ch);
+    ch.sync();  // the receiver is armed and asleep
+    ASSERT_EQ(e.post_send(1, 0, 16), 0);
+    ch.sync();
+    ASSERT_EQ(e.post_send(2, 0, 16), 0);  // not solicited: must not wake
+    ibv_sge sge{uintptr_t(e.buf), 16, e.mr->lkey};
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.wr_id = 3;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED;
+    ASSERT_EQ(ibv_post_send(e.qp, &wr, &bad), 0);
+    EXPECT_EQ(e.poll(3).size(), 3u);
+    ch.sync();
+  };
+  auto receiver = [](Channel& ch) {
+    EndpointOptions o;
+    o.comp_channel = true;
+    Endpoint e(o);
+    e.connect_over(ch, [&] {
+      for (int i = 0; i < 3; ++i) ASSERT_EQ(e.post_recv(10 + i, 0, 64), 0);
+    });
+    ASSERT_EQ(ibv_req_notify_cq(e.cq, 0), 0);
+    ch.sync();
+    ibv_cq* cq = nullptr;
+    void* cq_ctx = nullptr;
+    ASSERT_EQ(ibv_get_cq_event(e.channel, &cq, &cq_ctx), 0);  // blocks until the SEND
+    EXPECT_EQ(cq, e.cq);
+    ibv_wc wc;
+    ASSERT_EQ(ibv_poll_cq(e.cq, 1, &wc), 1);
+    EXPECT_EQ(wc.wr_id, 10u);
+    // Solicited only: the plain SEND (wr 2) completes but does not wake us.
+    ASSERT_EQ(ibv_req_notify_cq(e.cq, 1), 0);
+    ch.sync();
+    ASSERT_EQ(ibv_get_cq_event(e.channel, &cq, &cq_ctx), 0);
+    ibv_wc two[2];
+    int got = 0;
+    for (int i = 0; i < 1000 && got < 2; ++i) got += ibv_poll_cq(e.cq, 2 - got, two + got);
+    ASSERT_EQ(got, 2);
+    EXPECT_EQ(two[1].wr_id, 12u) << "woken before the solicited SEND";
+    EXPECT_EQ(ibv_destroy_cq(e.cq), EBUSY) << "events not acknowledged";
+    ibv_ack_cq_events(e.cq, 2);
+    ch.sync();
+  };
+  run_pair(sender, receiver, {}, {"FAKEVERBS_QUIET=1"});
+}

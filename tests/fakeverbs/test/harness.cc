@@ -176,7 +176,11 @@ Endpoint::Endpoint(const EndpointOptions& o) : opt(o) {
   ibv_query_port(ctx, 1, &pa);
   roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
   pd = ibv_alloc_pd(ctx);
-  cq = ibv_create_cq(ctx, o.cqe, nullptr, nullptr, 0);
+  if (o.comp_channel) {
+    channel = ibv_create_comp_channel(ctx);
+    if (!channel) ADD_FAILURE() << "ibv_create_comp_channel failed";
+  }
+  cq = ibv_create_cq(ctx, o.cqe, nullptr, channel, 0);
   buf = static_cast<uint8_t*>(aligned_alloc(4096, (o.buf_size + 4095) / 4096 * 4096));
   memset(buf, 0, o.buf_size);
   mr = ibv_reg_mr(pd, buf, o.buf_size, o.mr_access);
@@ -204,6 +208,9 @@ Endpoint::~Endpoint() {
   }
   if (cq) {
     EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  }
+  if (channel) {
+    EXPECT_EQ(ibv_destroy_comp_channel(channel), 0);
   }
   if (pd) {
     EXPECT_EQ(ibv_dealloc_pd(pd), 0);

@@ -75,6 +75,7 @@ struct EndpointOptions {
   uint8_t rnr_retry = 7;   // forever
   uint8_t min_rnr_timer = 12;
   uint8_t rd_atomic = 4;
+  bool comp_channel = false;  // the CQ gets a completion channel
 };
 
 class Endpoint {
@@ -110,6 +111,7 @@ class Endpoint {
   EndpointOptions opt;
   ibv_context* ctx = nullptr;
   ibv_pd* pd = nullptr;
+  ibv_comp_channel* channel = nullptr;
   ibv_cq* cq = nullptr;
   ibv_qp* qp = nullptr;
   ibv_mr* mr = nullptr;
