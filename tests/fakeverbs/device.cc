@@ -1,6 +1,7 @@
 // fakeverbs: device list, contexts, device/port/GID/P_Key queries, async
 // events.  No sysfs, no provider loading: the devices come from config.h.
 #include <endian.h>
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -175,12 +176,26 @@ FV_EXPORT __be64 ibv_get_device_guid(ibv_device* dev) {
   return d ? htobe64(d->guid) : 0;
 }
 
-FV_EXPORT ibv_context* ibv_open_device(ibv_device* dev) {
-  const DeviceSpec* d = device_of(dev);
-  if (!d) {
-    errno = ENODEV;
-    return nullptr;
+namespace fakeverbs {
+
+// The context's command fd: a file in the rendezvous directory naming the
+// process and device, which a process may pass to another over a Unix socket
+// (SCM_RIGHTS) for ibv_import_device (import.cc).
+int make_cmd_fd(const DeviceSpec& d, std::string* name) {
+  static std::atomic<uint32_t> seq{0};
+  *name = std::to_string(getpid()) + ".dev." + std::to_string(++seq);
+  int fd = open(rendezvous_path(*name).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  wire::DeviceRecord rec{wire::kDevMagic, getpid(), uint32_t(d.index)};
+  if (write(fd, &rec, sizeof rec) != sizeof rec) {
+    close(fd);
+    unlink(rendezvous_path(*name).c_str());
+    return -1;
   }
+  return fd;
+}
+
+Context* make_context(const DeviceSpec* d, pid_t owner, int cmd_fd) {
   auto* ctx = new Context;
   ctx->dev = d;
   ctx->shell.owner = ctx;
@@ -189,20 +204,41 @@ FV_EXPORT ibv_context* ibv_open_device(ibv_device* dev) {
   v.query_port = query_port_op;
   v.query_device_ex = query_device_ex_op;
   ibv_context& c = v.context;
-  c.device = dev;
+  c.device = const_cast<ibv_device*>(&d->dev);
   c.abi_compat = __VERBS_ABI_IS_EXTENDED;
   c.ops.poll_cq = poll_cq_op;
   c.ops.req_notify_cq = req_notify_cq_op;
   c.ops.post_send = post_send_op;
   c.ops.post_recv = post_recv_op;
-  c.cmd_fd = -1;
+  c.cmd_fd = cmd_fd;
+  ctx->owner_pid = owner;
   c.num_comp_vectors = 1;
   pthread_mutex_init(&c.mutex, nullptr);
   ctx->async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
   c.async_fd = ctx->async_fd;
   hca::register_context(ctx);
   allow_peers_to_write();
-  return &c;
+  return ctx;
+}
+
+}  // namespace fakeverbs
+
+FV_EXPORT ibv_context* ibv_open_device(ibv_device* dev) {
+  const DeviceSpec* d = device_of(dev);
+  if (!d) {
+    errno = ENODEV;
+    return nullptr;
+  }
+  std::string name;
+  int fd = make_cmd_fd(*d, &name);
+  if (fd < 0) {
+    log_error("ibv_open_device: cannot create the command file %s: %s", name.c_str(),
+              strerror(errno));
+    return nullptr;
+  }
+  Context* ctx = make_context(d, getpid(), fd);
+  ctx->cmd_file = name;
+  return ctx->ibv();
 }
 
 FV_EXPORT int ibv_close_device(ibv_context* c) {
@@ -213,6 +249,8 @@ FV_EXPORT int ibv_close_device(ibv_context* c) {
               ctx->dev->dev.name, ctx->children.load());
   hca::unregister_context(ctx);
   close(ctx->async_fd);
+  if (c->cmd_fd >= 0) close(c->cmd_fd);
+  if (!ctx->cmd_file.empty()) remove_entry(ctx->cmd_file);
   delete ctx;
   return 0;
 }

@@ -32,6 +32,8 @@ struct Cq;
 struct Context {
   Shell<verbs_context, Context> shell{};
   const DeviceSpec* dev = nullptr;
+  pid_t owner_pid = 0;    // the process that opened it (another one if imported)
+  std::string cmd_file;   // rendezvous name of cmd_fd's file (opened here only)
   std::mutex mu;
   std::map<uint32_t, Qp*> qps;  // by QPN, for progress and SQ retirement
   std::vector<Cq*> channel_cqs;  // CQs with a completion channel (channel.cc)
@@ -50,14 +52,21 @@ struct Context {
 struct Pd {
   Shell<ibv_pd, Pd> shell{};
   Context* ctx = nullptr;
-  uint32_t id = 0;  // unique in this process; MRs and QPs must agree on it
+  uint32_t id = 0;  // random, job-wide unique in practice; MRs and QPs must agree on it
   std::atomic<int> children{0};
+  // Imported from another process (ibv_import_pd): its MRs live in that
+  // process's table and memory.
+  bool imported = false;
+  MappedFile owner_table;
+  // The MR table of the PD's memory: the owner's (imported) or ours.
+  wire::MrTable* mr_table();
 };
 
 struct Mr {
   Shell<ibv_mr, Mr> shell{};
   Pd* pd = nullptr;
   uint32_t slot = 0;           // index in this process's MR table
+  bool imported = false;       // ibv_import_mr: released by ibv_unimport_mr
   std::atomic<int> in_flight{0};  // posted WRs that still reference it
 };
 

@@ -99,9 +99,35 @@ Mr* find_local_mr(uint32_t lkey) {
   return it == r.by_key.end() ? nullptr : it->second;
 }
 
+// Random, so that a PD imported by another process (whose own PDs share the
+// id space) keeps its identity; recorded in the table for ibv_import_pd.
 uint32_t new_pd_id() {
   std::lock_guard<std::mutex> g(g_mu);
-  return registry().next_pd++;
+  Registry& r = registry();
+  uint32_t id = 0;
+  while (id == 0) id = uint32_t(next_random(r.key_rng));
+  if (wire::MrTable* t = table_locked(r)) {
+    SharedLock lk(&t->mu);
+    for (uint32_t& slot : t->pd_ids)
+      if (slot == 0) {
+        slot = id;
+        break;
+      }
+  }
+  return id;
+}
+
+void forget_pd_id(uint32_t id) {
+  std::lock_guard<std::mutex> g(g_mu);
+  Registry& r = registry();
+  if (!r.table) return;
+  SharedLock lk(&r.table->mu);
+  for (uint32_t& slot : r.table->pd_ids)
+    if (slot == id) slot = 0;
+}
+
+wire::MrTable* Pd::mr_table() {
+  return imported ? static_cast<wire::MrTable*>(owner_table.data()) : own_mr_table();
 }
 
 }  // namespace fakeverbs
@@ -131,6 +157,12 @@ FV_EXPORT int ibv_dealloc_pd(ibv_pd* p) {
     log_error("ibv_dealloc_pd: PD still has %d MRs/QPs (EBUSY)", pd->children.load());
     return fail(EBUSY);
   }
+  if (pd->imported) {
+    log_error("ibv_dealloc_pd: PD %u is imported; release it with ibv_unimport_pd (EINVAL)",
+              pd->id);
+    return fail(EINVAL);
+  }
+  forget_pd_id(pd->id);
   pd->ctx->children--;
   delete pd;
   return 0;
@@ -148,6 +180,14 @@ FV_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* p, void* addr, size_t length, uint64_
   if (!pd || (access & ~known) || (needs_local_write && !(access & IBV_ACCESS_LOCAL_WRITE))) {
     log_error("ibv_reg_mr: invalid access flags 0x%x (EINVAL)", access);
     errno = EINVAL;
+    return nullptr;
+  }
+  if (pd->imported) {
+    // The fake keeps a process's MRs in its own table; MRs of a shared PD are
+    // registered by the PD's owner and imported (ibv_import_mr).
+    log_error("ibv_reg_mr on an imported PD is not modelled by fakeverbs: register in the "
+              "owner process and ibv_import_mr (EOPNOTSUPP)");
+    errno = EOPNOTSUPP;
     return nullptr;
   }
   if (fault::fail_reg_mr()) {
@@ -244,6 +284,11 @@ FV_EXPORT ibv_mr* (ibv_reg_mr_iova)(ibv_pd* pd, void* addr, size_t length, uint6
 FV_EXPORT int ibv_dereg_mr(ibv_mr* m) {
   Mr* mr = owner_of<Mr>(m);
   if (!mr) return fail(EINVAL);
+  if (mr->imported) {
+    log_error("ibv_dereg_mr of an imported MR (lkey 0x%x): the fake lets only its owner "
+              "deregister it; release the import with ibv_unimport_mr (EINVAL)", m->lkey);
+    return fail(EINVAL);
+  }
   // On hardware, deregistering memory a posted operation still uses makes
   // that operation fail (or corrupt memory on the peer's view); the fake
   // catches it at the call so the bug is found where it is made.

@@ -118,6 +118,7 @@ struct Outcome {
   // the fence indicator).
   std::vector<uint8_t> response;
   Side local;
+  wire::MrTable* local_table = nullptr;  // whose memory `local` is in
 };
 
 namespace {
@@ -139,9 +140,10 @@ class Executor {
   // The local gather/scatter list, translated through the QP's MRs; false if
   // an SGE is not inside an MR of the QP's PD with `need` access.
   bool local_side(SendWr& w, unsigned need, Side* out);
-  // Moves the bytes with the fake's DMA (placement.h) and accounts for any
-  // access to pages remapped since their registration.
-  bool dma(const Side& src, const Side& dst, bool write);
+  // Moves the bytes with the fake's DMA (placement.h) between the memories of
+  // the owners of two MR tables (nullptr: this process, e.g. inline data or a
+  // staging buffer) and accounts for accesses to remapped pages.
+  bool dma(const Side& src, wire::MrTable* src_t, const Side& dst, wire::MrTable* dst_t);
   Outcome send(SendWr& w, const Side& src, uint64_t len);
   Outcome write_imm(SendWr& w, const Side& src, const Side& dst, uint64_t len);
 
@@ -149,6 +151,7 @@ class Executor {
   wire::QpShared* peer_ = nullptr;
   wire::CqRing* peer_cq_ = nullptr;
   wire::MrTable* peer_mr_ = nullptr;
+  wire::MrTable* local_table_ = nullptr;  // the QP's PD's table (nullptr for inline)
 };
 
 // Finds the peer named by the QP's RTR attributes; false if it does not
@@ -184,9 +187,12 @@ bool Executor::local_side(SendWr& w, unsigned need, Side* out) {
       out->iov.push_back({w.inline_data.data(), w.inline_data.size()});
       out->pins.push_back({});
     }
+    local_table_ = nullptr;
     return true;
   }
-  wire::MrTable* own = own_mr_table();
+  // An imported PD's MRs are in its owner's table and memory (import.cc).
+  wire::MrTable* own = qp_.pd->mr_table();
+  local_table_ = own;
   for (const ibv_sge& s : w.sge) {
     if (!s.length) continue;
     MrHit h = mr_lookup(own, s.lkey, qp_.pd->id, s.addr, s.length, need);
@@ -209,21 +215,38 @@ void count_stale(wire::MrTable* t, bool wrote, uint64_t bytes) {
   t->stale_bytes += bytes;
 }
 
-bool Executor::dma(const Side& src, const Side& dst, bool write) {
-  PlaceStats st;
-  const pid_t peer = peer_->owner_pid;
-  if (!place(peer, src, dst, write, &qp_.rng, &st)) return false;
+bool Executor::dma(const Side& src, wire::MrTable* src_t, const Side& dst,
+                   wire::MrTable* dst_t) {
+  const pid_t self = getpid();
+  const pid_t src_pid = src_t ? src_t->owner_pid : self;
+  const pid_t dst_pid = dst_t ? dst_t->owner_pid : self;
+  PlaceStats st, st2;
+  bool ok;
+  if (src_pid == self) {
+    ok = place(dst_pid, src, dst, true, &qp_.rng, &st);
+  } else if (dst_pid == self) {
+    ok = place(src_pid, src, dst, false, &qp_.rng, &st);
+  } else {
+    // Neither side here (a QP on an imported PD sending from its owner's
+    // memory): the HCA's two hops, through a staging buffer.
+    uint64_t len = 0;
+    for (const iovec& v : src.iov) len += v.iov_len;
+    std::vector<uint8_t> staging(len);
+    Side mid;
+    if (len) mid.iov.push_back({staging.data(), size_t(len)});
+    mid.pins.resize(mid.iov.size());
+    ok = place(src_pid, src, mid, false, nullptr, &st2) && place(dst_pid, mid, dst, true, &qp_.rng, &st);
+    st.stale_src_bytes = st2.stale_src_bytes;
+  }
+  if (!ok) return false;
   if (st.stale_dst_bytes | st.stale_src_bytes) {
-    wire::MrTable* own = own_mr_table();
-    wire::MrTable* dst_owner = write ? peer_mr_ : own;
-    wire::MrTable* src_owner = write ? own : peer_mr_;
-    if (st.stale_dst_bytes) count_stale(dst_owner, true, st.stale_dst_bytes);
-    if (st.stale_src_bytes) count_stale(src_owner, false, st.stale_src_bytes);
+    if (st.stale_dst_bytes) count_stale(dst_t, true, st.stale_dst_bytes);
+    if (st.stale_src_bytes) count_stale(src_t, false, st.stale_src_bytes);
     log_error("QP 0x%x: stale registration: %llu bytes written into and %llu bytes read from "
               "pages remapped since ibv_reg_mr (pid %d); a real HCA uses the old pinned pages, "
               "so the application loses them", qp_.qpn(),
               (unsigned long long)st.stale_dst_bytes, (unsigned long long)st.stale_src_bytes,
-              int(st.stale_dst_bytes ? dst_owner->owner_pid : src_owner->owner_pid));
+              int(st.stale_dst_bytes ? dst_pid : src_pid));
     if (stale_aborts()) {
       fprintf(stderr, "fakeverbs: FAKEVERBS_STALE=abort: aborting (FAKEVERBS_SEED=%llu)\n",
               (unsigned long long)hca::seed());
@@ -255,7 +278,7 @@ Outcome Executor::run(SendWr& w) {
     o.wait = true;
     return o;
   }
-  const pid_t pid = peer_->owner_pid;
+  const pid_t pid = peer_mr_->owner_pid;  // whose memory the responder's MRs are
   uint32_t need = 0;
   switch (w.opcode) {
     case IBV_WR_SEND:
@@ -302,7 +325,7 @@ Outcome Executor::run(SendWr& w) {
   }
   if (w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) return write_imm(w, local, remote, len);
   if (w.opcode == IBV_WR_RDMA_WRITE) {
-    if (!dma(local, remote, true)) return responder_fault(IBV_WC_REM_ACCESS_ERR);
+    if (!dma(local, local_table_, remote, peer_mr_)) return responder_fault(IBV_WC_REM_ACCESS_ERR);
     return o;
   }
   if (w.opcode == IBV_WR_RDMA_READ) {
@@ -310,8 +333,9 @@ Outcome Executor::run(SendWr& w) {
     Side staging;
     if (len) staging.iov.push_back({o.response.data(), size_t(len)});
     staging.pins.resize(staging.iov.size());
-    if (!dma(remote, staging, false)) return responder_fault(IBV_WC_REM_ACCESS_ERR);
+    if (!dma(remote, peer_mr_, staging, nullptr)) return responder_fault(IBV_WC_REM_ACCESS_ERR);
     o.local = std::move(local);
+    o.local_table = local_table_;
     o.byte_len = uint32_t(len);
     return o;
   }
@@ -330,6 +354,7 @@ Outcome Executor::run(SendWr& w) {
   o.response.resize(8);
   memcpy(o.response.data(), &old, 8);
   o.local = std::move(local);
+  o.local_table = local_table_;
   o.byte_len = 8;
   return o;
 }
@@ -343,7 +368,7 @@ Outcome Executor::write_imm(SendWr& w, const Side& src, const Side& dst, uint64_
       return o;
     }
   }
-  if (!dma(src, dst, true)) return responder_fault(IBV_WC_REM_ACCESS_ERR);
+  if (!dma(src, local_table_, dst, peer_mr_)) return responder_fault(IBV_WC_REM_ACCESS_ERR);
   // Data first, then the completion: the receiver can trust its buffer
   // once it has polled IBV_WC_RECV_RDMA_WITH_IMM (man ibv_post_send: the
   // immediate "is delivered after the data").
@@ -394,7 +419,8 @@ Outcome Executor::send(SendWr& w, const Side& src, uint64_t len) {
     room += take;
   }
   if (recv_status == IBV_WC_SUCCESS && room < len) recv_status = IBV_WC_LOC_LEN_ERR;
-  if (recv_status == IBV_WC_SUCCESS && !dma(src, dst, true)) recv_status = IBV_WC_LOC_PROT_ERR;
+  if (recv_status == IBV_WC_SUCCESS && !dma(src, local_table_, dst, peer_mr_))
+    recv_status = IBV_WC_LOC_PROT_ERR;
   peer_->rq_head++;
   e.status = recv_status;
   e.byte_len = uint32_t(len);
@@ -477,12 +503,13 @@ void place_response(Qp& qp, Outcome& o) {
   src.iov.push_back({o.response.data(), o.response.size()});
   src.pins.resize(1);
   PlaceStats st;
-  if (!place(getpid(), src, o.local, true, &qp.rng, &st)) {
+  const pid_t into = o.local_table ? o.local_table->owner_pid : getpid();
+  if (!place(into, src, o.local, true, &qp.rng, &st)) {
     o.status = IBV_WC_LOC_PROT_ERR;
     return;
   }
   if (st.stale_dst_bytes) {
-    count_stale(own_mr_table(), true, st.stale_dst_bytes);
+    count_stale(o.local_table, true, st.stale_dst_bytes);
     log_error("QP 0x%x: READ/atomic response of %llu bytes into pages remapped since "
               "ibv_reg_mr: lost, as on hardware", qp.qpn(),
               (unsigned long long)st.stale_dst_bytes);

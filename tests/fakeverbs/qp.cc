@@ -176,7 +176,9 @@ FV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* ia) {
   std::string key = ctx->dev->address_key();
   snprintf(sh->local_key, sizeof sh->local_key, "%s", key.c_str());
   snprintf(sh->recv_cq, sizeof sh->recv_cq, "%s", rcq->file.name().c_str());
-  snprintf(sh->mr_table, sizeof sh->mr_table, "%d.mr", int(getpid()));
+  // Responders check keys in, and write into the memory of, the process whose
+  // table holds the PD's MRs (the PD's owner when it is imported).
+  snprintf(sh->mr_table, sizeof sh->mr_table, "%d.mr", int(pd->mr_table()->owner_pid));
   shared_mutex_init(&sh->mu);
   // QPNs are unique per port across all processes of the job: claim one by
   // publishing its rendezvous link (atomic symlink creation).

@@ -19,6 +19,14 @@ constexpr uint32_t kCqMagic = 0x46564351;  // "FVCQ"
 constexpr uint32_t kQpMagic = 0x46565150;  // "FVQP"
 constexpr uint32_t kMrMagic = 0x46564d52;  // "FVMR"
 constexpr uint32_t kDeadMagic = 0xdeadbeef;
+constexpr uint32_t kDevMagic = 0x46564456;  // "FVDV"
+
+// Contents of a context's command file (its cmd_fd), for ibv_import_device.
+struct DeviceRecord {
+  uint32_t magic;
+  pid_t pid;         // the process that opened the device
+  uint32_t device;   // index of the fake device
+};
 
 // One completion as stored in a CQ ring.
 struct Cqe {
@@ -106,6 +114,9 @@ struct MrTable {
   uint64_t stale_writes;
   uint64_t stale_reads;
   uint64_t stale_bytes;
+  // Live protection domains of the owner (ids; 0 = free), for ibv_import_pd.
+  static constexpr int kMaxPds = 256;
+  uint32_t pd_ids[kMaxPds];
   MrEntry* entries() { return reinterpret_cast<MrEntry*>(this + 1); }
 };
 

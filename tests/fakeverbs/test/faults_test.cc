@@ -209,7 +209,7 @@ TEST(Rendezvous, DeadPeerEntriesIgnoredAndSwept) {
       mine += n.rfind(std::to_string(getpid()) + ".", 0) == 0;
     }
     closedir(d);
-    EXPECT_EQ(mine, 4);  // our MR table, CQ, QP, and the MR's page record (placement.h)
+    EXPECT_EQ(mine, 5);  // our MR table, CQ, QP, the MR's page record (placement.h), cmd_fd
     e.connect(dead);
     ASSERT_EQ(e.post_write(1, dead, 0, 8, true), 0);
     auto wc = e.poll(1);

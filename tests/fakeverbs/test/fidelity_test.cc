@@ -502,3 +502,63 @@ TEST(Fidelity, CompletionChannelWakesTheReceiver) {
   };
   run_pair(sender, receiver, {}, {"FAKEVERBS_QUIET=1"});
 }
+
+// Shared protection domain (man ibv_import_device, ibv_import_pd,
+// ibv_import_mr): A passes its context's cmd_fd over the Unix socket; B
+// imports the device, A's PD and A's MR, creates a QP on that PD and posts a
+// WRITE from A's MR into A's MR -- B moves A's memory with A's keys, as the
+// shared-PD zero-copy path does.  Old behaviour: ibv_import_device was an
+// abort stub.
+TEST(Fidelity, ImportPdLetsAnotherProcessPostFromItsMr) {
+  auto owner = [](Channel& ch) {
+    Endpoint e;  // A's context, PD and registered buffer
+    for (int i = 0; i < 64; ++i) e.buf[i] = uint8_t(0x40 + i);
+    ASSERT_GE(e.ctx->cmd_fd, 0);
+    ch.send_fd(e.ctx->cmd_fd);
+    ch.put(e.pd->handle);
+    ch.put(e.mr->handle);
+    ch.sync();  // B posted and completed
+    for (int i = 0; i < 64; ++i) ASSERT_EQ(e.buf[1024 + i], uint8_t(0x40 + i)) << i;
+    ch.sync();  // B released its imports
+  };
+  auto importer = [](Channel& ch) {
+    int fd = ch.recv_fd();
+    ASSERT_GE(fd, 0);
+    uint32_t pd_handle = ch.get<uint32_t>(), mr_handle = ch.get<uint32_t>();
+    ibv_context* ctx = ibv_import_device(fd);
+    close(fd);
+    ASSERT_NE(ctx, nullptr);
+    ibv_pd* pd = ibv_import_pd(ctx, pd_handle);
+    ASSERT_NE(pd, nullptr);
+    EXPECT_EQ(ibv_import_pd(ctx, pd_handle ^ 1), nullptr) << "unknown PD handle accepted";
+    ibv_mr* mr = ibv_import_mr(pd, mr_handle);
+    ASSERT_NE(mr, nullptr);
+    EXPECT_EQ(ibv_reg_mr(pd, &fd, sizeof fd, IBV_ACCESS_LOCAL_WRITE), nullptr);
+    {
+      EndpointOptions o;
+      o.shared_pd = pd;
+      Endpoint e(o);
+      e.connect_self();
+      ibv_sge sge{uintptr_t(mr->addr), 64, mr->lkey};  // A's address, A's key
+      ibv_send_wr wr{}, *bad = nullptr;
+      wr.wr_id = 7;
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      wr.opcode = IBV_WR_RDMA_WRITE;
+      wr.send_flags = IBV_SEND_SIGNALED;
+      wr.wr.rdma.remote_addr = uintptr_t(mr->addr) + 1024;
+      wr.wr.rdma.rkey = mr->rkey;
+      ASSERT_EQ(ibv_post_send(e.qp, &wr, &bad), 0);
+      auto wc = e.poll(1);
+      ASSERT_EQ(wc.size(), 1u);
+      EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS) << wc_name(wc[0].status);
+      ch.sync();
+      EXPECT_EQ(ibv_dereg_mr(mr), EINVAL) << "only the owner deregisters";
+    }
+    ibv_unimport_mr(mr);
+    ibv_unimport_pd(pd);
+    EXPECT_EQ(ibv_close_device(ctx), 0);
+    ch.sync();
+  };
+  run_pair(owner, importer, {}, {"FAKEVERBS_QUIET=1"});
+}

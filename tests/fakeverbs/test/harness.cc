@@ -46,6 +46,45 @@ void Channel::recv(void* p, size_t n) {
   }
 }
 
+void Channel::send_fd(int fd) {
+  char byte = 0;
+  iovec v{&byte, 1};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  msghdr m{};
+  m.msg_iov = &v;
+  m.msg_iovlen = 1;
+  m.msg_control = ctl;
+  m.msg_controllen = sizeof ctl;
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  if (sendmsg(fd_, &m, 0) != 1) ADD_FAILURE() << "sendmsg(SCM_RIGHTS) failed";
+}
+
+int Channel::recv_fd() {
+  pollfd pf{fd_, POLLIN, 0};
+  if (poll(&pf, 1, 10000) != 1) {
+    ADD_FAILURE() << "channel: no descriptor within 10 s";
+    return -1;
+  }
+  char byte;
+  iovec v{&byte, 1};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  msghdr m{};
+  m.msg_iov = &v;
+  m.msg_iovlen = 1;
+  m.msg_control = ctl;
+  m.msg_controllen = sizeof ctl;
+  if (recvmsg(fd_, &m, 0) != 1) return -1;
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  if (!c || c->cmsg_type != SCM_RIGHTS) return -1;
+  int fd;
+  memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  return fd;
+}
+
 namespace {
 
 pid_t spawn(const Role& r, int fd, int other_fd, const std::vector<std::string>& env) {
@@ -160,6 +199,30 @@ void run_one(const Role& a, const std::vector<std::string>& env, int timeout_s) 
 }
 
 Endpoint::Endpoint(const EndpointOptions& o) : opt(o) {
+  if (o.shared_pd) {
+    // On a PD (and its context) the caller owns, e.g. imported: no buffer
+    // of our own either (an importer cannot register on it).
+    ctx = o.shared_pd->context;
+    pd = o.shared_pd;
+    borrowed_ = true;
+    ibv_port_attr pa{};
+    ibv_query_port(ctx, 1, &pa);
+    roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+    cq = ibv_create_cq(ctx, o.cqe, nullptr, nullptr, 0);
+    ibv_qp_init_attr ia{};
+    ia.send_cq = ia.recv_cq = cq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap.max_send_wr = o.max_send_wr;
+    ia.cap.max_recv_wr = o.max_recv_wr;
+    ia.cap.max_send_sge = o.max_send_sge;
+    ia.cap.max_recv_sge = o.max_recv_sge;
+    if (cq) qp = ibv_create_qp(pd, &ia);
+    if (!cq || !qp) {
+      ADD_FAILURE() << "endpoint setup on a shared PD failed: " << strerror(errno);
+      exit(2);
+    }
+    return;
+  }
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
   if (!list || n <= o.device) {
@@ -212,10 +275,10 @@ Endpoint::~Endpoint() {
   if (channel) {
     EXPECT_EQ(ibv_destroy_comp_channel(channel), 0);
   }
-  if (pd) {
+  if (pd && !borrowed_) {
     EXPECT_EQ(ibv_dealloc_pd(pd), 0);
   }
-  if (ctx) {
+  if (ctx && !borrowed_) {
     EXPECT_EQ(ibv_close_device(ctx), 0);
   }
   free(buf);
@@ -229,7 +292,7 @@ Address Endpoint::address() const {
   ibv_query_gid(ctx, 1, 0, &a.gid);
   a.qpn = qp->qp_num;
   a.addr = uintptr_t(buf);
-  a.rkey = mr->rkey;
+  a.rkey = mr ? mr->rkey : 0;
   return a;
 }
 

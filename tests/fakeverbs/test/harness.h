@@ -33,6 +33,9 @@ class Channel {
     recv(&v, sizeof v);
     return v;
   }
+  // Passes a descriptor to the peer (SCM_RIGHTS), e.g. a context's cmd_fd.
+  void send_fd(int fd);
+  int recv_fd();  // -1 on failure
   void sync() {  // rendezvous of both sides
     put<int>(0);
     (void)get<int>();
@@ -76,6 +79,9 @@ struct EndpointOptions {
   uint8_t min_rnr_timer = 12;
   uint8_t rd_atomic = 4;
   bool comp_channel = false;  // the CQ gets a completion channel
+  // Build CQ + QP on this PD (and its context), owned by the caller (e.g.
+  // imported): no buffer or MR of our own.
+  ibv_pd* shared_pd = nullptr;
 };
 
 class Endpoint {
@@ -117,6 +123,9 @@ class Endpoint {
   ibv_mr* mr = nullptr;
   uint8_t* buf = nullptr;
   bool roce = false;
+
+ private:
+  bool borrowed_ = false;  // ctx and pd belong to the caller
 };
 
 const char* wc_name(int status);
