@@ -1,0 +1,48 @@
+// fakeverbs: the execution of one RC work request against its peer -- the
+// fake HCA's requester and responder in one (execute.cc).
+//
+// Contract: called by the hca thread with the QP's mutex held; moves the data
+// with the fake's DMA (placement.h), checks keys, bounds, access and PD where
+// an HCA's requester or responder would, and reports the outcome.  A READ or
+// atomic leaves its response in the Outcome, to be placed by
+// place_response() when it "arrives" (post.cc decides when).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "objects.h"
+#include "placement.h"
+
+namespace fakeverbs {
+
+inline bool is_atomic(ibv_wr_opcode op) {
+  return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+struct Outcome {
+  bool wait = false;  // cannot execute now; retry later
+  bool rnr = false;   // ... because the receiver had no receive posted
+  ibv_wc_status status = IBV_WC_SUCCESS;
+  uint32_t byte_len = 0;
+  // READ/atomic response: fetched from the responder in order, placed into
+  // `local` later (when the response "arrives"), so that a later WR of the
+  // QP without IBV_SEND_FENCE may read `local` before it (IB spec 10.8.3.3,
+  // the fence indicator).
+  std::vector<uint8_t> response;
+  Side local;
+  wire::MrTable* local_table = nullptr;  // whose memory `local` is in
+};
+
+// Executes `w` now.  Outcome::wait: it cannot yet (peer not reachable, or
+// RNR); nothing happened, try again later.
+Outcome execute(Qp& qp, SendWr& w);
+
+// Places a READ/atomic response into local memory (stale pages counted).
+void place_response(Qp& qp, Outcome& o);
+
+// Completes every posted receive of `sh` with IBV_WC_WR_FLUSH_ERR; caller
+// holds sh->mu.
+void flush_locked(wire::QpShared* sh, wire::CqRing* cq);
+
+}  // namespace fakeverbs
