@@ -4,9 +4,10 @@
 //
 // Contract:
 //  * kick() after queuing work; the thread wakes, executes every QP's due work
-//    requests in posting order (progress(), post.cc) and sleeps again.  It is
-//    started on the first kick() of a process (and again in a forked child)
-//    and stopped and joined at exit, before the rendezvous files are removed.
+//    requests in posting order (progress(), post.cc), fires armed completion
+//    channels (channel.cc) and sleeps again.  It is started when a process
+//    first opens a device (again in a forked child) and stopped and joined
+//    at exit, before the rendezvous files are removed.
 //  * Contexts are registered by ibv_open_device and unregistered by
 //    ibv_close_device; the thread touches only registered contexts.
 //  * Lock order: the engine's mutex -> Context::mu -> Qp::mu -> shared file

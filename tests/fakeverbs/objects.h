@@ -7,8 +7,9 @@
 //
 // Thread safety: verbs allows concurrent calls on different objects and on
 // one QP/CQ from several threads; each Qp has its own mutex, a Context's
-// mutex guards its QP registry.  Lock order: Context::mu -> Qp::mu -> shared
-// file mutexes (wire.h).
+// mutex guards its QP registry.  The process's hca thread (hca.h) executes
+// the send queues.  Lock order: hca engine mutex -> Context::mu -> Qp::mu ->
+// shared file mutexes (wire.h) -> Cq::arm_mu -> Channel::mu.
 #pragma once
 
 #include <atomic>
