@@ -317,6 +317,9 @@ class StaleRegistration : public ::testing::TestWithParam<Remap> {};
 
 TEST_P(StaleRegistration, WriteThroughOldMrIsLostAndCounted) {
   const Remap how = GetParam();
+  if (how != Remap::kMremap && !page_frames_readable())
+    GTEST_SKIP() << "page frame numbers unreadable (not root): a page replaced at the same "
+                    "address cannot be told from the registered one";
   run_one([how](Channel&) {
     Endpoint e;
     e.connect_self();

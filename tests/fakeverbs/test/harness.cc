@@ -1,6 +1,7 @@
 #include "harness.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -411,5 +412,18 @@ int Endpoint::post_recv(uint64_t wr_id, size_t off, size_t len) {
 }
 
 const char* wc_name(int s) { return ibv_wc_status_str(ibv_wc_status(s)); }
+
+bool page_frames_readable() {
+  static volatile char probe[8192];
+  probe[4096] = 1;  // present
+  const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+  const uint64_t index = (uintptr_t(&probe[4096]) / page) * 8;
+  int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  uint64_t entry = 0;
+  const bool ok = pread(fd, &entry, sizeof entry, off_t(index)) == sizeof entry;
+  close(fd);
+  return ok && (entry & ((1ull << 55) - 1)) != 0;
+}
 
 }  // namespace fvtest

@@ -130,4 +130,9 @@ class Endpoint {
 
 const char* wc_name(int status);
 
+// True if /proc/self/pagemap shows page frame numbers (CAP_SYS_ADMIN, i.e.
+// root as in CI).  Without them fakeverbs sees only pages that vanished, not
+// pages replaced by others (FIDELITY.md, "Registered memory is pinned").
+bool page_frames_readable();
+
 }  // namespace fvtest
