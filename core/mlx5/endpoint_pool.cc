@@ -1,0 +1,195 @@
+#include "core/mlx5/endpoint_pool.h"
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "core/log.h"
+
+namespace mlxa2a::mlx5 {
+
+namespace {
+
+std::mutex g_mutex;  // guards the three below
+std::unique_ptr<EndpointPool> g_pool;
+std::string g_why;
+bool g_tried = false;
+
+std::atomic<std::uint64_t> g_qps_created{0};
+std::atomic<std::uint64_t> g_writes{0};
+std::atomic<std::uint64_t> g_bytes{0};
+
+constexpr std::uint64_t kRecvTag = 1;  // wr_id of every receive; sends carry slot << 1
+
+}  // namespace
+
+bool operator<(const ProcessId& a, const ProcessId& b) { return std::memcmp(&a, &b, sizeof a) < 0; }
+bool operator==(const ProcessId& a, const ProcessId& b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+EndpointPool* EndpointPool::get(const NetOptions& opt, std::string* why) noexcept {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  try {
+    if (!g_tried) {
+      g_tried = true;
+      const Verbs* v = load_verbs(opt.verbs_library.c_str());
+      if (!v) {
+        g_why = verbs_unavailable_reason();
+      } else {
+        std::unique_ptr<EndpointPool> p(new EndpointPool);
+        p->opt_ = opt;
+        const int depth = static_cast<int>(kMaxEndpoints * (kSendDepth + kRecvDepth));
+        if (Device::open(*v, opt, depth, &p->device_, &g_why) == Status::ok) {
+          if (p->device_->cq_depth() < depth) {
+            g_why = "the device's largest CQ is too small";
+          } else {
+            const PortAddress& a = p->device_->address();
+            std::memcpy(p->self_.gid, a.gid, sizeof a.gid);
+            p->self_.lid = a.lid;
+            p->self_.pid = static_cast<std::uint32_t>(getpid());
+            p->self_.nonce = static_cast<std::uint64_t>(
+                std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                reinterpret_cast<std::uintptr_t>(p.get());
+            g_pool = std::move(p);
+            MLXA2A_LOG(Info, "RDMA: %s port %d (%s)%s", g_pool->device_->name().c_str(),
+                       g_pool->device_->port(), a.roce ? "RoCE" : "InfiniBand",
+                       v->have_mlx5 ? "" : ", libmlx5 absent");
+          }
+        }
+      }
+      if (!g_pool) MLXA2A_LOG(Info, "RDMA unavailable: %s", g_why.c_str());
+    }
+    if (!g_pool) *why = g_why;
+  } catch (...) {
+    *why = "out of memory";
+    return nullptr;
+  }
+  return g_pool.get();
+}
+
+void EndpointPool::shutdown() noexcept {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_pool.reset();
+  g_why = "after shutdown";
+}
+
+PoolStats EndpointPool::stats() noexcept {
+  return {QueuePair::live_count(), MemoryRegion::live_count(),
+          g_qps_created.load(std::memory_order_relaxed), g_writes.load(std::memory_order_relaxed),
+          g_bytes.load(std::memory_order_relaxed)};
+}
+
+void EndpointPool::count_writes(std::uint64_t writes, std::uint64_t bytes) noexcept {
+  g_writes.fetch_add(writes, std::memory_order_relaxed);
+  g_bytes.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+Status EndpointPool::endpoint(const ProcessId& remote, Endpoint** ep, bool* created) noexcept {
+  *created = false;
+  try {
+    if (auto it = endpoints_.find(remote); it != endpoints_.end()) {
+      if (!it->second->failed) {
+        *ep = it->second.get();
+        return Status::ok;
+      }
+      discard(remote);  // replaced below; the peer replaces its end alike
+    }
+    if (endpoints_.size() >= kMaxEndpoints) return Status::unavailable;
+    auto e = std::make_unique<Endpoint>();
+    const Status st =
+        QueuePair::create(device_, {kSendDepth, kRecvDepth, kInline}, &e->qp);
+    if (st != Status::ok) return st;
+    g_qps_created.fetch_add(1, std::memory_order_relaxed);
+    e->psn = (e->qp->qpn() * 2654435761u) & 0xffffff;
+    *ep = e.get();
+    by_qpn_[e->qp->qpn()] = e.get();
+    endpoints_[remote] = std::move(e);
+    *created = true;
+    return Status::ok;
+  } catch (...) {
+    return Status::net_failed;
+  }
+}
+
+Status EndpointPool::post_recvs(Endpoint& ep, std::uint32_t n) noexcept {
+  // A write with immediate consumes a receive but places no data through
+  // it: no scatter list is needed (man ibv_post_recv, IB spec 9.4.3).
+  for (std::uint32_t i = 0; i < n; ++i) {
+    ibv_recv_wr wr{};
+    wr.wr_id = kRecvTag;
+    ibv_recv_wr* bad = nullptr;
+    if (Verbs::post_recv(ep.qp->get(), &wr, &bad) != 0) return Status::net_failed;
+  }
+  return Status::ok;
+}
+
+Status EndpointPool::connect(Endpoint& ep, const PortAddress& remote, std::uint32_t qpn,
+                             std::uint32_t psn) noexcept {
+  // Receives first: the peer may write as soon as its end is in RTS.
+  if (post_recvs(ep, ep.qp->recv_depth()) != Status::ok) return Status::net_failed;
+  if (ep.qp->connect(remote, qpn, psn, ep.psn, opt_) != Status::ok) return Status::net_failed;
+  ep.remote_qpn = qpn;
+  ep.connected = true;
+  return Status::ok;
+}
+
+void EndpointPool::discard(const ProcessId& remote) noexcept {
+  auto it = endpoints_.find(remote);
+  if (it == endpoints_.end()) return;
+  by_qpn_.erase(it->second->qp->qpn());
+  endpoints_.erase(it);
+}
+
+std::uint32_t EndpointPool::add_slot(Slot* s) {
+  const std::uint32_t id = next_slot_++ & 0x7fffffff;  // 31 bits: the immediate keeps one for parity
+  slots_[id] = s;
+  return id;
+}
+
+void EndpointPool::remove_slot(std::uint32_t id) noexcept { slots_.erase(id); }
+
+Status EndpointPool::poll() noexcept {
+  if (cq_failed_) return Status::net_failed;
+  ibv_wc wc[32];
+  for (;;) {
+    const int n = Verbs::poll_cq(device_->cq(), 32, wc);
+    if (n < 0) {
+      // An overrun CQ loses completions for good (IBV_EVENT_CQ_ERR).
+      cq_failed_ = true;
+      MLXA2A_LOG(Error, "RDMA: completion queue failed (%d)", n);
+      return Status::net_failed;
+    }
+    for (int i = 0; i < n; ++i) {
+      const ibv_wc& c = wc[i];
+      auto ep_it = by_qpn_.find(c.qp_num);
+      Endpoint* ep = ep_it == by_qpn_.end() ? nullptr : ep_it->second;
+      if (c.wr_id == kRecvTag) {
+        if (c.status != IBV_WC_SUCCESS) {
+          if (ep) ep->failed = true;
+          continue;
+        }
+        const std::uint32_t imm = ntohl(c.imm_data);
+        if (auto s = slots_.find(imm >> 1); s != slots_.end()) ++s->second->arrived[imm & 1];
+        if (ep && post_recvs(*ep, 1) != Status::ok) ep->failed = true;
+        continue;
+      }
+      auto s = slots_.find(static_cast<std::uint32_t>(c.wr_id >> 1));
+      if (c.status != IBV_WC_SUCCESS) {
+        const Verbs& v = device_->verbs();
+        MLXA2A_LOG(Warn, "RDMA write failed: %s (status %d, qp %u)",
+                   v.wc_status_str ? v.wc_status_str(c.status) : "", static_cast<int>(c.status),
+                   c.qp_num);
+        if (ep) ep->failed = true;
+        if (s != slots_.end()) s->second->failed = true;
+      } else if (s != slots_.end()) {
+        ++s->second->sent;
+      }
+    }
+    if (n < 32) return Status::ok;
+  }
+}
+
+}  // namespace mlxa2a::mlx5

@@ -1,0 +1,121 @@
+// The process-wide endpoint pool: one device (context, PD, CQ) per process
+// and one RC queue pair per remote process, shared by every transport (team)
+// whose leaders pair the same two processes — an MPI_Comm_split child reuses
+// the QPs its parent's leaders created.
+//
+// Contract
+// * get() opens the device at its first call; a failure is remembered and
+//   returned again (with the same reason) without retrying. shutdown()
+//   destroys the endpoints (QPs), then the device (CQ, PD, context) unless an
+//   MR owner still holds it; it runs at MPI_Finalize, after the teams.
+// * Endpoints live until shutdown(): QPs are bounded by the number of remote
+//   processes, not by the number of communicators, and never being torn down
+//   means two processes can never disagree on whether a pair is connected.
+//   An endpoint that failed (QP in error) is replaced at the next set-up that
+//   needs it.
+// * One CQ serves every endpoint, so whoever polls dispatches: an arrival
+//   (RDMA write with immediate) is credited to the Slot named by its
+//   immediate, a completion of ours to the Slot named by its wr_id, and each
+//   consumed receive is re-posted at once (so receivers never run dry: RNR
+//   never happens in normal operation). CQ depth covers every endpoint's
+//   send and receive queues (kMaxEndpoints of them), so it cannot overrun.
+// * Thread safety: every member except get()/shutdown()/stats must be called
+//   with mutex() held.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "core/mlx5/options.h"
+#include "core/mlx5/resources.h"
+#include "core/status.h"
+
+namespace mlxa2a::mlx5 {
+
+// Which process a leader is: its port's address and pid (plus a per-process
+// nonce against pid reuse). Plain bytes: compared with memcmp.
+struct ProcessId {
+  std::uint8_t gid[16] = {};
+  std::uint16_t lid = 0;
+  std::uint16_t pad = 0;
+  std::uint32_t pid = 0;
+  std::uint64_t nonce = 0;
+  friend bool operator<(const ProcessId& a, const ProcessId& b);
+  friend bool operator==(const ProcessId& a, const ProcessId& b);
+};
+
+// Counters of one transport, written by whoever polls (mutex held).
+struct Slot {
+  std::uint64_t arrived[2] = {0, 0};  // writes with immediate received, per parity
+  std::uint64_t sent = 0;             // our signalled writes completed
+  bool failed = false;                // one of our writes completed in error
+};
+
+struct Endpoint {
+  std::unique_ptr<QueuePair> qp;
+  std::uint32_t psn = 0;         // our initial send PSN
+  std::uint32_t remote_qpn = 0;  // valid once connected
+  bool connected = false;
+  bool failed = false;           // a completion on it failed: QP in error
+};
+
+struct PoolStats {
+  long qps_live;
+  long mrs_live;
+  std::uint64_t qps_created;
+  std::uint64_t writes_posted;
+  std::uint64_t bytes_written;
+};
+
+class EndpointPool {
+ public:
+  static constexpr std::uint32_t kSendDepth = 64;
+  static constexpr std::uint32_t kRecvDepth = 64;
+  static constexpr std::uint32_t kInline = 128;
+  static constexpr std::size_t kMaxEndpoints = 1024;
+
+  static EndpointPool* get(const NetOptions& opt, std::string* why) noexcept;
+  static void shutdown() noexcept;
+  static PoolStats stats() noexcept;
+  static void count_writes(std::uint64_t writes, std::uint64_t bytes) noexcept;
+
+  std::mutex& mutex() { return mutex_; }
+  const std::shared_ptr<Device>& device() const { return device_; }
+  const ProcessId& self() const { return self_; }
+  const NetOptions& options() const { return opt_; }
+
+  // The endpoint to `remote`: an existing one (connected, or failed), or a
+  // new one in INIT (*created).
+  Status endpoint(const ProcessId& remote, Endpoint** ep, bool* created) noexcept;
+  // Connects a new endpoint and posts its receives.
+  Status connect(Endpoint& ep, const PortAddress& remote, std::uint32_t qpn,
+                 std::uint32_t psn) noexcept;
+  // Forgets an endpoint (a new one whose set-up failed, or a failed one).
+  void discard(const ProcessId& remote) noexcept;
+
+  std::uint32_t add_slot(Slot* s);  // may throw std::bad_alloc
+  void remove_slot(std::uint32_t id) noexcept;
+  // Drains the CQ once. net_failed if the CQ itself failed (overrun).
+  Status poll() noexcept;
+
+ private:
+  EndpointPool() = default;
+  Status post_recvs(Endpoint& ep, std::uint32_t n) noexcept;
+
+  std::shared_ptr<Device> device_;  // declared first: outlives the endpoints
+  NetOptions opt_;
+  ProcessId self_;
+  std::mutex mutex_;
+  std::map<ProcessId, std::unique_ptr<Endpoint>> endpoints_;
+  std::unordered_map<std::uint32_t, Endpoint*> by_qpn_;
+  std::unordered_map<std::uint32_t, Slot*> slots_;
+  std::uint32_t next_slot_ = 1;
+  bool cq_failed_ = false;
+};
+
+}  // namespace mlxa2a::mlx5

@@ -1,0 +1,265 @@
+#include "core/mlx5/rdma_transport.h"
+
+#include <arpa/inet.h>
+#include <sched.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "core/arch.h"
+#include "core/log.h"
+
+namespace mlxa2a::mlx5 {
+
+namespace {
+
+// What every leader publishes in the first allgather.
+struct Card {
+  ProcessId id;
+  PortAddress addr;
+  std::uint32_t ok = 0;
+  std::uint32_t slot = 0;
+  std::uint64_t out_addr[2] = {0, 0};
+  std::uint32_t rkey[2] = {0, 0};
+  std::uint64_t out_bytes = 0;
+};
+
+// What a leader says about its endpoint towards one member (second allgather).
+struct Link {
+  enum : std::uint32_t { None = 0, New = 1, Existing = 2, Failed = 3 };
+  std::uint32_t state = None;
+  std::uint32_t qpn = 0;
+  std::uint32_t psn = 0;
+  std::uint32_t remote_qpn = 0;  // Existing: the QP number it is connected to
+};
+
+constexpr std::size_t kPiece = std::size_t{1} << 30;  // an SGE's length is 32 bits
+constexpr int kMaxPieces = 8;                         // areas are far below 8 GiB
+
+}  // namespace
+
+Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas& areas,
+                                   std::span<const int> first_rank, std::span<const int> peers,
+                                   const NetOptions& opt,
+                                   std::unique_ptr<RdmaLeaderTransport>* out,
+                                   std::string* why) noexcept {
+  out->reset();
+  const int size = boot.size();
+  const int me = boot.rank();
+  std::unique_ptr<RdmaLeaderTransport> t;
+  Card mine;
+  std::vector<Card> cards;
+  std::vector<Link> links, all_links;
+  try {
+    cards.resize(static_cast<std::size_t>(size));
+    links.resize(static_cast<std::size_t>(size));
+    all_links.resize(static_cast<std::size_t>(size) * static_cast<std::size_t>(size));
+  } catch (...) {
+    *why = "out of memory";
+    return Status::create_failed;  // cannot take part: an out-of-memory job is lost anyway
+  }
+  EndpointPool* pool = EndpointPool::get(opt, why);
+  if (pool) {
+    try {
+      t.reset(new RdmaLeaderTransport(pool, areas));
+      t->first_rank_.assign(first_rank.begin(), first_rank.end());
+      t->peers_.resize(static_cast<std::size_t>(size));
+      std::lock_guard<std::mutex> lock(pool->mutex());
+      const std::shared_ptr<Device>& dev = pool->device();
+      bool ok = areas.bytes > 0;
+      for (int p = 0; p < 2 && ok; ++p) {
+        ok = MemoryRegion::create(dev, areas.in[p], areas.bytes, IBV_ACCESS_LOCAL_WRITE,
+                                  &t->in_mr_[p]) == Status::ok &&
+             MemoryRegion::create(dev, areas.out[p], areas.bytes,
+                                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+                                  &t->out_mr_[p]) == Status::ok;
+      }
+      if (ok) {
+        t->slot_id_ = pool->add_slot(&t->slot_);
+        mine.id = pool->self();
+        mine.addr = dev->address();
+        mine.slot = t->slot_id_;
+        for (int p = 0; p < 2; ++p) {
+          mine.out_addr[p] = reinterpret_cast<std::uintptr_t>(areas.out[p]);
+          mine.rkey[p] = t->out_mr_[p]->rkey();
+        }
+        mine.out_bytes = areas.bytes;
+        mine.ok = 1;
+      } else {
+        *why = "registering the staging areas failed";
+      }
+    } catch (...) {
+      *why = "out of memory";
+    }
+  }
+  if (!boot.allgather(&mine, cards.data(), sizeof mine)) {
+    *why = "set-up allgather failed";
+    mine.ok = 0;
+  }
+  // Our end of every pair: an existing endpoint or a new one, announced to all.
+  bool ok = mine.ok != 0;
+  std::vector<int> created;
+  if (ok) {
+    std::lock_guard<std::mutex> lock(pool->mutex());
+    for (int p : peers) {
+      const Card& c = cards[static_cast<std::size_t>(p)];
+      Link& l = links[static_cast<std::size_t>(p)];
+      Endpoint* ep = nullptr;
+      bool is_new = false;
+      if (p < 0 || p >= size || p == me || !c.ok || c.addr.roce != mine.addr.roce ||
+          pool->endpoint(c.id, &ep, &is_new) != Status::ok) {
+        l.state = Link::Failed;
+        if (ok) *why = c.ok ? "no queue pair to a partner leader" : "a partner leader has no RDMA";
+        ok = false;
+        continue;
+      }
+      Peer& peer = t->peers_[static_cast<std::size_t>(p)];
+      peer.ep = ep;
+      for (int q = 0; q < 2; ++q) {
+        peer.out_addr[q] = c.out_addr[q];
+        peer.rkey[q] = c.rkey[q];
+      }
+      peer.out_bytes = c.out_bytes;
+      peer.slot = c.slot;
+      l = Link{is_new ? Link::New : Link::Existing, ep->qp->qpn(), ep->psn, ep->remote_qpn};
+      if (is_new) created.push_back(p);
+    }
+  }
+  if (!boot.allgather(links.data(), all_links.data(), links.size() * sizeof(Link))) {
+    if (ok) *why = "set-up allgather failed";
+    ok = false;
+  }
+  if (pool && mine.ok) {
+    std::lock_guard<std::mutex> lock(pool->mutex());
+    for (int p : peers) {
+      Peer& peer = t->peers_[static_cast<std::size_t>(p)];
+      if (!peer.ep) continue;
+      const Link& m = links[static_cast<std::size_t>(p)];
+      const Link& r = all_links[static_cast<std::size_t>(p) * size + me];
+      bool good = false;
+      if (ok && m.state == Link::New && r.state == Link::New) {
+        good = pool->connect(*peer.ep, cards[static_cast<std::size_t>(p)].addr, r.qpn, r.psn) ==
+               Status::ok;
+        if (!good) *why = "connecting a queue pair failed";
+      } else if (m.state == Link::Existing && r.state == Link::Existing) {
+        good = r.remote_qpn == m.qpn && r.qpn == m.remote_qpn;
+        if (!good) *why = "a partner's queue pair is connected elsewhere";
+      } else if (ok) {
+        *why = "partners disagree on whether they are connected";
+      }
+      // A pair the two ends see differently is replaced at the next set-up
+      // on both ends (both mark theirs failed), so they converge.
+      if (!good) {
+        peer.ep->failed = true;
+        ok = false;
+      }
+    }
+    t->qps_created_ = static_cast<int>(created.size());
+  }
+  if (!ok) return Status::unavailable;
+  *out = std::move(t);
+  return Status::ok;
+}
+
+RdmaLeaderTransport::~RdmaLeaderTransport() {
+  if (slot_id_ != 0) {
+    std::lock_guard<std::mutex> lock(pool_->mutex());
+    pool_->remove_slot(slot_id_);
+  }
+}
+
+Status RdmaLeaderTransport::fail(Status st) noexcept {
+  broken_ = true;
+  return st;
+}
+
+Status RdmaLeaderTransport::post(const Peer& peer, const hier::Message& m) noexcept {
+  const int par = m.parity & 1;
+  const char* in = areas_.in[par];
+  if (m.bytes == 0 || m.send < in || m.send + m.bytes > in + areas_.bytes ||
+      m.remote_offset + m.bytes > peer.out_bytes || m.bytes > kPiece * kMaxPieces) {
+    return Status::invalid_argument;
+  }
+  ibv_sge sge[kMaxPieces];
+  ibv_send_wr wr[kMaxPieces];
+  int n = 0;
+  for (std::size_t at = 0; at < m.bytes; at += kPiece, ++n) {
+    const std::size_t len = m.bytes - at < kPiece ? m.bytes - at : kPiece;
+    const bool last = at + len == m.bytes;
+    sge[n] = {reinterpret_cast<std::uintptr_t>(m.send + at), static_cast<std::uint32_t>(len),
+              in_mr_[par]->lkey()};
+    wr[n] = {};
+    wr[n].wr_id = static_cast<std::uint64_t>(slot_id_) << 1;
+    wr[n].sg_list = &sge[n];
+    wr[n].num_sge = 1;
+    // Only the last piece carries the immediate (the arrival) and asks for
+    // a completion: RC executes a QP's WRs in order, and polling a later
+    // signalled completion retires the unsignalled ones before it.
+    wr[n].opcode = last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+    wr[n].send_flags = last ? IBV_SEND_SIGNALED : 0;
+    if (len <= peer.ep->qp->inline_bytes()) wr[n].send_flags |= IBV_SEND_INLINE;
+    wr[n].imm_data = htonl((peer.slot << 1) | static_cast<std::uint32_t>(par));
+    wr[n].wr.rdma.remote_addr = peer.out_addr[par] + m.remote_offset + at;
+    wr[n].wr.rdma.rkey = peer.rkey[par];
+    if (n > 0) wr[n - 1].next = &wr[n];
+  }
+  ibv_send_wr* bad = nullptr;
+  if (Verbs::post_send(peer.ep->qp->get(), wr, &bad) != 0) return Status::net_failed;
+  EndpointPool::count_writes(static_cast<std::uint64_t>(n), m.bytes);
+  return Status::ok;
+}
+
+Status RdmaLeaderTransport::exchange(std::span<const hier::Message> messages) noexcept {
+  if (broken_) return Status::net_failed;
+  if (messages.empty()) return Status::ok;
+  const int par = messages[0].parity & 1;
+  std::unique_lock<std::mutex> lock(pool_->mutex());
+  for (const hier::Message& m : messages) {
+    const std::size_t r = static_cast<std::size_t>(first_rank_[static_cast<std::size_t>(m.node)] +
+                                                   m.leader);
+    if (r >= peers_.size() || !peers_[r].ep || (m.parity & 1) != par) {
+      return fail(Status::invalid_argument);
+    }
+    if (const Status st = post(peers_[r], m); st != Status::ok) {
+      MLXA2A_LOG(Warn, "RDMA: posting a write to node %d failed", m.node);
+      return fail(st);
+    }
+  }
+  expect_arrived_[par] += messages.size();
+  expect_sent_ += messages.size();
+  // Arrivals for the other parity may come in meanwhile (a partner one round
+  // ahead); they are counted in their own counter (docs/hier.md).
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  const unsigned spins = pool_->options().oversubscribed ? 4 : 2000;
+  for (unsigned i = 0;; ++i) {
+    if (pool_->poll() != Status::ok || slot_.failed) return fail(Status::net_failed);
+    if (slot_.arrived[par] >= expect_arrived_[par] && slot_.sent >= expect_sent_) {
+      return Status::ok;
+    }
+    for (const hier::Message& m : messages) {
+      const Peer& p = peers_[static_cast<std::size_t>(
+          first_rank_[static_cast<std::size_t>(m.node)] + m.leader)];
+      if (p.ep->failed) return fail(Status::net_failed);
+    }
+    if (i < spins) {
+      cpu_relax();
+      continue;
+    }
+    lock.unlock();
+    sched_yield();
+    if ((i & 63) == 0) {
+      if (pool_->options().idle) pool_->options().idle();
+      const auto waited =
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+      if (waited.count() >= static_cast<long>(pool_->options().timeout_ms)) {
+        MLXA2A_LOG(Warn, "RDMA: no arrival from a partner leader within %u ms",
+                   pool_->options().timeout_ms);
+        return fail(Status::timeout);
+      }
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace mlxa2a::mlx5

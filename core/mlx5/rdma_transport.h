@@ -1,0 +1,81 @@
+// The leaders' exchange over RDMA: one RDMA write with immediate per remote
+// node per round, straight from this node's in-area into the partner
+// leader's registered out-area at the receiver's offset (docs/hier.md,
+// "The RDMA exchange").
+//
+// Contract
+// * create() is collective over boot's members, which must be exactly the
+//   team's leaders ordered by node, then leader index (leader j of node m is
+//   member first_rank[m] + j). It always makes the same two allgathers on
+//   every member, whatever fails locally, and reports failure as a Status
+//   (*why says what); the caller must agree on the outcome across the team
+//   (core/mpi/team.cc: one allreduce) and fall back together. peers: the
+//   members this leader exchanges with (symmetric: each of them lists us).
+// * The stage's areas are registered here (in-areas for local reads,
+//   out-areas for remote writes) and stay registered for the transport's
+//   life; the queue pairs belong to the EndpointPool and are shared with
+//   other transports pairing the same processes.
+// * exchange(): as hier::LeaderTransport. Returns Status::timeout when an
+//   expected arrival is not seen within NetOptions::timeout_ms, net_failed
+//   on a failed post or completion; the transport is broken afterwards and
+//   every later exchange fails at once.
+// * Not thread-safe per instance; instances in different threads share the
+//   pool under its mutex. Destruction is local.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/bootstrap.h"
+#include "core/hier/transport.h"
+#include "core/mlx5/endpoint_pool.h"
+#include "core/mlx5/options.h"
+
+namespace mlxa2a::mlx5 {
+
+class RdmaLeaderTransport final : public hier::LeaderTransport {
+ public:
+  static Status create(GroupBootstrap& boot, const hier::StageAreas& areas,
+                       std::span<const int> first_rank, std::span<const int> peers,
+                       const NetOptions& opt, std::unique_ptr<RdmaLeaderTransport>* out,
+                       std::string* why) noexcept;
+  ~RdmaLeaderTransport() override;
+  RdmaLeaderTransport(const RdmaLeaderTransport&) = delete;
+  RdmaLeaderTransport& operator=(const RdmaLeaderTransport&) = delete;
+
+  Status exchange(std::span<const hier::Message> messages) noexcept override;
+  const char* name() const noexcept override { return "rdma"; }
+  // QPs this transport's set-up created (0 when every pair was connected already).
+  int qps_created() const { return qps_created_; }
+
+ private:
+  struct Peer {
+    Endpoint* ep = nullptr;
+    std::uint64_t out_addr[2] = {0, 0};
+    std::uint32_t rkey[2] = {0, 0};
+    std::uint64_t out_bytes = 0;
+    std::uint32_t slot = 0;  // its slot: the immediate names it
+  };
+  RdmaLeaderTransport(EndpointPool* pool, const hier::StageAreas& areas)
+      : pool_(pool), areas_(areas) {}
+  Status post(const Peer& peer, const hier::Message& m) noexcept;
+  Status fail(Status st) noexcept;
+
+  EndpointPool* pool_;
+  hier::StageAreas areas_;
+  std::unique_ptr<MemoryRegion> in_mr_[2];
+  std::unique_ptr<MemoryRegion> out_mr_[2];
+  std::vector<int> first_rank_;
+  std::vector<Peer> peers_;  // per member; ep == nullptr for members we do not exchange with
+  Slot slot_;
+  std::uint32_t slot_id_ = 0;
+  std::uint64_t expect_arrived_[2] = {0, 0};
+  std::uint64_t expect_sent_ = 0;
+  int qps_created_ = 0;
+  bool broken_ = false;
+};
+
+}  // namespace mlxa2a::mlx5

@@ -1,0 +1,263 @@
+#include "core/mlx5/resources.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "core/log.h"
+
+namespace mlxa2a::mlx5 {
+
+namespace {
+
+std::atomic<long> g_mrs_live{0};
+std::atomic<long> g_qps_live{0};
+
+bool ipv4_mapped(const ibv_gid& g) {
+  static constexpr std::uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return std::memcmp(g.raw, kPrefix, sizeof kPrefix) == 0;
+}
+
+bool zero_gid(const ibv_gid& g) {
+  for (std::uint8_t b : g.raw) {
+    if (b != 0) return false;
+  }
+  return true;
+}
+
+// The RoCE GID to use: the forced index, else the RoCE v2 IPv4-mapped entry
+// (routable over L3, what RoCE fabrics are configured for). Without
+// _ibv_query_gid_ex (old rdma-core) the GID type is unknown; mlx5 lists each
+// address as v1 then v2, so the last IPv4-mapped entry is taken.
+int choose_gid(const Verbs& v, ibv_context* ctx, std::uint8_t port, int table_len, int forced,
+               ibv_gid* gid, std::string* why) {
+  if (forced >= 0) {
+    if (forced >= table_len || v.query_gid(ctx, port, forced, gid) != 0 || zero_gid(*gid)) {
+      *why = "MLXA2A_NET_GID_INDEX=" + std::to_string(forced) + " is not a valid GID";
+      return -1;
+    }
+    return forced;
+  }
+  int last_mapped = -1;
+  for (int i = 0; i < table_len; ++i) {
+    ibv_gid g{};
+    if (v.query_gid(ctx, port, i, &g) != 0 || zero_gid(g) || !ipv4_mapped(g)) continue;
+    if (v.query_gid_ex) {
+      ibv_gid_entry e{};
+      if (v.query_gid_ex(ctx, port, static_cast<std::uint32_t>(i), &e, 0, sizeof e) == 0 &&
+          e.gid_type == IBV_GID_TYPE_ROCE_V2) {
+        *gid = g;
+        return i;
+      }
+    }
+    last_mapped = i;
+    *gid = g;
+  }
+  if (last_mapped < 0) *why = "no IPv4-mapped RoCE GID (set MLXA2A_NET_GID_INDEX)";
+  return last_mapped;
+}
+
+}  // namespace
+
+template <class T>
+void VerbsDeleter<T>::operator()(T* p) const noexcept {
+  if (p && destroy) {
+    if (const int rc = destroy(p); rc != 0) {
+      MLXA2A_LOG(Warn, "%s failed (%s); the object is leaked", what, std::strerror(rc > 0 ? rc : errno));
+    }
+  }
+}
+template struct VerbsDeleter<ibv_context>;
+template struct VerbsDeleter<ibv_pd>;
+template struct VerbsDeleter<ibv_cq>;
+template struct VerbsDeleter<ibv_mr>;
+template struct VerbsDeleter<ibv_qp>;
+
+Status Device::open(const Verbs& v, const NetOptions& opt, int cq_depth,
+                    std::shared_ptr<Device>* out, std::string* why) noexcept {
+  try {
+    int n = 0;
+    std::unique_ptr<ibv_device*, decltype(v.free_device_list)> list(v.get_device_list(&n),
+                                                                     v.free_device_list);
+    if (!list || n <= 0) {
+      *why = "no RDMA device";
+      return Status::unavailable;
+    }
+    std::vector<NetOptions::Port> wanted = opt.devices;
+    if (wanted.empty()) {
+      for (int i = 0; i < n; ++i) wanted.push_back({v.get_device_name(list.get()[i]), 0});
+    }
+    *why = "no ACTIVE port on the devices allowed (MLXA2A_NET_DEVICES)";
+    for (const NetOptions::Port& w : wanted) {
+      ibv_device* dev = nullptr;
+      for (int i = 0; i < n && !dev; ++i) {
+        if (w.device == v.get_device_name(list.get()[i])) dev = list.get()[i];
+      }
+      if (!dev) continue;
+      std::shared_ptr<Device> d(new Device(v));
+      d->ctx_ = VerbsPtr<ibv_context>(v.open_device(dev), {v.close_device, "ibv_close_device"});
+      if (!d->ctx_ || v.query_device(d->context(), &d->attr_) != 0) continue;
+      const int first = w.port > 0 ? w.port : 1;
+      const int last = w.port > 0 ? w.port : d->attr_.phys_port_cnt;
+      bool found = false;
+      for (int p = first; p <= last; ++p) {
+        ibv_port_attr pa{};
+        if (v.query_port(d->context(), static_cast<std::uint8_t>(p), &pa) != 0 ||
+            pa.state != IBV_PORT_ACTIVE) {
+          continue;
+        }
+        d->port_ = static_cast<std::uint8_t>(p);
+        d->addr_.mtu = static_cast<std::uint8_t>(pa.active_mtu);
+        d->addr_.roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+        if (d->addr_.roce) {
+          ibv_gid g{};
+          const int idx = choose_gid(v, d->context(), d->port_, pa.gid_tbl_len, opt.gid_index,
+                                     &g, why);
+          if (idx < 0) continue;
+          d->addr_.gid_index = idx;
+          std::memcpy(d->addr_.gid, g.raw, sizeof g.raw);
+        } else {
+          if (pa.lid == 0) continue;  // no subnet manager has configured the port yet
+          d->addr_.lid = pa.lid;
+        }
+        found = true;
+        break;
+      }
+      if (!found) continue;
+      if (cq_depth > d->attr_.max_cqe) cq_depth = d->attr_.max_cqe;
+      d->pd_ = VerbsPtr<ibv_pd>(v.alloc_pd(d->context()), {v.dealloc_pd, "ibv_dealloc_pd"});
+      if (!d->pd_) {
+        *why = "ibv_alloc_pd failed";
+        continue;
+      }
+      d->cq_ = VerbsPtr<ibv_cq>(v.create_cq(d->context(), cq_depth, nullptr, nullptr, 0),
+                                {v.destroy_cq, "ibv_destroy_cq"});
+      if (!d->cq_) {
+        *why = "ibv_create_cq failed";
+        continue;
+      }
+      d->cq_depth_ = d->cq_->cqe;
+      d->name_ = w.device;
+      *out = std::move(d);
+      why->clear();
+      return Status::ok;
+    }
+    return Status::unavailable;
+  } catch (...) {  // allocation only
+    *why = "out of memory";
+    return Status::unavailable;
+  }
+}
+
+Status MemoryRegion::create(std::shared_ptr<Device> dev, void* addr, std::size_t len, int access,
+                            std::unique_ptr<MemoryRegion>* out) noexcept {
+  std::unique_ptr<MemoryRegion> m(new (std::nothrow) MemoryRegion);
+  if (!m) return Status::net_failed;
+  const Verbs& v = dev->verbs();
+  m->mr_ = VerbsPtr<ibv_mr>(v.reg_mr(dev->pd(), addr, len, access), {v.dereg_mr, "ibv_dereg_mr"});
+  if (!m->mr_) return Status::net_failed;
+  m->dev_ = std::move(dev);
+  g_mrs_live.fetch_add(1, std::memory_order_relaxed);
+  *out = std::move(m);
+  return Status::ok;
+}
+
+MemoryRegion::~MemoryRegion() {
+  if (mr_) g_mrs_live.fetch_sub(1, std::memory_order_relaxed);
+}
+
+long MemoryRegion::live_count() noexcept { return g_mrs_live.load(std::memory_order_relaxed); }
+
+Status QueuePair::create(std::shared_ptr<Device> dev, const Caps& caps,
+                         std::unique_ptr<QueuePair>* out) noexcept {
+  std::unique_ptr<QueuePair> q(new (std::nothrow) QueuePair);
+  if (!q) return Status::net_failed;
+  const Verbs& v = dev->verbs();
+  const std::uint32_t max_wr = static_cast<std::uint32_t>(dev->attr().max_qp_wr);
+  ibv_qp_init_attr init{};
+  init.send_cq = dev->cq();
+  init.recv_cq = dev->cq();
+  init.qp_type = IBV_QPT_RC;
+  init.cap.max_send_wr = caps.send_depth < max_wr ? caps.send_depth : max_wr;
+  init.cap.max_recv_wr = caps.recv_depth < max_wr ? caps.recv_depth : max_wr;
+  init.cap.max_send_sge = 1;
+  init.cap.max_recv_sge = 1;
+  init.cap.max_inline_data = caps.inline_bytes;
+  q->qp_ = VerbsPtr<ibv_qp>(v.create_qp(dev->pd(), &init), {v.destroy_qp, "ibv_destroy_qp"});
+  if (!q->qp_ && caps.inline_bytes > 0) {
+    // Some adapters refuse the inline size asked; inline is an optimisation.
+    init.cap.max_inline_data = 0;
+    q->qp_ = VerbsPtr<ibv_qp>(v.create_qp(dev->pd(), &init), {v.destroy_qp, "ibv_destroy_qp"});
+  }
+  if (!q->qp_) return Status::net_failed;
+  g_qps_live.fetch_add(1, std::memory_order_relaxed);
+  // ibv_create_qp writes back the granted capabilities (man ibv_create_qp).
+  q->inline_ = init.cap.max_inline_data;
+  q->send_depth_ = init.cap.max_send_wr;
+  q->recv_depth_ = init.cap.max_recv_wr;
+  q->dev_ = std::move(dev);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.pkey_index = 0;
+  a.port_num = q->dev_->port();
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  if (v.modify_qp(q->get(), &a,
+                  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+    return Status::net_failed;
+  }
+  *out = std::move(q);
+  return Status::ok;
+}
+
+QueuePair::~QueuePair() {
+  if (qp_) g_qps_live.fetch_sub(1, std::memory_order_relaxed);
+}
+
+long QueuePair::live_count() noexcept { return g_qps_live.load(std::memory_order_relaxed); }
+
+Status QueuePair::connect(const PortAddress& remote, std::uint32_t remote_qpn,
+                          std::uint32_t remote_psn, std::uint32_t my_psn,
+                          const NetOptions& opt) noexcept {
+  const Verbs& v = dev_->verbs();
+  const PortAddress& me = dev_->address();
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTR;
+  // Both ends must agree on the path MTU: the smaller active MTU.
+  a.path_mtu = static_cast<ibv_mtu>(me.mtu < remote.mtu ? me.mtu : remote.mtu);
+  a.dest_qp_num = remote_qpn;
+  a.rq_psn = remote_psn & 0xffffff;
+  a.max_dest_rd_atomic = 0;  // writes only: no RDMA READ/atomic is ever targeted at us
+  a.min_rnr_timer = 12;      // 0.64 ms (IB spec table 45)
+  a.ah_attr.port_num = dev_->port();
+  if (me.roce) {
+    a.ah_attr.is_global = 1;
+    std::memcpy(a.ah_attr.grh.dgid.raw, remote.gid, sizeof remote.gid);
+    a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(me.gid_index);
+    a.ah_attr.grh.hop_limit = 64;
+  } else {
+    a.ah_attr.dlid = remote.lid;
+  }
+  if (v.modify_qp(get(), &a,
+                  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0) {
+    return Status::net_failed;
+  }
+  ibv_qp_attr r{};
+  r.qp_state = IBV_QPS_RTS;
+  r.sq_psn = my_psn & 0xffffff;
+  r.timeout = opt.qp_timeout;
+  r.retry_cnt = opt.retry_count;
+  // 7 = retry forever on RNR: receives are replenished as they are consumed
+  // (endpoint_pool.cc), so an RNR is a slow peer, never a lost message.
+  r.rnr_retry = 7;
+  r.max_rd_atomic = 0;
+  if (v.modify_qp(get(), &r,
+                  IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                      IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) != 0) {
+    return Status::net_failed;
+  }
+  return Status::ok;
+}
+
+}  // namespace mlxa2a::mlx5

@@ -1,0 +1,126 @@
+// RAII owners of verbs objects, and the opened device (context, protection
+// domain, completion queue) with its port's address.
+//
+// Contract
+// * One owner per verbs object; none is copyable. A MemoryRegion or QueuePair
+//   holds a shared_ptr to its Device, so children always die before the PD,
+//   CQ and context they were made from, whatever order their owners go in:
+//   destruction is QP -> (CQ) -> MR -> PD -> context by construction (the
+//   Device's own members are declared context, PD, CQ and die in reverse).
+// * Destructors never throw; a failing destroy verb is logged and ignored.
+// * Not thread-safe: the endpoint pool serialises its users.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/mlx5/options.h"
+#include "core/mlx5/verbs.h"
+#include "core/status.h"
+
+namespace mlxa2a::mlx5 {
+
+template <class T>
+struct VerbsDeleter {
+  int (*destroy)(T*) = nullptr;
+  const char* what = "";
+  void operator()(T* p) const noexcept;
+};
+template <class T>
+using VerbsPtr = std::unique_ptr<T, VerbsDeleter<T>>;
+
+// How a peer reaches this port: LID on InfiniBand, GID on RoCE.
+struct PortAddress {
+  std::uint16_t lid = 0;
+  std::uint8_t gid[16] = {};
+  std::int32_t gid_index = 0;  // local index used as sgid_index
+  std::uint8_t roce = 0;       // link layer Ethernet
+  std::uint8_t mtu = 0;        // enum ibv_mtu, the port's active MTU
+};
+
+class Device {
+ public:
+  // Opens the first usable port in opt.devices (or the first ACTIVE port of
+  // any device), allocates the PD and one CQ of cq_depth entries (checked
+  // against max_cqe). Status::unavailable with *why set when there is none.
+  static Status open(const Verbs& v, const NetOptions& opt, int cq_depth,
+                     std::shared_ptr<Device>* out, std::string* why) noexcept;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const Verbs& verbs() const { return v_; }
+  ibv_context* context() const { return ctx_.get(); }
+  ibv_pd* pd() const { return pd_.get(); }
+  ibv_cq* cq() const { return cq_.get(); }
+  int cq_depth() const { return cq_depth_; }
+  std::uint8_t port() const { return port_; }
+  const PortAddress& address() const { return addr_; }
+  const ibv_device_attr& attr() const { return attr_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  explicit Device(const Verbs& v) : v_(v) {}
+  const Verbs& v_;
+  VerbsPtr<ibv_context> ctx_;  // declared first: destroyed last
+  VerbsPtr<ibv_pd> pd_;
+  VerbsPtr<ibv_cq> cq_;
+  int cq_depth_ = 0;
+  std::uint8_t port_ = 1;
+  PortAddress addr_;
+  ibv_device_attr attr_{};
+  std::string name_;
+};
+
+// A registered range. Counts itself in live_count() (MLXA2A_COLL_STATS).
+class MemoryRegion {
+ public:
+  static Status create(std::shared_ptr<Device> dev, void* addr, std::size_t len, int access,
+                       std::unique_ptr<MemoryRegion>* out) noexcept;
+  ~MemoryRegion();
+  MemoryRegion(const MemoryRegion&) = delete;
+  MemoryRegion& operator=(const MemoryRegion&) = delete;
+  std::uint32_t lkey() const { return mr_->lkey; }
+  std::uint32_t rkey() const { return mr_->rkey; }
+  static long live_count() noexcept;
+
+ private:
+  MemoryRegion() = default;
+  std::shared_ptr<Device> dev_;  // declared first: outlives mr_
+  VerbsPtr<ibv_mr> mr_;
+};
+
+// An RC queue pair on the device's PD and CQ, moved to INIT at creation.
+class QueuePair {
+ public:
+  struct Caps {
+    std::uint32_t send_depth;
+    std::uint32_t recv_depth;
+    std::uint32_t inline_bytes;  // asked for; the granted value is in inline_bytes()
+  };
+  static Status create(std::shared_ptr<Device> dev, const Caps& caps,
+                       std::unique_ptr<QueuePair>* out) noexcept;
+  ~QueuePair();
+  QueuePair(const QueuePair&) = delete;
+  QueuePair& operator=(const QueuePair&) = delete;
+  // INIT -> RTR -> RTS towards the remote QP (IB spec 11.2.5, man ibv_modify_qp).
+  Status connect(const PortAddress& remote, std::uint32_t remote_qpn, std::uint32_t remote_psn,
+                 std::uint32_t my_psn, const NetOptions& opt) noexcept;
+  ibv_qp* get() const { return qp_.get(); }
+  std::uint32_t qpn() const { return qp_->qp_num; }
+  std::uint32_t inline_bytes() const { return inline_; }
+  std::uint32_t send_depth() const { return send_depth_; }
+  std::uint32_t recv_depth() const { return recv_depth_; }
+  static long live_count() noexcept;
+
+ private:
+  QueuePair() = default;
+  std::shared_ptr<Device> dev_;  // declared first: outlives qp_
+  VerbsPtr<ibv_qp> qp_;
+  std::uint32_t inline_ = 0;
+  std::uint32_t send_depth_ = 0;
+  std::uint32_t recv_depth_ = 0;
+};
+
+}  // namespace mlxa2a::mlx5

@@ -1,0 +1,65 @@
+// The one seam to libibverbs: every verbs call of core/mlx5 goes through the
+// table below, filled by dlopen("libibverbs.so.1") at first use. Nothing links
+// against rdma-core, so the shims load and run where it is absent (RDMA is
+// then unavailable, with the reason). fakeverbs is found the same way
+// (LD_LIBRARY_PATH, tests/fakeverbs/FIDELITY.md).
+//
+// Contract
+// * load_verbs() is thread-safe and loads once per process; the library is
+//   never unloaded (verbs objects may outlive any caller). It returns nullptr
+//   when the library or a required symbol is missing; why() says which.
+// * The data-path verbs (post_send, post_recv, poll_cq) are not symbols: they
+//   dispatch through the context's ops, as verbs.h's inlines do; the wrappers
+//   below do the same without referencing a libibverbs symbol.
+// * libmlx5.so.1 is opened only if present; no mlx5dv extension is needed by
+//   the portable RC path, so its absence changes nothing but the trace.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+namespace mlxa2a::mlx5 {
+
+struct Verbs {
+  decltype(&::ibv_get_device_list) get_device_list;
+  decltype(&::ibv_free_device_list) free_device_list;
+  decltype(&::ibv_get_device_name) get_device_name;
+  decltype(&::ibv_open_device) open_device;
+  decltype(&::ibv_close_device) close_device;
+  decltype(&::ibv_query_device) query_device;
+  int (*query_port_compat)(ibv_context*, uint8_t, _compat_ibv_port_attr*);
+  decltype(&::ibv_query_gid) query_gid;
+  decltype(&::_ibv_query_gid_ex) query_gid_ex;  // optional (rdma-core >= 31)
+  decltype(&::ibv_alloc_pd) alloc_pd;
+  decltype(&::ibv_dealloc_pd) dealloc_pd;
+  ibv_mr* (*reg_mr)(ibv_pd*, void*, size_t, int);
+  decltype(&::ibv_dereg_mr) dereg_mr;
+  decltype(&::ibv_create_cq) create_cq;
+  decltype(&::ibv_destroy_cq) destroy_cq;
+  decltype(&::ibv_create_qp) create_qp;
+  decltype(&::ibv_modify_qp) modify_qp;
+  decltype(&::ibv_destroy_qp) destroy_qp;
+  decltype(&::ibv_wc_status_str) wc_status_str;  // optional, for messages
+  bool have_mlx5 = false;  // libmlx5.so.1 was found (informational)
+
+  // As verbs.h's ibv_query_port: the extended op when the provider has it.
+  int query_port(ibv_context* ctx, uint8_t port, ibv_port_attr* attr) const noexcept;
+  static int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) noexcept {
+    return qp->context->ops.post_send(qp, wr, bad);
+  }
+  static int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) noexcept {
+    return qp->context->ops.post_recv(qp, wr, bad);
+  }
+  static int poll_cq(ibv_cq* cq, int n, ibv_wc* wc) noexcept {
+    return cq->context->ops.poll_cq(cq, n, wc);
+  }
+};
+
+// nullptr when the library (or a required symbol) is missing. `library` is
+// what to dlopen (MLXA2A_NET_VERBS_LIBRARY; "libibverbs.so.1"); the first
+// call's name is the one loaded.
+const Verbs* load_verbs(const char* library = "libibverbs.so.1") noexcept;
+// Why load_verbs() failed, or "" after success (or before the first call).
+// Static storage.
+const char* verbs_unavailable_reason() noexcept;
+
+}  // namespace mlxa2a::mlx5
