@@ -10,6 +10,10 @@ Decision select(std::uint64_t bytes, const config::tune::Table& tune, const Capa
       return {Path::Pmpi, "MLXA2A_TUNE selects pmpi for this size"};
     case Path::Shm:
       if (caps.shm) return {Path::Shm, "MLXA2A_TUNE selects shm"};
+      // A multi-node team's leaders use the transport agreed at set-up.
+      if (caps.hier && caps.rdma) {
+        return {Path::Rdma, "MLXA2A_TUNE selects shm: hierarchical, leaders over RDMA"};
+      }
       if (caps.hier) return {Path::Shm, "MLXA2A_TUNE selects shm: hierarchical, leaders over PMPI"};
       return {Path::Pmpi, "MLXA2A_TUNE selects shm but its set-up failed"};
     case Path::Rdma:
@@ -22,7 +26,7 @@ Decision select(std::uint64_t bytes, const config::tune::Table& tune, const Capa
     return {Path::Pmpi, "auto: PMPI is faster at this size on an oversubscribed node"};
   }
   if (caps.shm) return {Path::Shm, "auto: single-node team"};
-  if (caps.rdma) return {Path::Rdma, "auto: multi-node team"};
+  if (caps.rdma) return {Path::Rdma, "auto: multi-node team, leaders exchange over RDMA"};
   if (caps.hier && bytes < caps.hier_auto_limit) {
     return {Path::Shm, "auto: multi-node team, hierarchical: leaders over PMPI"};
   }

@@ -17,7 +17,9 @@ namespace mlxa2a::core {
 // What a team can run, agreed by all of its ranks.
 struct Capabilities {
   bool shm = false;   // every rank of the communicator is on one node
-  bool rdma = false;  // the inter-node engine is up on every node
+  // The hierarchical engine's leaders exchange over RDMA (core/mlx5), agreed
+  // at set-up by every rank. Served as path rdma.
+  bool rdma = false;
   int nodes = 0;      // nodes the team spans (0: unknown, no team)
   // Several nodes, and the hierarchical engine (shared-memory fan-in/fan-out,
   // leaders exchange over PMPI) is up on every rank. Served as path shm.

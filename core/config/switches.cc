@@ -25,6 +25,10 @@ std::string check_nonzero_size(const Value& v) {
   return std::get<std::uint64_t>(v) > 0 ? std::string() : std::string("a size above 0, or inf");
 }
 
+std::string check_nonempty(const Value& v) {
+  return std::get<std::string>(v).empty() ? std::string("a library name or path") : std::string();
+}
+
 std::string check_leaders(const Value& v) {
   return LeaderPolicy::parse(std::get<std::string>(v)) ? std::string()
                                                        : std::string(kLeaderPolicySyntax);
@@ -81,6 +85,47 @@ constexpr Spec kSwitches[] = {
      .description = "RDMA devices and ports the inter-node engine may use: all, or a list "
                     "such as mlx5_0:1,mlx5_1:1.",
      .scope = Scope::AllEqual},
+    {.name = "NET_GID_INDEX",
+     .type = Type::Int,
+     .default_text = "-1",
+     .description = "RoCE ports: the GID table index to address this port by; -1 = the RoCE "
+                    "v2 IPv4-mapped entry, found in the GID table.",
+     .verbosity = Verbosity::Tuner,
+     .min = -1,
+     .max = 255},
+    {.name = "NET_TIMEOUT",
+     .type = Type::Int,
+     .default_text = "120000",
+     .description = "Milliseconds a node leader waits for another node's data in one "
+                    "MPI_Alltoall before the call ends with MPI_ERR_OTHER (every rank then "
+                    "gets the error in bounded time). Must cover the skew between nodes "
+                    "entering the call.",
+     .verbosity = Verbosity::Tuner,
+     .scope = Scope::AllEqual,
+     .min = 1,
+     .max = 86400000},
+    {.name = "NET_QP_TIMEOUT",
+     .type = Type::Int,
+     .default_text = "14",
+     .description = "RDMA queue pairs: local ACK timeout exponent, 4.096 us * 2^N per retry "
+                    "(14: 67 ms). 0 (wait forever) is not allowed.",
+     .verbosity = Verbosity::Tuner,
+     .min = 1,
+     .max = 31},
+    {.name = "NET_RETRY_COUNT",
+     .type = Type::Int,
+     .default_text = "7",
+     .description = "RDMA queue pairs: transport retries before a write fails.",
+     .verbosity = Verbosity::Tuner,
+     .min = 0,
+     .max = 7},
+    {.name = "NET_VERBS_LIBRARY",
+     .type = Type::String,
+     .default_text = "libibverbs.so.1",
+     .description = "The verbs library to dlopen for the inter-node engine (a path, or a name "
+                    "the loader searches). For tests: a software provider such as fakeverbs.",
+     .verbosity = Verbosity::Developer,
+     .check = check_nonempty},
     {.name = "RCACHE_ALIGN",
      .type = Type::Size,
      .default_text = "16",
@@ -200,6 +245,11 @@ Settings settings_from(const Registry& r) {
   s.coll_stats = r.get_bool("COLL_STATS");
   s.tune = r.get_tune("TUNE");
   s.net_devices = r.get_devices("NET_DEVICES");
+  s.net_gid_index = static_cast<int>(r.get_int("NET_GID_INDEX"));
+  s.net_timeout_ms = static_cast<std::uint32_t>(r.get_int("NET_TIMEOUT"));
+  s.net_qp_timeout = static_cast<std::uint8_t>(r.get_int("NET_QP_TIMEOUT"));
+  s.net_retry_count = static_cast<std::uint8_t>(r.get_int("NET_RETRY_COUNT"));
+  s.net_verbs_library = r.get_string("NET_VERBS_LIBRARY");
   s.rcache_align = r.get_size("RCACHE_ALIGN");
   s.rcache_max_regions = r.get_int("RCACHE_MAX_REGIONS");
   s.rcache_max_bytes = r.get_size("RCACHE_MAX_BYTES");

@@ -32,6 +32,12 @@ struct Settings {
   bool coll_stats = false;
   tune::Table tune;
   std::vector<Device> net_devices;  // empty: all
+  // The RDMA leader exchange (core/mlx5/options.h).
+  int net_gid_index = -1;
+  std::uint32_t net_timeout_ms = 120000;
+  std::uint8_t net_qp_timeout = 14;
+  std::uint8_t net_retry_count = 7;
+  std::string net_verbs_library = "libibverbs.so.1";
   // Registration cache (rcache/), see docs/rcache.md.
   std::uint64_t rcache_align = 16;
   std::int64_t rcache_max_regions = 0;

@@ -149,7 +149,12 @@ std::uint32_t EndpointPool::add_slot(Slot* s) {
   return id;
 }
 
-void EndpointPool::remove_slot(std::uint32_t id) noexcept { slots_.erase(id); }
+void EndpointPool::release_slot(std::uint32_t id) noexcept {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_pool) return;
+  std::lock_guard<std::mutex> pool_lock(g_pool->mutex_);
+  g_pool->slots_.erase(id);
+}
 
 Status EndpointPool::poll() noexcept {
   if (cq_failed_) return Status::net_failed;

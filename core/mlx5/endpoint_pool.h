@@ -89,6 +89,7 @@ class EndpointPool {
   const ProcessId& self() const { return self_; }
   const NetOptions& options() const { return opt_; }
 
+  // The first get()'s options: device choice and QP attributes are per process.
   // The endpoint to `remote`: an existing one (connected, or failed), or a
   // new one in INIT (*created).
   Status endpoint(const ProcessId& remote, Endpoint** ep, bool* created) noexcept;
@@ -99,7 +100,9 @@ class EndpointPool {
   void discard(const ProcessId& remote) noexcept;
 
   std::uint32_t add_slot(Slot* s);  // may throw std::bad_alloc
-  void remove_slot(std::uint32_t id) noexcept;
+  // Forgets a slot, if the pool still exists (a team freed inside
+  // MPI_Finalize outlives shutdown()). Takes mutex() itself.
+  static void release_slot(std::uint32_t id) noexcept;
   // Drains the CQ once. net_failed if the CQ itself failed (overrun).
   Status poll() noexcept;
 

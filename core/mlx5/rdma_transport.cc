@@ -61,7 +61,7 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
   EndpointPool* pool = EndpointPool::get(opt, why);
   if (pool) {
     try {
-      t.reset(new RdmaLeaderTransport(pool, areas));
+      t.reset(new RdmaLeaderTransport(pool, areas, opt));
       t->first_rank_.assign(first_rank.begin(), first_rank.end());
       t->peers_.resize(static_cast<std::size_t>(size));
       std::lock_guard<std::mutex> lock(pool->mutex());
@@ -162,10 +162,7 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
 }
 
 RdmaLeaderTransport::~RdmaLeaderTransport() {
-  if (slot_id_ != 0) {
-    std::lock_guard<std::mutex> lock(pool_->mutex());
-    pool_->remove_slot(slot_id_);
-  }
+  if (slot_id_ != 0) EndpointPool::release_slot(slot_id_);
 }
 
 Status RdmaLeaderTransport::fail(Status st) noexcept {
@@ -231,7 +228,7 @@ Status RdmaLeaderTransport::exchange(std::span<const hier::Message> messages) no
   // ahead); they are counted in their own counter (docs/hier.md).
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
-  const unsigned spins = pool_->options().oversubscribed ? 4 : 2000;
+  const unsigned spins = opt_.oversubscribed ? 4 : 2000;
   for (unsigned i = 0;; ++i) {
     if (pool_->poll() != Status::ok || slot_.failed) return fail(Status::net_failed);
     if (slot_.arrived[par] >= expect_arrived_[par] && slot_.sent >= expect_sent_) {
@@ -249,12 +246,12 @@ Status RdmaLeaderTransport::exchange(std::span<const hier::Message> messages) no
     lock.unlock();
     sched_yield();
     if ((i & 63) == 0) {
-      if (pool_->options().idle) pool_->options().idle();
+      if (opt_.idle) opt_.idle();
       const auto waited =
           std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-      if (waited.count() >= static_cast<long>(pool_->options().timeout_ms)) {
+      if (waited.count() >= static_cast<long>(opt_.timeout_ms)) {
         MLXA2A_LOG(Warn, "RDMA: no arrival from a partner leader within %u ms",
-                   pool_->options().timeout_ms);
+                   opt_.timeout_ms);
         return fail(Status::timeout);
       }
     }

@@ -59,13 +59,14 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
     std::uint64_t out_bytes = 0;
     std::uint32_t slot = 0;  // its slot: the immediate names it
   };
-  RdmaLeaderTransport(EndpointPool* pool, const hier::StageAreas& areas)
-      : pool_(pool), areas_(areas) {}
+  RdmaLeaderTransport(EndpointPool* pool, const hier::StageAreas& areas, const NetOptions& opt)
+      : pool_(pool), areas_(areas), opt_(opt) {}
   Status post(const Peer& peer, const hier::Message& m) noexcept;
   Status fail(Status st) noexcept;
 
   EndpointPool* pool_;
   hier::StageAreas areas_;
+  NetOptions opt_;  // this team's: timeout, idle callback (the pool's are the first team's)
   std::unique_ptr<MemoryRegion> in_mr_[2];
   std::unique_ptr<MemoryRegion> out_mr_[2];
   std::vector<int> first_rank_;

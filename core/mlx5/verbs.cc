@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 namespace mlxa2a::mlx5 {
 
@@ -56,7 +57,14 @@ void load(const char* library) {
                   bind(lib, "ibv_destroy_qp", v.destroy_qp, true) &&
                   bind(lib, "ibv_wc_status_str", v.wc_status_str, false);
   if (!ok) return;  // lib stays open: harmless, and dlclose could race a user
-  v.have_mlx5 = dlopen("libmlx5.so.1", RTLD_NOW | RTLD_LOCAL) != nullptr;
+  // libmlx5 from beside the verbs library when that was given as a path: a
+  // provider binds to whatever libibverbs.so.1 is loaded, so a real libmlx5
+  // next to a software libibverbs (tests) would call into the wrong library.
+  std::string mlx5 = "libmlx5.so.1";
+  if (const char* slash = std::strrchr(library, '/')) {
+    mlx5 = std::string(library, static_cast<std::size_t>(slash - library + 1)) + mlx5;
+  }
+  v.have_mlx5 = dlopen(mlx5.c_str(), RTLD_NOW | RTLD_LOCAL) != nullptr;
   g_verbs = v;
   g_loaded = &g_verbs;
 }

@@ -46,6 +46,7 @@ struct CommState {
     std::int64_t recvcount = 0;
     std::uint64_t bytes = 0;
     const char* reason = nullptr;  // the selection's, for the trace
+    config::tune::Path path = config::tune::Path::Shm;  // Shm or Rdma
   } repeat;
   // Where this communicator's team and its children's teams derive from:
   // shared with the ancestor's state and its other descendants, which may

@@ -98,8 +98,8 @@ int alltoall_impl(const AlltoallArgs& a) {
   // the reason the selection gave then.
   if (CommState* st = memoised_comm_state(a.comm); st && repeats(st->repeat, a)) {
     ++st->calls;
-    ++t_counts.shm;
-    if (trace) trace_call(a, st->repeat.bytes, st, Path::Shm, st->repeat.reason);
+    ++(st->repeat.path == Path::Rdma ? t_counts.rdma : t_counts.shm);
+    if (trace) trace_call(a, st->repeat.bytes, st, st->repeat.path, st->repeat.reason);
     return shm_alltoall_contiguous(a, *st->team, st->repeat.bytes);
   }
   if (const char* why = invalid_argument(a)) return fall_through(a, trace, 0, nullptr, why);
@@ -131,22 +131,28 @@ int alltoall_impl(const AlltoallArgs& a) {
   if (!st) return fall_through(a, trace, bytes, nullptr, "communicator state unavailable");
   ++st->calls;
   if (st->inter) return fall_through(a, trace, bytes, st, "intercommunicator");
-  const Decision d = select(bytes, tune, st->caps);
-  if (d.path != Path::Shm || !st->team) return fall_through(a, trace, bytes, st, d.reason);
+  Decision d = select(bytes, tune, st->caps);
+  auto engine_path = [](Path p) { return p == Path::Shm || p == Path::Rdma; };
+  if (!engine_path(d.path) || !st->team) return fall_through(a, trace, bytes, st, d.reason);
   // A team derived at MPI_Comm_split creates its segment at the first call
   // that selects shm — the same call on every rank.
-  if (st->team->setup_pending() && !st->team->complete_setup(a.comm)) {
+  if (st->team->setup_pending()) {
+    const bool ok = st->team->complete_setup(a.comm);
+    // The set-up agreed on the team's capabilities (RDMA may have turned out
+    // unavailable): select again, alike on every rank.
     st->caps = st->team->caps();
-    return fall_through(a, trace, bytes, st, "shared-memory set-up failed");
+    if (!ok) return fall_through(a, trace, bytes, st, "shared-memory set-up failed");
+    d = select(bytes, tune, st->caps);
+    if (!engine_path(d.path)) return fall_through(a, trace, bytes, st, d.reason);
   }
   if (bytes > INT_MAX) {
     return fall_through(a, trace, bytes, st, "bytes per peer above 2 GiB: PMPI");
   }
-  ++t_counts.shm;
-  if (trace) trace_call(a, bytes, st, Path::Shm, d.reason);
+  ++(d.path == Path::Rdma ? t_counts.rdma : t_counts.shm);
+  if (trace) trace_call(a, bytes, st, d.path, d.reason);
   if (bytes != 0 && a.sendbuf != MPI_IN_PLACE && is_plain_named(a.recvtype) &&
       (a.sendtype == a.recvtype || is_plain_named(a.sendtype))) {
-    st->repeat = {a.sendtype, a.recvtype, a.sendcount, a.recvcount, bytes, d.reason};
+    st->repeat = {a.sendtype, a.recvtype, a.sendcount, a.recvcount, bytes, d.reason, d.path};
     return shm_alltoall_contiguous(a, *st->team, bytes);
   }
   return shm_alltoall(a, *st->team, bytes);

@@ -35,6 +35,7 @@ int alltoall(const AlltoallArgs& args) noexcept;
 struct PathCounts {
   std::uint64_t pmpi = 0;
   std::uint64_t shm = 0;
+  std::uint64_t rdma = 0;  // hierarchical calls whose leaders exchanged over RDMA
 };
 PathCounts thread_path_counts() noexcept;
 int comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) noexcept;

@@ -11,12 +11,38 @@
 #include "core/log.h"
 #include "core/mpi/comm_state.h"
 #include "core/mpi/dispatch.h"
+#if MLXA2A_HAVE_VERBS
+#include "core/mlx5/endpoint_pool.h"
+#endif
 
 namespace mlxa2a::core::mpi {
 
 constinit thread_local int ReentryGuard::depth_ __attribute__((tls_model("initial-exec"))) = 0;
 
 namespace {
+
+struct RdmaCounters {
+  std::uint64_t writes = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t qps_created = 0;
+  long qps_live = 0;
+  long mrs_live = 0;
+};
+
+RdmaCounters rdma_counters() {
+#if MLXA2A_HAVE_VERBS
+  const mlx5::PoolStats s = mlx5::EndpointPool::stats();
+  return {s.writes_posted, s.bytes_written, s.qps_created, s.qps_live, s.mrs_live};
+#else
+  return {};
+#endif
+}
+
+void shutdown_rdma() {
+#if MLXA2A_HAVE_VERBS
+  mlx5::EndpointPool::shutdown();
+#endif
+}
 
 // Sonames of the PMPI libraries whose ABI this shim was compiled against.
 #if defined(MLXA2A_FAMILY_OMPI)
@@ -182,6 +208,12 @@ void Runtime::before_finalize() {
     const PathCounts c = thread_path_counts();
     log::trace("stats MPI_Alltoall calls on the finalizing thread: pmpi=%llu shm=%llu",
                static_cast<unsigned long long>(c.pmpi), static_cast<unsigned long long>(c.shm));
+    const RdmaCounters r = rdma_counters();
+    log::trace("stats rdma: calls=%llu writes_posted=%llu bytes_written=%llu qps_created=%llu "
+               "qps_live=%ld mrs_live=%ld",
+               static_cast<unsigned long long>(c.rdma), static_cast<unsigned long long>(r.writes),
+               static_cast<unsigned long long>(r.bytes),
+               static_cast<unsigned long long>(r.qps_created), r.qps_live, r.mrs_live);
   }
   // MPI_COMM_WORLD's state goes now, while every MPI call is still allowed
   // (its team may own a leaders' communicator to free); MPI would delete it
@@ -195,6 +227,9 @@ void Runtime::before_finalize() {
   }
   state_.store(State::Finalised, std::memory_order_release);
   release_split_origins();
+  // QPs go now; the CQ, PD and context when the last team still holding
+  // registrations is freed inside MPI_Finalize (core/mlx5/endpoint_pool.h).
+  shutdown_rdma();
   // The comm keyval's delete callbacks still run for communicators MPI frees
   // during finalize; freeing the keyval only marks it for deletion.
   if (comm_keyval_ != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&comm_keyval_);

@@ -6,9 +6,13 @@
 #include <new>
 
 #include "core/log.h"
+#include "core/mpi/group_bootstrap.h"
 #include "core/mpi/leader_transport.h"
 #include "core/mpi/runtime.h"
 #include "core/mpi/topology.h"
+#if MLXA2A_HAVE_VERBS
+#include "core/mlx5/rdma_transport.h"
+#endif
 
 namespace mlxa2a::core::mpi {
 
@@ -211,6 +215,7 @@ bool Team::setup_hier(MPI_Comm comm, MPI_Comm node_comm, std::size_t stage_bytes
   // Every step below runs on every rank whatever happened before, so that no
   // rank skips a collective its peers are in; the Allreduce at the end agrees.
   int failed = 0;
+  rdma_why_.clear();
   try {
     int rank = 0, local_rank = 0, local_size = 1;
     PMPI_Comm_rank(comm, &rank);
@@ -254,14 +259,31 @@ bool Team::setup_hier(MPI_Comm comm, MPI_Comm node_comm, std::size_t stage_bytes
                         leaders.out()) != MPI_SUCCESS) {
       failed = 1;
     }
+    std::vector<int> first_rank;
+    for (int m = 0, at = 0; m < map.nodes(); ++m) {
+      first_rank.push_back(at);
+      at += map.leader_count(m);
+    }
+    // The RDMA transport: tried by every leader whatever failed before (its
+    // set-up is collective over the leaders), then agreed on by every rank
+    // together with the other failures, so all ranks pick the same transport.
+    std::unique_ptr<hier::LeaderTransport> rdma;
+    int flags[2] = {failed, 1};  // {set-up failed, RDMA failed}
+    if (lead && leaders.get() != MPI_COMM_NULL) {
+      flags[1] = try_rdma(leaders.get(), map, rank, stage.get(), first_rank, &rdma) ? 0 : 1;
+    } else if (!lead) {
+      flags[1] = 0;  // only leaders have a say
+    }
+    int any[2] = {1, 1};
+    if (PMPI_Allreduce(flags, any, 2, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) failed = 1;
+    failed |= any[0];
+    caps_.rdma = !any[1];
+    if (any[1] && rdma_why_.empty()) rdma_why_ = "RDMA unavailable on another leader";
     if (!failed) {
-      std::vector<int> first_rank;
-      for (int m = 0, at = 0; m < map.nodes(); ++m) {
-        first_rank.push_back(at);
-        at += map.leader_count(m);
-      }
       std::unique_ptr<hier::LeaderTransport> transport;
-      if (lead) {
+      if (lead && caps_.rdma) {
+        transport = std::move(rdma);
+      } else if (lead) {
         transport = std::make_unique<MpiLeaderTransport>(std::move(leaders), std::move(first_rank),
                                                          oversubscribed_);
       }
@@ -280,8 +302,58 @@ bool Team::setup_hier(MPI_Comm comm, MPI_Comm node_comm, std::size_t stage_bytes
   if (PMPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) {
     any_failed = 1;
   }
-  if (any_failed) hier_.reset();
+  if (any_failed) {
+    hier_.reset();
+    caps_.rdma = false;
+  }
+  if (!any_failed && !caps_.rdma) {
+    MLXA2A_LOG(Info, "multi-node team: leaders exchange over PMPI (%s)", rdma_why_.c_str());
+  }
   return !any_failed;
+}
+
+bool Team::try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank,
+                    const shm::NodeStage* stage, const std::vector<int>& first_rank,
+                    std::unique_ptr<hier::LeaderTransport>* out) noexcept {
+#if MLXA2A_HAVE_VERBS
+  try {
+    const config::Settings& s = Runtime::instance().settings();
+    mlx5::NetOptions opt;
+    for (const config::Device& d : s.net_devices) opt.devices.push_back({d.name, d.port});
+    opt.gid_index = s.net_gid_index;
+    opt.timeout_ms = s.net_timeout_ms;
+    opt.qp_timeout = s.net_qp_timeout;
+    opt.retry_count = s.net_retry_count;
+    opt.verbs_library = s.net_verbs_library;
+    opt.oversubscribed = oversubscribed_;
+    // Not the team's communicator: a leader waiting for another node makes
+    // no MPI call, yet a local peer may need this rank's MPI progress.
+    opt.idle = [] { drive_mpi_progress(MPI_COMM_WORLD); };
+    const hier::Plan plan(map, rank, 64);
+    std::vector<int> peers;
+    for (int m = 0; m < map.nodes(); ++m) {
+      if (m != plan.node() && plan.handled_by(m) == plan.leader_index()) {
+        peers.push_back(first_rank[static_cast<std::size_t>(m)] + plan.partner(m));
+      }
+    }
+    hier::StageAreas areas;
+    if (stage) areas = hier::HierAlltoall::areas_of(*stage);
+    MpiGroupBootstrap boot(leaders);
+    std::unique_ptr<mlx5::RdmaLeaderTransport> t;
+    const Status st = mlx5::RdmaLeaderTransport::create(boot, areas, first_rank, peers, opt, &t,
+                                                        &rdma_why_);
+    if (st != Status::ok) return false;
+    *out = std::move(t);
+    return true;
+  } catch (...) {  // allocation only
+    rdma_why_ = "out of memory";
+    return false;
+  }
+#else
+  (void)leaders, (void)map, (void)rank, (void)stage, (void)first_rank, (void)out;
+  rdma_why_ = "built without verbs headers";
+  return false;
+#endif
 }
 
 bool Team::split_origin(Origin* out) const noexcept {
@@ -292,6 +364,7 @@ bool Team::split_origin(Origin* out) const noexcept {
     return false;
   }
   out->oversubscribed = oversubscribed_;
+  out->rdma = caps_.rdma;
   return true;
 }
 
@@ -329,6 +402,9 @@ std::unique_ptr<Team> Team::derive(const Origin& parent, MPI_Group parent_group,
   team->caps_.shm = team->caps_.nodes == 1;
   // Tentative until complete_setup() has built the engine and agreed on it.
   team->caps_.hier = team->caps_.nodes > 1;
+  // Tentative too: where the parent's leaders had RDMA, the child's (a subset
+  // of the same processes) are expected to, so the selection asks for it.
+  team->caps_.rdma = team->caps_.hier && parent.rdma;
   set_auto_ranges(team->caps_, team->size_, team->oversubscribed_, kPmpiWinsOversubscribed);
   team->setup_pending_ = (team->caps_.shm && team->size_ > 1) || team->caps_.hier;
   return team;

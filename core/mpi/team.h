@@ -38,6 +38,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/config/switches.h"
@@ -54,6 +55,7 @@ class Team {
   struct Origin {
     std::vector<int> node_ids;  // per ancestor rank: its node's first rank
     bool oversubscribed = false;
+    bool rdma = false;  // its leaders exchanged over RDMA
   };
   // false when this team's node map is not usable (its set-up failed) or the
   // copy could not be allocated.
@@ -78,6 +80,8 @@ class Team {
   // The hierarchical engine; nullptr unless caps().hier.
   hier::HierAlltoall* hier_alltoall() const { return hier_.get(); }
   bool oversubscribed() const { return oversubscribed_; }
+  // Why the leaders do not exchange over RDMA ("" when they do).
+  const std::string& rdma_why() const { return rdma_why_; }
 
   // One alltoall through this team's engine (see NodeAlltoall::run and
   // HierAlltoall::run): contiguous buffers of size() blocks of bytes_per_peer,
@@ -95,12 +99,18 @@ class Team {
   // Builds hier_ (collective over comm; node_comm holds this rank's node, in
   // team rank order) and agrees on the outcome; false if it failed anywhere.
   bool setup_hier(MPI_Comm comm, MPI_Comm node_comm, std::size_t stage_bytes) noexcept;
+  // A leader's half of the RDMA transport's set-up, collective over the
+  // leaders' communicator; false (rdma_why_ says why) if it failed here.
+  bool try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank,
+                const shm::NodeStage* stage, const std::vector<int>& first_rank,
+                std::unique_ptr<hier::LeaderTransport>* out) noexcept;
 
   Capabilities caps_;
   int size_ = 1;
   bool oversubscribed_ = false;
   bool setup_pending_ = false;     // derived single-node team without its segment yet
   std::vector<int> node_ids_;      // per rank: its node's first rank; empty if unknown
+  std::string rdma_why_;
   std::unique_ptr<shm::NodeAlltoall> shm_;
   std::unique_ptr<hier::HierAlltoall> hier_;
   struct Buffer {

@@ -98,6 +98,24 @@ TEST(ParseValue, BadValuesSayWhatIsAccepted) {
   EXPECT_FALSE(r.value);
   EXPECT_NE(r.accepted.find("mlx5_0:1"), std::string::npos);
 
+  // The RDMA switches' ranges: a QP timeout of 0 waits forever (no error
+  // ever), retries are 3 bits, a GID index is -1 (find it) or a table index.
+  for (const char* bad : {"0", "32", "-1", "x"}) {
+    EXPECT_FALSE(parse_value(spec_of("NET_QP_TIMEOUT"), bad).value) << bad;
+  }
+  for (const char* bad : {"8", "-1"}) {
+    EXPECT_FALSE(parse_value(spec_of("NET_RETRY_COUNT"), bad).value) << bad;
+  }
+  for (const char* bad : {"-2", "256", "auto"}) {
+    EXPECT_FALSE(parse_value(spec_of("NET_GID_INDEX"), bad).value) << bad;
+  }
+  for (const char* bad : {"0", "-5", "1s"}) {
+    EXPECT_FALSE(parse_value(spec_of("NET_TIMEOUT"), bad).value) << bad;
+  }
+  EXPECT_FALSE(parse_value(spec_of("NET_VERBS_LIBRARY"), "").value);
+  EXPECT_TRUE(parse_value(spec_of("NET_QP_TIMEOUT"), "31").value);
+  EXPECT_TRUE(parse_value(spec_of("NET_GID_INDEX"), "3").value);
+
   r = parse_value(spec_of("TUNE"), "0-4K:fast");
   EXPECT_FALSE(r.value);
   EXPECT_NE(r.accepted.find("0-4K:fast"), std::string::npos) << r.accepted;
