@@ -24,6 +24,11 @@ Options for special cases:
                        all-equal switch differ across ranks
   --wrong-family       the shim is built for the other MPI: the run must pass
                        with exactly one error line from mlxa2a and no trace
+  --shim-env VAR=VAL   set VAR in the runs with mlxa2a only (repeatable), e.g. a
+                       fault to inject and what the program should then expect
+  --allow-warnings     mlxa2a may log warnings (fault tests)
+  --expect-stat NAME=N the ranks' MLXA2A_COLL_STATS "stats rdma:" field NAME
+                       sums to N (repeatable), e.g. writes_posted, qps_created
 Usage: run_mpi_test.py --mpirun PATH --family ompi|mpich --shim LIB --np N PROG [ARGS...]
 """
 import argparse
@@ -89,7 +94,16 @@ def parse(out):
 def stats_of(text):
     """Path counts from a MLXA2A_COLL_STATS line, or None."""
     m = re.search(r"\] coll: stats .*: pmpi=(\d+) shm=(\d+)$", text, re.M)
-    return {"pmpi": int(m.group(1)), "shm": int(m.group(2))} if m else None
+    if not m:
+        return None
+    r = re.search(r"\] coll: stats rdma: calls=(\d+)", text, re.M)
+    return {"pmpi": int(m.group(1)), "shm": int(m.group(2)), "rdma": int(r.group(1)) if r else 0}
+
+
+def rdma_stat(text, name):
+    """A field of the "stats rdma:" line, 0 when absent."""
+    m = re.search(r"\] coll: stats rdma: .*\b" + re.escape(name) + r"=(\d+)", text, re.M)
+    return int(m.group(1)) if m else 0
 
 
 def main():
@@ -111,6 +125,9 @@ def main():
     # many calls to each path as the traced run did: tracing must not change
     # any decision. Single-threaded programs only (the counts are per thread).
     ap.add_argument("--untraced-check", action="store_true")
+    ap.add_argument("--shim-env", action="append", default=[])
+    ap.add_argument("--allow-warnings", action="store_true")
+    ap.add_argument("--expect-stat", action="append", default=[])
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     args = ap.parse_args()
 
@@ -126,8 +143,11 @@ def main():
     with tempfile.TemporaryDirectory(prefix="mlxa2a-mpitest-") as tmp:
         env = {"LD_PRELOAD": args.shim, "MLXA2A_COLL_TRACE": "info",
                "MLXA2A_LOG_FILE": os.path.join(tmp, "trace.%r")}
-        if args.untraced_check:
+        shim_env = dict(kv.split("=", 1) for kv in args.shim_env)
+        env.update(shim_env)
+        if args.untraced_check or args.expect_stat:
             env["MLXA2A_COLL_STATS"] = "1"
+        stat_sums = {kv.split("=", 1)[0]: 0 for kv in args.expect_stat}
         run = launch(args, env, args.prog)
         calls, errs, ok = parse(run.stdout)
         if run.returncode != 0 or not ok:
@@ -173,19 +193,28 @@ def main():
                 some_reason |= any(re.search(args.expect_some_reason, r) for _, r in lines)
             if args.untraced_check:
                 traced_paths[rank] = {"pmpi": sum(p == "pmpi" for p, _ in lines),
-                                      "shm": sum(p == "shm" for p, _ in lines)}
+                                      "shm": sum(p == "shm" for p, _ in lines),
+                                      "rdma": sum(p == "rdma" for p, _ in lines)}
                 if stats_of(text) != traced_paths[rank]:
                     sys.exit(f"FAIL: rank {rank}: MLXA2A_COLL_STATS {stats_of(text)} disagrees "
                              f"with its own trace {traced_paths[rank]}")
+            for name in stat_sums:
+                stat_sums[name] += rdma_stat(text, name)
             bad = [l for l in text.splitlines() if "] warn:" in l or "] error:" in l]
-            if bad and not args.rank0_env:
+            if bad and not args.rank0_env and not args.allow_warnings:
                 sys.exit("FAIL: mlxa2a complained:\n" + "\n".join(bad))
         stray = sorted(glob.glob(os.path.join(tmp, "trace.x")))
         if stray:
             sys.exit("FAIL: lines were logged before the rank was known")
+        for kv in args.expect_stat:
+            name, want = kv.split("=", 1)
+            if stat_sums[name] != int(want):
+                sys.exit(f"FAIL: MLXA2A_COLL_STATS {name} sums to {stat_sums[name]} over the "
+                         f"ranks, expected {want}")
         if args.untraced_check:
             env = {"LD_PRELOAD": args.shim, "MLXA2A_COLL_STATS": "1",
                    "MLXA2A_LOG_FILE": os.path.join(tmp, "stats.%r")}
+            env.update(shim_env)
             quiet = launch(args, env, args.prog)
             q_calls, q_errs, q_ok = parse(quiet.stdout)
             if quiet.returncode != 0 or not q_ok or q_calls != calls or q_errs != errs:

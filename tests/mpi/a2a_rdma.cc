@@ -1,0 +1,95 @@
+// a2a_rdma: what the RDMA leader exchange promises beyond correct results,
+// checked under virtual nodes and fakeverbs by tests/mpi/run_mpi_test.py:
+//   counts  MPI_COMM_WORLD, a duplicate of it and the even/odd halves
+//           (MPI_Comm_split), 10 one-round calls each; the runner checks the
+//           writes per call (M(M-1) per communicator of M nodes) and the QPs
+//           created (the duplicate and the half whose leaders are world's
+//           leaders create none) from MLXA2A_COLL_STATS.
+//   fault   MPI_ERRORS_RETURN, 6 calls; with A2A_EXPECT_ERROR=1 (set for
+//           the run with mlxa2a and a FAKEVERBS_FAULT) every rank must see
+//           MPI_ERR_OTHER, and nothing may hang; without it, no error.
+// Prints the lines run_mpi_test.py reads: CALLS <rank> <n>, RESULT PASS|FAIL.
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+int g_calls = 0;
+int g_world_rank = 0;
+
+unsigned char byte(int src, int dst, int k, int salt) {
+  return static_cast<unsigned char>(src * 31 + dst * 7 + k + salt * 13 + 1);
+}
+
+// One call of `bytes` per peer; returns the MPI error code and counts wrong bytes.
+int call(MPI_Comm comm, int bytes, int salt, int* wrong) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  std::vector<unsigned char> send(static_cast<std::size_t>(bytes) * size), recv(send.size(), 0);
+  for (int p = 0; p < size; ++p) {
+    for (int k = 0; k < bytes; ++k) send[static_cast<std::size_t>(p) * bytes + k] = byte(rank, p, k, salt);
+  }
+  ++g_calls;
+  const int rc = MPI_Alltoall(send.data(), bytes, MPI_BYTE, recv.data(), bytes, MPI_BYTE, comm);
+  if (rc != MPI_SUCCESS) return rc;
+  for (int p = 0; p < size; ++p) {
+    for (int k = 0; k < bytes; ++k) {
+      *wrong += recv[static_cast<std::size_t>(p) * bytes + k] != byte(p, rank, k, salt);
+    }
+  }
+  return rc;
+}
+
+int counts() {
+  int wrong = 0, failed = 0;
+  MPI_Comm dup = MPI_COMM_NULL, half = MPI_COMM_NULL;
+  for (int i = 0; i < 10; ++i) failed |= call(MPI_COMM_WORLD, 8, i, &wrong) != MPI_SUCCESS;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  for (int i = 0; i < 10; ++i) failed |= call(dup, 8, 20 + i, &wrong) != MPI_SUCCESS;
+  MPI_Comm_split(MPI_COMM_WORLD, g_world_rank % 2, g_world_rank, &half);
+  for (int i = 0; i < 10; ++i) failed |= call(half, 8, 40 + i, &wrong) != MPI_SUCCESS;
+  MPI_Comm_free(&half);
+  MPI_Comm_free(&dup);
+  return failed || wrong;
+}
+
+int fault() {
+  const char* expect = std::getenv("A2A_EXPECT_ERROR");
+  const bool want_error = expect && std::strcmp(expect, "1") == 0;
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int wrong = 0, errors = 0, other = 0;
+  for (int i = 0; i < 6; ++i) {
+    const int rc = call(MPI_COMM_WORLD, 16, i, &wrong);
+    if (rc != MPI_SUCCESS) {
+      int cls = 0;
+      MPI_Error_class(rc, &cls);
+      ++errors;
+      other += cls == MPI_ERR_OTHER;
+      wrong = 0;  // a failed call's buffer is undefined
+    }
+  }
+  std::fprintf(stderr, "rank %d: %d errors (%d MPI_ERR_OTHER)\n", g_world_rank, errors, other);
+  if (want_error) return !(errors > 0 && other == errors);
+  return errors != 0 || wrong != 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
+  const bool is_fault = argc > 1 && std::strcmp(argv[1], "fault") == 0;
+  const int failed = is_fault ? fault() : counts();
+  std::printf("CALLS %d %d\n", g_world_rank, g_calls);
+  std::fflush(stdout);
+  int any = 0;
+  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (g_world_rank == 0) std::printf("RESULT %s\n", any ? "FAIL" : "PASS");
+  MPI_Finalize();
+  return 0;
+}
