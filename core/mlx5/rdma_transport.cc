@@ -26,7 +26,9 @@ struct Card {
 
 // What a leader says about its endpoint towards one member (second allgather).
 struct Link {
-  enum : std::uint32_t { None = 0, New = 1, Existing = 2, Failed = 3 };
+  // Pending: an endpoint another set-up (another thread's team) has created
+  // but not connected yet; this team then falls back without disturbing it.
+  enum : std::uint32_t { None = 0, New = 1, Existing = 2, Failed = 3, Pending = 4 };
   std::uint32_t state = None;
   std::uint32_t qpn = 0;
   std::uint32_t psn = 0;
@@ -121,7 +123,10 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
       }
       peer.out_bytes = c.out_bytes;
       peer.slot = c.slot;
-      l = Link{is_new ? Link::New : Link::Existing, ep->qp->qpn(), ep->psn, ep->remote_qpn};
+      const std::uint32_t state = is_new          ? Link::New
+                                  : ep->connected ? Link::Existing
+                                                  : Link::Pending;
+      l = Link{state, ep->qp->qpn(), ep->psn, ep->remote_qpn};
       if (is_new) created.push_back(p);
     }
   }
@@ -132,25 +137,35 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
   if (pool && mine.ok) {
     std::lock_guard<std::mutex> lock(pool->mutex());
     for (int p : peers) {
+      if (p < 0 || p >= size) continue;
       Peer& peer = t->peers_[static_cast<std::size_t>(p)];
       if (!peer.ep) continue;
       const Link& m = links[static_cast<std::size_t>(p)];
       const Link& r = all_links[static_cast<std::size_t>(p) * size + me];
       bool good = false;
-      if (ok && m.state == Link::New && r.state == Link::New) {
+      if (m.state == Link::New && r.state == Link::New) {
         good = pool->connect(*peer.ep, cards[static_cast<std::size_t>(p)].addr, r.qpn, r.psn) ==
                Status::ok;
         if (!good) *why = "connecting a queue pair failed";
       } else if (m.state == Link::Existing && r.state == Link::Existing) {
         good = r.remote_qpn == m.qpn && r.qpn == m.remote_qpn;
         if (!good) *why = "a partner's queue pair is connected elsewhere";
+      } else if (m.state == Link::Pending || r.state == Link::Pending) {
+        if (ok) *why = "a queue pair to a partner is being set up by another team";
       } else if (ok) {
         *why = "partners disagree on whether they are connected";
       }
       // A pair the two ends see differently is replaced at the next set-up
-      // on both ends (both mark theirs failed), so they converge.
+      // on both ends, so they converge: a new endpoint of ours that was not
+      // connected is dropped, an existing one marked failed. A pending one
+      // belongs to another team's set-up: left alone.
       if (!good) {
-        peer.ep->failed = true;
+        if (m.state == Link::New && !peer.ep->connected) {
+          pool->discard(cards[static_cast<std::size_t>(p)].id);
+          peer.ep = nullptr;
+        } else if (m.state == Link::Existing) {
+          peer.ep->failed = true;
+        }
         ok = false;
       }
     }
@@ -212,6 +227,9 @@ Status RdmaLeaderTransport::exchange(std::span<const hier::Message> messages) no
   const int par = messages[0].parity & 1;
   std::unique_lock<std::mutex> lock(pool_->mutex());
   for (const hier::Message& m : messages) {
+    if (m.node < 0 || static_cast<std::size_t>(m.node) >= first_rank_.size()) {
+      return fail(Status::invalid_argument);
+    }
     const std::size_t r = static_cast<std::size_t>(first_rank_[static_cast<std::size_t>(m.node)] +
                                                    m.leader);
     if (r >= peers_.size() || !peers_[r].ep || (m.parity & 1) != par) {
