@@ -52,7 +52,9 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
   Card mine;
   std::vector<Card> cards;
   std::vector<Link> links, all_links;
+  std::vector<std::uint32_t> all_ok;
   try {
+    all_ok.resize(static_cast<std::size_t>(size));
     cards.resize(static_cast<std::size_t>(size));
     links.resize(static_cast<std::size_t>(size));
     all_links.resize(static_cast<std::size_t>(size) * static_cast<std::size_t>(size));
@@ -170,6 +172,21 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
       }
     }
     t->qps_created_ = static_cast<int>(created.size());
+  }
+  // Third round: nobody writes before every partner's end is in RTR (a
+  // write reaching a QP not yet in RTR is dropped, and the requester retries
+  // only until its retry count runs out), and every leader learns whether
+  // all set-ups worked.
+  const std::uint32_t mine_ok = ok ? 1 : 0;
+  if (!boot.allgather(&mine_ok, all_ok.data(), sizeof mine_ok)) {
+    if (ok) *why = "set-up allgather failed";
+    ok = false;
+  }
+  for (int p : peers) {
+    if (ok && p >= 0 && p < size && all_ok[static_cast<std::size_t>(p)] == 0) {
+      *why = "a partner leader's RDMA set-up failed";
+      ok = false;
+    }
   }
   if (!ok) return Status::unavailable;
   *out = std::move(t);

@@ -6,8 +6,9 @@
 // Contract
 // * create() is collective over boot's members, which must be exactly the
 //   team's leaders ordered by node, then leader index (leader j of node m is
-//   member first_rank[m] + j). It always makes the same two allgathers on
-//   every member, whatever fails locally, and reports failure as a Status
+//   member first_rank[m] + j). It always makes the same three allgathers on
+//   every member, whatever fails locally (cards, queue pairs, outcome — the
+//   last also keeps anyone from writing before its partners are in RTR), and reports failure as a Status
 //   (*why says what); the caller must agree on the outcome across the team
 //   (core/mpi/team.cc: one allreduce) and fall back together. peers: the
 //   members this leader exchanges with (symmetric: each of them lists us).
