@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/mpi/comm_state.h"
 #include "core/mpi/dispatch.h"
+#include "core/mpi/tuning.h"
 
 namespace mlxa2a::core::mpi {
 
@@ -148,6 +149,7 @@ void Runtime::after_init() {
   } else if (!settings_.enable) {
     set_inactive("MLXA2A_ENABLE=n");
   } else {
+    if (!settings_.tune_file.empty()) load_tune_file(settings_.tune_file);
     state_.store(State::Active, std::memory_order_release);
   }
   MLXA2A_LOG(Debug, "initialised for %.*s: %s%s", static_cast<int>(kFamily.size()),
@@ -182,6 +184,13 @@ void Runtime::before_finalize() {
     const PathCounts c = thread_path_counts();
     log::trace("stats MPI_Alltoall calls on the finalizing thread: pmpi=%llu shm=%llu",
                static_cast<unsigned long long>(c.pmpi), static_cast<unsigned long long>(c.shm));
+    log::trace("stats MPI_Alltoall tuning on the finalizing thread: trial calls=%llu "
+               "agreements=%llu agreement time=%.1f us",
+               static_cast<unsigned long long>(c.trials),
+               static_cast<unsigned long long>(c.agreements), c.agreement_seconds * 1e6);
+  }
+  if (state() == State::Active && world_rank_ == 0 && !settings_.tune_file.empty()) {
+    save_tune_file(settings_.tune_file);
   }
   // MPI_COMM_WORLD's state goes now, while every MPI call is still allowed
   // (its team may own a leaders' communicator to free); MPI would delete it

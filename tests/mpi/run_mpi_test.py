@@ -24,6 +24,15 @@ Options for special cases:
                        all-equal switch differ across ranks
   --wrong-family       the shim is built for the other MPI: the run must pass
                        with exactly one error line from mlxa2a and no trace
+  --forbid-reason RE   no traced call may give a reason matching RE
+  --same-decisions     every call on MPI_COMM_WORLD took the same path on every
+                       rank, tuning trials and measured decisions included
+                       (the decision word of "tuned: X", "tune file: X" and
+                       "tuning: trial of X"), and some call there was tuned
+Measured selection (MLXA2A_TUNE_SAMPLES) times real calls, so its decisions
+vary from run to run; unless the test's environment sets MLXA2A_TUNE_SAMPLES
+(usually with MLXA2A_DEBUG_TUNE_TIMES, whose made-up timings decide
+deterministically), the runs use MLXA2A_TUNE_SAMPLES=0: the fixed rules.
 Usage: run_mpi_test.py --mpirun PATH --family ompi|mpich --shim LIB --np N PROG [ARGS...]
 """
 import argparse
@@ -111,6 +120,8 @@ def main():
     # many calls to each path as the traced run did: tracing must not change
     # any decision. Single-threaded programs only (the counts are per thread).
     ap.add_argument("--untraced-check", action="store_true")
+    ap.add_argument("--forbid-reason")
+    ap.add_argument("--same-decisions", action="store_true")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     args = ap.parse_args()
 
@@ -123,9 +134,11 @@ def main():
     shm_before = shm_leftovers()
     some_reason = some_path = False
     traced_paths = {}
+    world_paths = {}
+    fixed_rules = {} if "MLXA2A_TUNE_SAMPLES" in os.environ else {"MLXA2A_TUNE_SAMPLES": "0"}
     with tempfile.TemporaryDirectory(prefix="mlxa2a-mpitest-") as tmp:
         env = {"LD_PRELOAD": args.shim, "MLXA2A_COLL_TRACE": "info",
-               "MLXA2A_LOG_FILE": os.path.join(tmp, "trace.%r")}
+               "MLXA2A_LOG_FILE": os.path.join(tmp, "trace.%r"), **fixed_rules}
         if args.untraced_check:
             env["MLXA2A_COLL_STATS"] = "1"
         run = launch(args, env, args.prog)
@@ -171,6 +184,18 @@ def main():
                              f"other paths: {sorted(set(wrong))[:5]}")
             if args.expect_some_reason:
                 some_reason |= any(re.search(args.expect_some_reason, r) for _, r in lines)
+            if args.forbid_reason:
+                banned = sorted({r for _, r in lines if re.search(args.forbid_reason, r)})
+                if banned:
+                    sys.exit(f"FAIL: rank {rank}: forbidden reasons {banned[:3]}")
+            if args.same_decisions:
+                world = re.findall(r"\] coll: \S+ comm=MPI_COMM_WORLD id=\d+ call=(\d+) .* "
+                                   r"path=(\S+) reason=(.*)$", text, re.M)
+                word = re.compile(r"^(?:tuned|tune file|tuning: trial of):? (\w+)")
+                world_paths[rank] = {int(c): (m.group(1) if (m := word.match(r)) else p)
+                                     for c, p, r in world}
+                if not any(r.startswith("tuned: ") for _, _, r in world):
+                    sys.exit(f"FAIL: rank {rank}: no call on MPI_COMM_WORLD was tuned")
             if args.untraced_check:
                 traced_paths[rank] = {"pmpi": sum(p == "pmpi" for p, _ in lines),
                                       "shm": sum(p == "shm" for p, _ in lines)}
@@ -185,7 +210,7 @@ def main():
             sys.exit("FAIL: lines were logged before the rank was known")
         if args.untraced_check:
             env = {"LD_PRELOAD": args.shim, "MLXA2A_COLL_STATS": "1",
-                   "MLXA2A_LOG_FILE": os.path.join(tmp, "stats.%r")}
+                   "MLXA2A_LOG_FILE": os.path.join(tmp, "stats.%r"), **fixed_rules}
             quiet = launch(args, env, args.prog)
             q_calls, q_errs, q_ok = parse(quiet.stdout)
             if quiet.returncode != 0 or not q_ok or q_calls != calls or q_errs != errs:
@@ -197,6 +222,14 @@ def main():
                 if got != traced_paths[rank]:
                     sys.exit(f"FAIL: rank {rank}: untraced run took paths {got}, "
                              f"the traced run {traced_paths[rank]}")
+    if args.same_decisions:
+        first = world_paths[min(world_paths)]
+        for rank, paths in sorted(world_paths.items()):
+            diff = sorted(c for c in set(first) | set(paths) if first.get(c) != paths.get(c))
+            if diff:
+                sys.exit(f"FAIL: rank {rank} took other paths than rank {min(world_paths)} on "
+                         f"MPI_COMM_WORLD at calls {diff[:5]}: {[paths.get(c) for c in diff[:5]]} "
+                         f"vs {[first.get(c) for c in diff[:5]]}")
     if args.expect_some_reason and not some_reason:
         sys.exit(f"FAIL: no traced call gave a reason matching {args.expect_some_reason!r}")
     if args.expect_path and not some_path:
