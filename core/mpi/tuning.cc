@@ -20,9 +20,13 @@ constexpr const char* kTrialReason[] = {"tuning: trial of pmpi", "tuning: trial 
                                         "tuning: trial of hier"};
 static_assert(std::size(kTrialReason) == tuning::kCandidateKinds);
 
+// Lookups see the file as it was read at start only: a decision made during
+// the run is not reused by another team (whose ranks may not all have seen
+// it); it is written back at the end.
 struct FileStore {
   std::mutex mutex;
-  tuning::TuneFile file;
+  tuning::TuneFile loaded;
+  tuning::TuneFile to_save;  // loaded plus this run's decisions
 };
 FileStore& store() {
   static FileStore s;  // leaked-on-exit semantics are fine: plain memory
@@ -48,7 +52,8 @@ void load_tune_file(const std::string& path) noexcept {
       return;
     }
     std::lock_guard lock(store().mutex);
-    store().file = std::move(*file);
+    store().loaded = *file;
+    store().to_save = std::move(*file);
   } catch (...) {
     MLXA2A_LOG(Warn, "MLXA2A_TUNE_FILE %s could not be read", path.c_str());
   }
@@ -58,7 +63,7 @@ void save_tune_file(const std::string& path) noexcept {
   try {
     std::string error;
     std::lock_guard lock(store().mutex);
-    if (!store().file.save(path, &error)) {
+    if (!store().to_save.save(path, &error)) {
       MLXA2A_LOG(Warn, "MLXA2A_TUNE_FILE not written: %s", error.c_str());
     }
   } catch (...) {
@@ -117,7 +122,7 @@ bool TeamTuning::decided_by_file(unsigned cls, ClassState& cs, const std::vector
   int index = -1;
   {
     std::lock_guard lock(store().mutex);
-    if (const auto path = store().file.lookup(layout_, cls)) {
+    if (const auto path = store().loaded.lookup(layout_, cls)) {
       const auto it = std::find(list.begin(), list.end(), *path);
       if (it != list.end()) index = static_cast<int>(it - list.begin());
     }
@@ -206,7 +211,7 @@ void TeamTuning::decide(unsigned cls, ClassState& cs, MPI_Comm comm, double* agr
   cs.trials.reset();
   if (use_file_) {
     std::lock_guard lock(store().mutex);
-    store().file.set(layout_, cls, cs.path);
+    store().to_save.set(layout_, cls, cs.path);
   }
 }
 
