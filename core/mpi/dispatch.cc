@@ -158,9 +158,10 @@ int alltoall_impl(const AlltoallArgs& a) {
                                                       : rt.inactive_reason().c_str());
   }
   const bool trace = rt.trace();
-  // A repeat of the last engine call on this communicator (a loop): same
-  // types and counts, so the same path and size on every rank, traced with
-  // the reason the selection gave then.
+  // A repeat of the last decided call on this communicator (a loop): same
+  // types and counts, so the same size, class and path on every rank (an
+  // engine by the fixed rules, or a measured decision, which is final),
+  // traced with the reason given then.
   if (CommState* st = memoised_comm_state(a.comm); st && repeats(st->repeat, a)) {
     ++st->calls;
     return run_route(a, *st, st->repeat.bytes, st->repeat.route, trace, st->repeat.reason);
