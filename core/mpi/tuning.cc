@@ -149,7 +149,7 @@ TeamTuning::Step TeamTuning::begin(std::uint64_t bytes, Candidate fixed, MPI_Com
       if (use_file_ && decided_by_file(cls, cs, list, comm)) {
         return {cs.path, false, cs.reason.c_str()};
       }
-      cs.trials = std::make_unique<tuning::Trials>(list, samples_);
+      cs.trials = std::make_unique<tuning::Trials>(list, tuning::samples_for(cls, samples_));
       cs.phase = ClassState::Phase::trying;
     } catch (...) {
       // Allocation only (as in create()): out of memory the job is lost

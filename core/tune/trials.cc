@@ -26,6 +26,14 @@ std::vector<double> Trials::medians() const {
   return out;
 }
 
+unsigned samples_for(unsigned size_class, unsigned samples) {
+  constexpr unsigned kCheapBelowClass = 13;  // 8 KiB per peer
+  constexpr unsigned kCheapFactor = 4;
+  constexpr unsigned kMaxSamples = 64;
+  if (size_class >= kCheapBelowClass) return samples;
+  return std::min(kMaxSamples, std::max(samples, kCheapFactor * samples));
+}
+
 double median(std::vector<double> v) {
   const std::size_t mid = v.size() / 2;
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());

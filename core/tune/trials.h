@@ -51,6 +51,13 @@ class Trials {
   std::vector<double> times_;  // [candidate * samples + sample]
 };
 
+// Samples per candidate for a size class, given MLXA2A_TUNE_SAMPLES. Calls
+// below 8 KiB per peer cost microseconds, where one preemption by another
+// process (milliseconds) outweighs many calls: they take 4 times as many
+// samples (at most 64), so that their medians survive a few such outliers.
+// 8 KiB is also where OSU-style benchmarks drop from 100 warm-up calls to 10.
+unsigned samples_for(unsigned size_class, unsigned samples);
+
 // The median of v (mean of the middle two for an even count); v non-empty.
 double median(std::vector<double> v);
 

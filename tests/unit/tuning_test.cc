@@ -55,6 +55,16 @@ TEST(Tuning, TrialsInterleaveCandidatesUntilEachHasItsSamples) {
   EXPECT_EQ(t.medians(), (std::vector<double>{2.5, 3.5, 4.5}));
 }
 
+TEST(Tuning, CheapClassesTakeMoreSamples) {
+  EXPECT_EQ(samples_for(0, 3), 12u);
+  EXPECT_EQ(samples_for(12, 3), 12u);  // 4 KiB .. 8 KiB - 1
+  EXPECT_EQ(samples_for(13, 3), 3u);   // 8 KiB
+  EXPECT_EQ(samples_for(40, 3), 3u);
+  EXPECT_EQ(samples_for(0, 1), 4u);
+  EXPECT_EQ(samples_for(0, 30), 64u);  // capped
+  EXPECT_EQ(samples_for(20, 64), 64u);
+}
+
 TEST(Tuning, MedianIgnoresOneOutlier) {
   EXPECT_EQ(median({3, 1000, 2}), 3);
   EXPECT_EQ(median({5}), 5);
