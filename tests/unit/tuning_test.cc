@@ -11,6 +11,7 @@
 
 #include "core/config/registry.h"
 #include "core/config/switches.h"
+#include "core/info/render.h"
 #include "core/tune/candidate.h"
 #include "core/tune/fake_clock.h"
 #include "core/tune/trials.h"
@@ -208,6 +209,33 @@ TEST(Tuning, SwitchesRejectBadValues) {
   EXPECT_EQ(g.tune_samples, 0u);
   EXPECT_EQ(g.tune_file, "/tmp/t");
   EXPECT_EQ(g.debug_tune_times, "pmpi=1;2:hier=3");
+}
+
+// MLXA2A_TUNE_FILE's bad values are files that cannot be used: mlxa2a_info
+// says why (the runtime warns and runs the trials instead).
+TEST(Tuning, InfoListsATuneFileOrSaysWhyNot) {
+  char name[] = "/tmp/mlxa2a-tune-info-XXXXXX";
+  const int fd = mkstemp(name);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  TuneFile f;
+  f.set(layout(4, true), 10, C::copy);
+  std::string error;
+  ASSERT_TRUE(f.save(name, &error)) << error;
+  config::Registry r(config::all_switches());
+  r.load({{"MLXA2A_TUNE_FILE", name}});
+  const std::string listed = info::render_tune_file(r);
+  EXPECT_NE(listed.find("ompi ranks=4 nodes=1 ranks_per_node=4 oversubscribed: 1K-2K -> copy"),
+            std::string::npos)
+      << listed;
+  std::ofstream(name) << "mpi=ompi ranks=4\n";
+  const std::string broken = info::render_tune_file(r);
+  std::remove(name);
+  EXPECT_NE(broken.find("cannot be used"), std::string::npos) << broken;
+  EXPECT_NE(broken.find("line 1: field nodes missing"), std::string::npos) << broken;
+  config::Registry none(config::all_switches());
+  none.load({});
+  EXPECT_EQ(info::render_tune_file(none), "");
 }
 
 }  // namespace
