@@ -202,7 +202,7 @@ void run_one(const Role& a, const std::vector<std::string>& env, int timeout_s) 
 Endpoint::Endpoint(const EndpointOptions& o) : opt(o) {
   if (o.shared_pd) {
     // On a PD (and its context) the caller owns, e.g. imported: no buffer
-    // of our own either (an importer cannot register on it).
+    // of our own either (the caller registers what it needs).
     ctx = o.shared_pd->context;
     pd = o.shared_pd;
     borrowed_ = true;
