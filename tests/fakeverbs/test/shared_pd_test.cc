@@ -320,3 +320,45 @@ TEST(SharedPd, DeadImporterMrResolvesToNothing) {
   };
   run_pair(a, b, {"FAKEVERBS_QUIET=1"}, {"FAKEVERBS_QUIET=1"});
 }
+
+// Destruction in any order: B unimports the PD while its MR and a QP made on
+// it still exist (man ibv_import_pd: unimport releases only the handle), then
+// destroys them; A deallocates its PD after B's MR is gone.  Old behaviour:
+// the registration was refused (and unimport freed the PD under its
+// children, so a later ibv_dereg_mr used freed memory).
+TEST(SharedPd, UnimportBeforeItsMrAndQpIsSafe) {
+  auto a = [](Channel& b) {
+    Endpoint e;
+    share_pd(e, b);
+    b.sync();  // B is done
+  };
+  auto b = [](Channel& a) {
+    int fd = a.recv_fd();
+    const uint32_t handle = a.get<uint32_t>();
+    ASSERT_GE(fd, 0);
+    ibv_context* ctx = ibv_import_device(fd);
+    close(fd);
+    ASSERT_NE(ctx, nullptr);
+    ibv_pd* pd = ibv_import_pd(ctx, handle);
+    ASSERT_NE(pd, nullptr);
+    std::vector<uint8_t> mem(4096, 1);
+    ibv_mr* mr = ibv_reg_mr(pd, mem.data(), mem.size(), IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(mr, nullptr) << strerror(errno);
+    ibv_cq* cq = ibv_create_cq(ctx, 8, nullptr, nullptr, 0);
+    ASSERT_NE(cq, nullptr);
+    ibv_qp_init_attr ia{};
+    ia.send_cq = ia.recv_cq = cq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+    ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+    ibv_qp* qp = ibv_create_qp(pd, &ia);
+    ASSERT_NE(qp, nullptr);
+    ibv_unimport_pd(pd);
+    EXPECT_EQ(ibv_dereg_mr(mr), 0);
+    EXPECT_EQ(ibv_destroy_qp(qp), 0);
+    EXPECT_EQ(ibv_destroy_cq(cq), 0);
+    EXPECT_EQ(ibv_close_device(ctx), 0);
+    a.sync();
+  };
+  run_pair(a, b, {}, {"FAKEVERBS_QUIET=1"});
+}
