@@ -1,4 +1,9 @@
-// Selection: which path serves one MPI_Alltoall call.
+// Selection: which path serves one MPI_Alltoall call by the fixed rules.
+//
+// In auto mode these rules decide only where nothing is measured
+// (MLXA2A_TUNE_SAMPLES=0, one-rank teams, teams without an engine); elsewhere
+// their choice is the first candidate of the measured selection
+// (core/mpi/tuning.h, docs/tune.md), which then decides.
 //
 // Every input must be identical on all ranks of the communicator, so that no two
 // ranks ever take different paths: bytes per peer (equal by MPI's type-signature

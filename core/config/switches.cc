@@ -4,6 +4,7 @@
 
 #include "core/config/node_layout.h"
 #include "core/config/parse.h"
+#include "core/tune/fake_clock.h"
 
 namespace mlxa2a::core::config {
 
@@ -32,6 +33,11 @@ std::string check_nonempty(const Value& v) {
 std::string check_leaders(const Value& v) {
   return LeaderPolicy::parse(std::get<std::string>(v)) ? std::string()
                                                        : std::string(kLeaderPolicySyntax);
+}
+
+std::string check_fake_clock(const Value& v) {
+  return tuning::FakeClock::parse(std::get<std::string>(v)) ? std::string()
+                                                            : std::string(tuning::kFakeClockSyntax);
 }
 
 std::string check_node_layout(const Value& v) {
@@ -77,6 +83,25 @@ constexpr Spec kSwitches[] = {
      .description = "Which path serves which bytes per peer: '#'-separated RANGE:PATH rules, "
                     "RANGE = LO-HI (half-open, K/M/G suffixes, HI may be inf), PATH = auto, "
                     "shm, rdma or pmpi; later rules win. Example: 0-4K:shm#4K-inf:pmpi.",
+     .verbosity = Verbosity::Tuner,
+     .scope = Scope::AllEqual},
+    {.name = "TUNE_SAMPLES",
+     .type = Type::Int,
+     .default_text = "3",
+     .description = "auto: timed calls per candidate path and size class before the ranks "
+                    "agree on the fastest (median, max over ranks; PMPI kept unless beaten by "
+                    "5%); 4 times as many (at most 64) below 8 KiB per peer, where calls are "
+                    "cheap. 0 = no measurement: fixed size rules decide.",
+     .verbosity = Verbosity::Tuner,
+     .scope = Scope::AllEqual,
+     .min = 0,
+     .max = 64},
+    {.name = "TUNE_FILE",
+     .type = Type::String,
+     .default_text = "",
+     .description = "auto: read measured decisions from this file at start (their size "
+                    "classes skip the trials) and write all decisions back at MPI_Finalize "
+                    "(rank 0). Explicit MLXA2A_TUNE rules still win. mlxa2a_info shows it.",
      .verbosity = Verbosity::Tuner,
      .scope = Scope::AllEqual},
     {.name = "NET_DEVICES",
@@ -212,6 +237,15 @@ constexpr Spec kSwitches[] = {
      .verbosity = Verbosity::Developer,
      .scope = Scope::AllEqual,
      .check = check_node_layout},
+    {.name = "DEBUG_TUNE_TIMES",
+     .type = Type::String,
+     .default_text = "",
+     .description = "For tests only: made-up durations of trial calls, in microseconds, per "
+                    "path and optionally per MPI_COMM_WORLD rank, e.g. pmpi=5,copy=2;1:copy=50 "
+                    "(rank 1 sees copy take 50 us). Paths not named are timed for real.",
+     .verbosity = Verbosity::Developer,
+     .scope = Scope::AllEqual,
+     .check = check_fake_clock},
     {.name = "CONFIG_FILE",
      .type = Type::String,
      .default_text = "",
@@ -244,6 +278,9 @@ Settings settings_from(const Registry& r) {
   }
   s.coll_stats = r.get_bool("COLL_STATS");
   s.tune = r.get_tune("TUNE");
+  s.tune_samples = static_cast<unsigned>(r.get_int("TUNE_SAMPLES"));
+  s.tune_file = r.get_string("TUNE_FILE");
+  s.debug_tune_times = r.get_string("DEBUG_TUNE_TIMES");
   s.net_devices = r.get_devices("NET_DEVICES");
   s.net_gid_index = static_cast<int>(r.get_int("NET_GID_INDEX"));
   s.net_timeout_ms = static_cast<std::uint32_t>(r.get_int("NET_TIMEOUT"));

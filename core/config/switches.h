@@ -31,6 +31,9 @@ struct Settings {
   CollTrace coll_trace = CollTrace::None;
   bool coll_stats = false;
   tune::Table tune;
+  unsigned tune_samples = 3;         // MLXA2A_TUNE_SAMPLES; 0 = no measurement
+  std::string tune_file;             // MLXA2A_TUNE_FILE; empty = none
+  std::string debug_tune_times;      // MLXA2A_DEBUG_TUNE_TIMES (tests only)
   std::vector<Device> net_devices;  // empty: all
   // The RDMA leader exchange (core/mlx5/options.h).
   int net_gid_index = -1;

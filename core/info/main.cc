@@ -51,7 +51,9 @@ int main(int argc, char** argv) {
   }
   std::string text;
   switch (mode) {
-    case Mode::Listing: text = info::render_listing(registry, opts); break;
+    case Mode::Listing:
+      text = info::render_listing(registry, opts) + info::render_tune_file(registry);
+      break;
     case Mode::ConfigFile: text = info::render_config_file(registry, opts); break;
     case Mode::Json: text = info::render_json(registry, opts); break;
   }

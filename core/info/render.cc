@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "core/config/parse.h"
+#include "core/tune/tune_file.h"
 
 namespace mlxa2a::core::info {
 
@@ -139,6 +140,27 @@ std::string render_json(const Registry& r, const RenderOptions& o) {
     out += ", \"description\": " + json_string(s.description) + "}";
   }
   return out + "\n]\n";
+}
+
+std::string render_tune_file(const config::Registry& r) {
+  const std::string& path = r.get_string("TUNE_FILE");
+  if (path.empty()) return {};
+  std::string error;
+  const auto file = tuning::TuneFile::load(path, &error);
+  if (!file) return "\nMLXA2A_TUNE_FILE cannot be used (trials will run instead): " + error + "\n";
+  std::string out = "\nMeasured decisions in MLXA2A_TUNE_FILE " + path + " (" +
+                    std::to_string(file->entries().size()) + "):\n";
+  for (const tuning::FileEntry& e : file->entries()) {
+    const std::uint64_t lo = std::uint64_t{1} << e.size_class;
+    out += "  " + e.layout.mpi + " ranks=" + std::to_string(e.layout.ranks) +
+           " nodes=" + std::to_string(e.layout.nodes) +
+           " ranks_per_node=" + std::to_string(e.layout.ranks_per_node) +
+           (e.layout.oversubscribed ? " oversubscribed" : "") + ": " +
+           config::format_size(lo) + "-" +
+           (e.size_class == 63 ? std::string("inf") : config::format_size(2 * lo)) + " -> " +
+           std::string(tuning::to_string(e.path)) + "\n";
+  }
+  return out;
 }
 
 }  // namespace mlxa2a::core::info

@@ -20,5 +20,9 @@ std::string render_config_file(const config::Registry& r, const RenderOptions& o
 // A JSON array of objects {name, type, default, value, source, origin, verbosity,
 // scope, description, choices?}.
 std::string render_json(const config::Registry& r, const RenderOptions& o);
+// The decisions in the MLXA2A_TUNE_FILE the registry names, one per line with
+// the size range each covers; empty when no file is set. A file that cannot
+// be read or parsed is described, not hidden.
+std::string render_tune_file(const config::Registry& r);
 
 }  // namespace mlxa2a::core::info

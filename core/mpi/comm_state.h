@@ -12,8 +12,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "core/mpi/team.h"
+#include "core/mpi/tuning.h"
 #include "core/selection.h"
 
 namespace mlxa2a::core::mpi {
@@ -34,11 +36,16 @@ struct CommState {
   // then invalidate every memo. Set and read by calls on this communicator.
   bool memoized = false;
   std::unique_ptr<Team> team;  // intracommunicators; owns the shm engine
+  // Measured selection (MLXA2A_TUNE=auto), made at the first call that tunes;
+  // stays null when the team has nothing to choose (tuning_off then).
+  std::unique_ptr<TeamTuning> tuning;
+  bool tuning_off = false;
   // The signature of the last call the engine ran with plain named types
   // (is_plain_named, core/mpi/shm_path.h) and separate buffers (core/mpi/dispatch.cc). A later call with the same types
   // and counts has the same size, hence the same path on every rank (tuning
-  // table and capabilities do not change once the team is set up), so it goes
-  // straight to the engine. bytes == 0: nothing recorded.
+  // table and capabilities do not change once the team is set up, and a
+  // measured decision is final), so it goes straight to that path.
+  // bytes == 0: nothing recorded.
   struct Repeat {
     MPI_Datatype sendtype{};
     MPI_Datatype recvtype{};
@@ -46,7 +53,9 @@ struct CommState {
     std::int64_t recvcount = 0;
     std::uint64_t bytes = 0;
     const char* reason = nullptr;  // the selection's, for the trace
-    config::tune::Path path = config::tune::Path::Shm;  // Shm or Rdma
+    // The measured decision (pmpi or an engine path); nullopt: the engine's
+    // own choice by size (fixed rules).
+    std::optional<tuning::Candidate> route;
   } repeat;
   // Where this communicator's team and its children's teams derive from:
   // shared with the ancestor's state and its other descendants, which may

@@ -1,5 +1,6 @@
 #include "core/mpi/dispatch.h"
 
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <string>
@@ -8,6 +9,7 @@
 #include "core/mpi/comm_state.h"
 #include "core/mpi/runtime.h"
 #include "core/mpi/shm_path.h"
+#include "core/mpi/tuning.h"
 #include "core/selection.h"
 
 namespace mlxa2a::core::mpi {
@@ -15,6 +17,7 @@ namespace mlxa2a::core::mpi {
 namespace {
 
 using config::tune::Path;
+using tuning::Candidate;
 
 constinit thread_local PathCounts t_counts __attribute__((tls_model("initial-exec")));
 
@@ -81,6 +84,73 @@ bool repeats(const CommState::Repeat& r, const AlltoallArgs& a) {
          a.sendcount == r.sendcount && a.recvcount == r.recvcount && a.sendbuf != MPI_IN_PLACE;
 }
 
+// Contiguous buffers of plain named types: the engine takes them as they are,
+// and a later call with the same signature may repeat the decision.
+bool plain_call(const AlltoallArgs& a, std::uint64_t bytes) {
+  return bytes != 0 && a.sendbuf != MPI_IN_PLACE && is_plain_named(a.recvtype) &&
+         (a.sendtype == a.recvtype || is_plain_named(a.sendtype));
+}
+
+// Serves a call whose path is decided: route pmpi, an engine path, or (nullopt)
+// the engine's own choice by size. plain: plain_call(a, bytes).
+int run_route(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, EngineRoute route,
+              bool trace, const char* reason, bool plain = true) {
+  if (route == Candidate::pmpi) return fall_through(a, trace, bytes, &st, reason);
+  // The hierarchical engine with its leaders over RDMA is traced and counted
+  // as path rdma; every other engine route as shm.
+  const bool rdma = route == Candidate::rdma;
+  ++(rdma ? t_counts.rdma : t_counts.shm);
+  if (trace) trace_call(a, bytes, &st, rdma ? Path::Rdma : Path::Shm, reason);
+  return plain ? shm_alltoall_contiguous(a, *st.team, bytes, route)
+               : shm_alltoall(a, *st.team, bytes, route);
+}
+
+// The engine path the fixed rules take for this size (first in the trials).
+Candidate engine_default(const Team& team, std::uint64_t bytes) {
+  const shm::NodeAlltoall* node = team.node_alltoall();
+  if (!node) return team.caps().rdma ? Candidate::rdma : Candidate::hier;
+  switch (node->path_for(bytes)) {
+    case shm::Path::line: return Candidate::line;
+    case shm::Path::cma: return Candidate::cma;
+    default: return Candidate::copy;
+  }
+}
+
+// A call of a size class MLXA2A_TUNE leaves to auto, on a team with an engine:
+// measured selection (core/mpi/tuning.h). Every rank comes here at the same
+// call. Returns false, having served nothing, when the team has nothing to
+// tune (then the fixed rules decide, alike on every rank).
+bool tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, const Decision& fixed,
+                bool trace, int* rc) {
+  Runtime& rt = Runtime::instance();
+  if (!st.tuning && !st.tuning_off) {
+    st.tuning = TeamTuning::create(*st.team, rt.settings(), rt.world_rank());
+    st.tuning_off = !st.tuning;
+  }
+  if (!st.tuning) return false;
+  const Candidate first = fixed.path == Path::Shm || fixed.path == Path::Rdma
+                              ? engine_default(*st.team, bytes)
+                              : Candidate::pmpi;
+  const TeamTuning::Step step = st.tuning->begin(bytes, first, a.comm);
+  const bool plain = plain_call(a, bytes);
+  if (!step.trial) {
+    if (plain) {
+      st.repeat = {a.sendtype, a.recvtype, a.sendcount, a.recvcount, bytes, step.reason, step.path};
+    }
+    *rc = run_route(a, st, bytes, step.path, trace, step.reason, plain);
+    return true;
+  }
+  ++t_counts.trials;
+  const auto t0 = std::chrono::steady_clock::now();
+  *rc = run_route(a, st, bytes, step.path, trace, step.reason, plain);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (const double agreed = st.tuning->finish_trial(bytes, took, a.comm); agreed >= 0) {
+    ++t_counts.agreements;
+    t_counts.agreement_seconds += agreed;
+  }
+  return true;
+}
+
 int alltoall_impl(const AlltoallArgs& a) {
   Runtime& rt = Runtime::instance();
   State state = rt.state();
@@ -93,14 +163,13 @@ int alltoall_impl(const AlltoallArgs& a) {
                                                       : rt.inactive_reason().c_str());
   }
   const bool trace = rt.trace();
-  // A repeat of the last engine call on this communicator (a loop): same
-  // types and counts, so the same path and size on every rank, traced with
-  // the reason the selection gave then.
+  // A repeat of the last decided call on this communicator (a loop): same
+  // types and counts, so the same size, class and path on every rank (an
+  // engine by the fixed rules, or a measured decision, which is final),
+  // traced with the reason given then.
   if (CommState* st = memoised_comm_state(a.comm); st && repeats(st->repeat, a)) {
     ++st->calls;
-    ++(st->repeat.path == Path::Rdma ? t_counts.rdma : t_counts.shm);
-    if (trace) trace_call(a, st->repeat.bytes, st, st->repeat.path, st->repeat.reason);
-    return shm_alltoall_contiguous(a, *st->team, st->repeat.bytes);
+    return run_route(a, *st, st->repeat.bytes, st->repeat.route, trace, st->repeat.reason);
   }
   if (const char* why = invalid_argument(a)) return fall_through(a, trace, 0, nullptr, why);
 
@@ -133,9 +202,17 @@ int alltoall_impl(const AlltoallArgs& a) {
   if (st->inter) return fall_through(a, trace, bytes, st, "intercommunicator");
   Decision d = select(bytes, tune, st->caps);
   auto engine_path = [](Path p) { return p == Path::Shm || p == Path::Rdma; };
-  if (!engine_path(d.path) || !st->team) return fall_through(a, trace, bytes, st, d.reason);
+  // Measured selection: sizes MLXA2A_TUNE leaves to auto, on teams with an
+  // engine, within the engine's size limit.
+  const bool auto_size = tune.lookup(bytes) == Path::Auto && bytes != 0 && bytes <= INT_MAX &&
+                         rt.settings().tune_samples != 0;
+  auto tunable = [&] { return auto_size && st->team && (st->caps.shm || st->caps.hier); };
+  bool tune_this = tunable();
+  if ((!engine_path(d.path) && !tune_this) || !st->team) {
+    return fall_through(a, trace, bytes, st, d.reason);
+  }
   // A team derived at MPI_Comm_split creates its segment at the first call
-  // that selects shm — the same call on every rank.
+  // that may use it — the same call on every rank.
   if (st->team->setup_pending()) {
     const bool ok = st->team->complete_setup(a.comm);
     // The set-up agreed on the team's capabilities (RDMA may have turned out
@@ -143,19 +220,18 @@ int alltoall_impl(const AlltoallArgs& a) {
     st->caps = st->team->caps();
     if (!ok) return fall_through(a, trace, bytes, st, "shared-memory set-up failed");
     d = select(bytes, tune, st->caps);
-    if (!engine_path(d.path)) return fall_through(a, trace, bytes, st, d.reason);
+    tune_this = tunable();
   }
+  if (int rc = MPI_SUCCESS; tune_this && tuned_call(a, *st, bytes, d, trace, &rc)) return rc;
+  if (!engine_path(d.path)) return fall_through(a, trace, bytes, st, d.reason);
   if (bytes > INT_MAX) {
     return fall_through(a, trace, bytes, st, "bytes per peer above 2 GiB: PMPI");
   }
-  ++(d.path == Path::Rdma ? t_counts.rdma : t_counts.shm);
-  if (trace) trace_call(a, bytes, st, d.path, d.reason);
-  if (bytes != 0 && a.sendbuf != MPI_IN_PLACE && is_plain_named(a.recvtype) &&
-      (a.sendtype == a.recvtype || is_plain_named(a.sendtype))) {
-    st->repeat = {a.sendtype, a.recvtype, a.sendcount, a.recvcount, bytes, d.reason, d.path};
-    return shm_alltoall_contiguous(a, *st->team, bytes);
-  }
-  return shm_alltoall(a, *st->team, bytes);
+  const EngineRoute route =
+      d.path == Path::Rdma ? EngineRoute{Candidate::rdma} : EngineRoute{std::nullopt};
+  const bool plain = plain_call(a, bytes);
+  if (plain) st->repeat = {a.sendtype, a.recvtype, a.sendcount, a.recvcount, bytes, d.reason, route};
+  return run_route(a, *st, bytes, route, trace, d.reason, plain);
 }
 
 }  // namespace

@@ -36,6 +36,11 @@ struct PathCounts {
   std::uint64_t pmpi = 0;
   std::uint64_t shm = 0;
   std::uint64_t rdma = 0;  // hierarchical calls whose leaders exchanged over RDMA
+  // Measured selection (docs/tune.md): trial calls (also counted above by the
+  // path they took), agreements and the time spent in them.
+  std::uint64_t trials = 0;
+  std::uint64_t agreements = 0;
+  double agreement_seconds = 0;
 };
 PathCounts thread_path_counts() noexcept;
 int comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) noexcept;

@@ -14,6 +14,7 @@
 #if MLXA2A_HAVE_VERBS
 #include "core/mlx5/endpoint_pool.h"
 #endif
+#include "core/mpi/tuning.h"
 
 namespace mlxa2a::core::mpi {
 
@@ -174,6 +175,7 @@ void Runtime::after_init() {
   } else if (!settings_.enable) {
     set_inactive("MLXA2A_ENABLE=n");
   } else {
+    if (!settings_.tune_file.empty()) load_tune_file(settings_.tune_file);
     state_.store(State::Active, std::memory_order_release);
   }
   MLXA2A_LOG(Debug, "initialised for %.*s: %s%s", static_cast<int>(kFamily.size()),
@@ -214,6 +216,13 @@ void Runtime::before_finalize() {
                static_cast<unsigned long long>(c.rdma), static_cast<unsigned long long>(r.writes),
                static_cast<unsigned long long>(r.bytes),
                static_cast<unsigned long long>(r.qps_created), r.qps_live, r.mrs_live);
+    log::trace("stats MPI_Alltoall tuning on the finalizing thread: trial calls=%llu "
+               "agreements=%llu agreement time=%.1f us",
+               static_cast<unsigned long long>(c.trials),
+               static_cast<unsigned long long>(c.agreements), c.agreement_seconds * 1e6);
+  }
+  if (state() == State::Active && world_rank_ == 0 && !settings_.tune_file.empty()) {
+    save_tune_file(settings_.tune_file);
   }
   // MPI_COMM_WORLD's state goes now, while every MPI call is still allowed
   // (its team may own a leaders' communicator to free); MPI would delete it

@@ -65,6 +65,11 @@ bool unpack(const char* in, std::uint64_t bytes, int peers, void* base, std::int
   return true;
 }
 
+shm::Status run_engine(Team& team, const char* send, char* recv, std::uint64_t bytes,
+                       EngineRoute route) {
+  return route ? team.run(send, recv, bytes, *route) : team.run(send, recv, bytes);
+}
+
 int report(MPI_Comm comm, const char* what) {
   // The error handler may return (MPI_ERRORS_RETURN) or abort the job.
   MLXA2A_LOG(Error, "MPI_Alltoall through shared memory failed: %s", what);
@@ -115,13 +120,15 @@ bool is_plain_named(MPI_Datatype type) noexcept {
   return l.contiguous && l.offset == 0;
 }
 
-int shm_alltoall_contiguous(const AlltoallArgs& a, Team& team, std::uint64_t bytes) noexcept {
-  const shm::Status st = team.run(static_cast<const char*>(a.sendbuf),
-                                  static_cast<char*>(a.recvbuf), bytes);
+int shm_alltoall_contiguous(const AlltoallArgs& a, Team& team, std::uint64_t bytes,
+                            EngineRoute route) noexcept {
+  const shm::Status st = run_engine(team, static_cast<const char*>(a.sendbuf),
+                                    static_cast<char*>(a.recvbuf), bytes, route);
   return st == shm::Status::ok ? MPI_SUCCESS : report(a.comm, shm::to_string(st));
 }
 
-int shm_alltoall(const AlltoallArgs& a, Team& team, std::uint64_t bytes) noexcept {
+int shm_alltoall(const AlltoallArgs& a, Team& team, std::uint64_t bytes,
+                 EngineRoute route) noexcept {
   // Nothing to move, and an alltoall implies no synchronisation: every rank
   // sees bytes == 0 at this call and returns alike.
   if (bytes == 0) return MPI_SUCCESS;
@@ -161,7 +168,7 @@ int shm_alltoall(const AlltoallArgs& a, Team& team, std::uint64_t bytes) noexcep
     send = tmp;
   }
 
-  if (const shm::Status st = team.run(send, recv, bytes); st != shm::Status::ok) {
+  if (const shm::Status st = run_engine(team, send, recv, bytes, route); st != shm::Status::ok) {
     return report(a.comm, shm::to_string(st));
   }
   if (!rl.contiguous && !unpack(recv, bytes, n, a.recvbuf, a.recvcount, a.recvtype, rl, a.comm)) {

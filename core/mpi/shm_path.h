@@ -21,19 +21,25 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "core/mpi/dispatch.h"
 #include "core/mpi/team.h"
 
 namespace mlxa2a::core::mpi {
 
-int shm_alltoall(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer) noexcept;
+// route: an engine path chosen by measurement (Team::run with a candidate),
+// or nullopt for the engine's own choice by size.
+using EngineRoute = std::optional<tuning::Candidate>;
+
+int shm_alltoall(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer,
+                 EngineRoute route = std::nullopt) noexcept;
 
 // shm_alltoall for a call whose send and receive types are both plain named
 // types (is_plain_named()) and whose sendbuf is not MPI_IN_PLACE: the buffers
 // are the engine's blocks as they are.
-int shm_alltoall_contiguous(const AlltoallArgs& args, Team& team,
-                            std::uint64_t bytes_per_peer) noexcept;
+int shm_alltoall_contiguous(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer,
+                            EngineRoute route = std::nullopt) noexcept;
 
 // The size of one element of a predefined datatype that is a single
 // contiguous C scalar (MPI_BYTE, MPI_INT, MPI_DOUBLE, ...; not the pair types,

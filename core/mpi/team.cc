@@ -72,6 +72,33 @@ shm::Status Team::run(const char* send, char* recv, std::size_t bytes) noexcept 
   return shm::Status::broken;  // no engine: selection never sends a call here
 }
 
+shm::Status Team::run(const char* send, char* recv, std::size_t bytes,
+                      tuning::Candidate path) noexcept {
+  using tuning::Candidate;
+  if (shm_ && (path == Candidate::line || path == Candidate::copy || path == Candidate::cma)) {
+    const shm::Path p = path == Candidate::line   ? shm::Path::line
+                        : path == Candidate::copy ? shm::Path::copy
+                                                  : shm::Path::cma;
+    return shm_->run(send, recv, bytes, p);
+  }
+  // hier and rdma: the hierarchical engine, whose leaders use the transport
+  // agreed at set-up (caps().rdma says which).
+  return run(send, recv, bytes);
+}
+
+int Team::ranks_per_node() const noexcept {
+  // Node ids name a node's first rank, so a node's members count its id.
+  try {
+    std::vector<int> members(node_ids_.size(), 0);
+    for (int id : node_ids_) {
+      if (id >= 0 && static_cast<std::size_t>(id) < members.size()) ++members[id];
+    }
+    return members.empty() ? 0 : *std::max_element(members.begin(), members.end());
+  } catch (...) {
+    return 0;  // allocation only; the layout then matches no tune-file entry
+  }
+}
+
 void Team::abandon() noexcept {
   if (shm_) shm_->abandon();
   if (hier_) hier_->abandon();

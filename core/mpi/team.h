@@ -45,6 +45,7 @@
 #include "core/hier/hier_alltoall.h"
 #include "core/selection.h"
 #include "core/shm/node_alltoall.h"
+#include "core/tune/candidate.h"
 
 namespace mlxa2a::core::mpi {
 
@@ -82,11 +83,18 @@ class Team {
   bool oversubscribed() const { return oversubscribed_; }
   // Why the leaders do not exchange over RDMA ("" when they do).
   const std::string& rdma_why() const { return rdma_why_; }
+  // Ranks on the team's largest node (0 when the node map is unknown).
+  int ranks_per_node() const noexcept;
 
   // One alltoall through this team's engine (see NodeAlltoall::run and
   // HierAlltoall::run): contiguous buffers of size() blocks of bytes_per_peer,
   // not overlapping. Collective; only when caps().shm or caps().hier.
   [[nodiscard]] shm::Status run(const char* send, char* recv, std::size_t bytes_per_peer) noexcept;
+  // run() through one engine path (measured selection, docs/tune.md): line,
+  // copy or cma on the single-node engine, hier on the hierarchical one. Every
+  // rank must pass the same candidate; one the team cannot take runs as run().
+  [[nodiscard]] shm::Status run(const char* send, char* recv, std::size_t bytes_per_peer,
+                                tuning::Candidate path) noexcept;
   // For a rank that cannot take part in a run() its peers have entered.
   void abandon() noexcept;
 

@@ -64,14 +64,17 @@ Status NodeAlltoall::setup(Bootstrap& boot, const Options& opt) {
                               : opt.oversubscribed ? opt.cma_threshold_oversubscribed
                                                    : opt.cma_threshold;
   req.params[kLineMode] = opt.line_mode ? 1 : 0;
-  req.probe_cma = req.params[kCmaThreshold] != 0;
+  // Probed whatever the threshold says: measured selection may pick CMA at
+  // any size (docs/tune.md).
+  req.probe_cma = n_ > 1;
   req.user_bytes = user_bytes;
   const Status st = NodeSegment::create(boot, opt, req, seg_);
   if (st != Status::ok) return st;
 
   max_bytes_ = SIZE_MAX / static_cast<std::size_t>(n_);  // no division on the hot path
   capacity_ = seg_.params()[kSlotCapacity];
-  cma_threshold_ = seg_.cma_usable() ? seg_.params()[kCmaThreshold] : 0;
+  cma_usable_ = seg_.cma_usable();
+  cma_threshold_ = cma_usable_ ? seg_.params()[kCmaThreshold] : 0;
   const layout::AlltoallGeometry g = layout::alltoall_geometry(static_cast<std::size_t>(n_), capacity_);
   char* user = seg_.user();
   // A writer's line-mode stream holds its n - 1 outgoing blocks, and a block
@@ -108,7 +111,21 @@ Path NodeAlltoall::path_for(std::size_t bytes_per_peer) const noexcept {
   return Path::copy;
 }
 
+bool NodeAlltoall::can_take(Path path, std::size_t bytes) const noexcept {
+  switch (path) {
+    case Path::local: return n_ == 1 || bytes == 0;
+    case Path::line: return n_ > 1 && bytes <= line_max_;
+    case Path::copy: return n_ > 1;
+    case Path::cma: return n_ > 1 && cma_usable_;
+  }
+  return false;
+}
+
 Status NodeAlltoall::run(const void* send, void* recv, std::size_t bytes) noexcept {
+  return run(send, recv, bytes, path_for(bytes));
+}
+
+Status NodeAlltoall::run(const void* send, void* recv, std::size_t bytes, Path path) noexcept {
   if (broken_) return Status::broken;
   if (bytes == 0) return Status::ok;  // every rank returns here: no sync needed
   if (send == nullptr || recv == nullptr) return Status::invalid_argument;
@@ -119,7 +136,7 @@ Status NodeAlltoall::run(const void* send, void* recv, std::size_t bytes) noexce
     std::memcpy(r, s, bytes);
     return Status::ok;
   }
-  const Path path = path_for(bytes);
+  if (!can_take(path, bytes)) path = path_for(bytes);
   const Status st = path == Path::line ? run_lines(s, r, bytes)
                     : path == Path::cma ? run_cma(s, r, bytes)
                                         : run_copy(s, r, bytes);

@@ -53,6 +53,16 @@ class NodeAlltoall {
   NodeAlltoall& operator=(const NodeAlltoall&) = delete;
 
   [[nodiscard]] Status run(const void* send, void* recv, std::size_t bytes_per_peer) noexcept;
+  // run() through a given path instead of path_for(bytes_per_peer) (measured
+  // selection, docs/tune.md). Every local rank must pass the same path. A
+  // path this instance cannot take for the size (!can_take) runs as
+  // path_for(bytes_per_peer), alike on every rank.
+  [[nodiscard]] Status run(const void* send, void* recv, std::size_t bytes_per_peer,
+                           Path path) noexcept;
+  // Whether run() can serve bytes_per_peer through path (identical on all
+  // local ranks): line up to line_max(), cma when every rank can read every
+  // peer, copy always (n > 1).
+  bool can_take(Path path, std::size_t bytes_per_peer) const noexcept;
 
   // For a caller that cannot take part in a run() its peers have entered (it
   // could not prepare its buffers): marks this instance broken and sets the
@@ -66,6 +76,9 @@ class NodeAlltoall {
   int local_rank() const noexcept { return me_; }
   int local_size() const noexcept { return n_; }
   bool cma_enabled() const noexcept { return cma_threshold_ != 0; }
+  // CMA works between every pair of local ranks (probed at creation), whether
+  // or not path_for() ever picks it.
+  bool cma_usable() const noexcept { return cma_usable_; }
   // Largest bytes_per_peer served in line mode (0: line mode off).
   std::size_t line_max() const noexcept { return line_max_; }
   std::size_t slot_capacity() const noexcept { return capacity_; }
@@ -93,6 +106,7 @@ class NodeAlltoall {
   std::size_t capacity_ = 0;        // data bytes per slot
   std::size_t max_bytes_ = 0;       // largest bytes_per_peer with no overflow
   std::size_t cma_threshold_ = 0;   // 0 = CMA off (agreed at creation)
+  bool cma_usable_ = false;         // probe passed on every rank (agreed)
   std::uint64_t seq_ = 0;           // calls/rounds done; equal on all ranks
   bool broken_ = false;
   std::size_t line_max_ = 0;        // largest bytes_per_peer served in line mode

@@ -44,12 +44,14 @@ MrHit mr_lookup(wire::MrTable* t, uint32_t key, uint32_t pd, uint64_t addr, uint
   uint32_t slot = key >> 8;
   if (!t || slot == 0 || slot >= t->capacity) return h;
   SharedLock lk(&t->mu);
-  const wire::MrEntry& e = t->entries()[slot];
+  wire::MrEntry& e = t->entries()[slot];
+  // An MR whose registrant (an importer of the PD) died resolves to nothing.
+  if (reap_if_dead_locked(t, e)) return h;
   if (e.key == key && e.pd_id == pd && addr >= e.iova && len <= e.length &&
       addr - e.iova <= e.length - len && (e.access & need) == need) {
     h.ok = true;
     h.va = e.addr + (addr - e.iova);
-    h.pin = {t->owner_pid, e.key, e.addr};
+    h.pin = {mem_pid_of(t, e), e.key, e.addr};
   }
   return h;
 }
@@ -82,10 +84,9 @@ class Executor {
   // The local gather/scatter list, translated through the QP's MRs; false if
   // an SGE is not inside an MR of the QP's PD with `need` access.
   bool local_side(SendWr& w, unsigned need, Side* out);
-  // Moves the bytes with the fake's DMA (placement.h) between the memories of
-  // the owners of two MR tables (nullptr: this process, e.g. inline data or a
-  // staging buffer) and accounts for accesses to remapped pages.
-  bool dma(const Side& src, wire::MrTable* src_t, const Side& dst, wire::MrTable* dst_t);
+  // A WRITE's data movement: a failure to read the local side is the
+  // requester's (LOC_PROT_ERR), to write the remote side the responder's.
+  Outcome write_data(const Side& src, const Side& dst);
   Outcome send(SendWr& w, const Side& src, uint64_t len);
   Outcome write_imm(SendWr& w, const Side& src, const Side& dst, uint64_t len);
 
@@ -93,7 +94,6 @@ class Executor {
   wire::QpShared* peer_ = nullptr;
   wire::CqRing* peer_cq_ = nullptr;
   wire::MrTable* peer_mr_ = nullptr;
-  wire::MrTable* local_table_ = nullptr;  // the QP's PD's table (nullptr for inline)
 };
 
 // Finds the peer named by the QP's RTR attributes; false if it does not
@@ -129,12 +129,11 @@ bool Executor::local_side(SendWr& w, unsigned need, Side* out) {
       out->iov.push_back({w.inline_data.data(), w.inline_data.size()});
       out->pins.push_back({});
     }
-    local_table_ = nullptr;
     return true;
   }
-  // An imported PD's MRs are in its owner's table and memory (import.cc).
+  // An imported PD's MRs are in its owner's table (import.cc); each MR's
+  // memory is its registrant's, so one gather list may span processes.
   wire::MrTable* own = qp_.pd->mr_table();
-  local_table_ = own;
   for (const ibv_sge& s : w.sge) {
     if (!s.length) continue;
     MrHit h = mr_lookup(own, s.lkey, qp_.pd->id, s.addr, s.length, need);
@@ -150,52 +149,14 @@ bool Executor::local_side(SendWr& w, unsigned need, Side* out) {
   return true;
 }
 
-void count_stale(wire::MrTable* t, bool wrote, uint64_t bytes) {
-  if (!t) return;
-  SharedLock lk(&t->mu);
-  (wrote ? t->stale_writes : t->stale_reads)++;
-  t->stale_bytes += bytes;
-}
-
-bool Executor::dma(const Side& src, wire::MrTable* src_t, const Side& dst,
-                   wire::MrTable* dst_t) {
-  const pid_t self = getpid();
-  const pid_t src_pid = src_t ? src_t->owner_pid : self;
-  const pid_t dst_pid = dst_t ? dst_t->owner_pid : self;
-  PlaceStats st, st2;
-  bool ok;
-  if (src_pid == self) {
-    ok = place(dst_pid, src, dst, true, &qp_.rng, &st);
-  } else if (dst_pid == self) {
-    ok = place(src_pid, src, dst, false, &qp_.rng, &st);
-  } else {
-    // Neither side here (a QP on an imported PD sending from its owner's
-    // memory): the HCA's two hops, through a staging buffer.
-    uint64_t len = 0;
-    for (const iovec& v : src.iov) len += v.iov_len;
-    std::vector<uint8_t> staging(len);
-    Side mid;
-    if (len) mid.iov.push_back({staging.data(), size_t(len)});
-    mid.pins.resize(mid.iov.size());
-    ok = place(src_pid, src, mid, false, nullptr, &st2) && place(dst_pid, mid, dst, true, &qp_.rng, &st);
-    st.stale_src_bytes = st2.stale_src_bytes;
+Outcome Executor::write_data(const Side& src, const Side& dst) {
+  Outcome o;
+  switch (dma(src, dst, &qp_.rng, qp_.qpn())) {
+    case DmaFail::kNone: break;
+    case DmaFail::kSrc: o.status = IBV_WC_LOC_PROT_ERR; break;
+    case DmaFail::kDst: return responder_fault(IBV_WC_REM_ACCESS_ERR);
   }
-  if (!ok) return false;
-  if (st.stale_dst_bytes | st.stale_src_bytes) {
-    if (st.stale_dst_bytes) count_stale(dst_t, true, st.stale_dst_bytes);
-    if (st.stale_src_bytes) count_stale(src_t, false, st.stale_src_bytes);
-    log_error("QP 0x%x: stale registration: %llu bytes written into and %llu bytes read from "
-              "pages remapped since ibv_reg_mr (pid %d); a real HCA uses the old pinned pages, "
-              "so the application loses them", qp_.qpn(),
-              (unsigned long long)st.stale_dst_bytes, (unsigned long long)st.stale_src_bytes,
-              int(st.stale_dst_bytes ? dst_pid : src_pid));
-    if (stale_aborts()) {
-      fprintf(stderr, "fakeverbs: FAKEVERBS_STALE=abort: aborting (FAKEVERBS_SEED=%llu)\n",
-              (unsigned long long)hca::seed());
-      abort();
-    }
-  }
-  return true;
+  return o;
 }
 
 Outcome Executor::run(SendWr& w) {
@@ -220,7 +181,6 @@ Outcome Executor::run(SendWr& w) {
     o.wait = true;
     return o;
   }
-  const pid_t pid = peer_mr_->owner_pid;  // whose memory the responder's MRs are
   uint32_t need = 0;
   switch (w.opcode) {
     case IBV_WR_SEND:
@@ -266,22 +226,20 @@ Outcome Executor::run(SendWr& w) {
     remote.pins.push_back(h.pin);
   }
   if (w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) return write_imm(w, local, remote, len);
-  if (w.opcode == IBV_WR_RDMA_WRITE) {
-    if (!dma(local, local_table_, remote, peer_mr_)) return responder_fault(IBV_WC_REM_ACCESS_ERR);
-    return o;
-  }
+  if (w.opcode == IBV_WR_RDMA_WRITE) return write_data(local, remote);
   if (w.opcode == IBV_WR_RDMA_READ) {
     o.response.resize(len);
     Side staging;
     if (len) staging.iov.push_back({o.response.data(), size_t(len)});
     staging.pins.resize(staging.iov.size());
-    if (!dma(remote, peer_mr_, staging, nullptr)) return responder_fault(IBV_WC_REM_ACCESS_ERR);
+    if (dma(remote, staging, nullptr, qp_.qpn()) != DmaFail::kNone)
+      return responder_fault(IBV_WC_REM_ACCESS_ERR);
     o.local = std::move(local);
-    o.local_table = local_table_;
     o.byte_len = uint32_t(len);
     return o;
   }
   // Atomics: serialised per target process, read-modify-write of 8 bytes.
+  const pid_t pid = h.pin.pid;  // whose memory the MR is (the PD owner's or an importer's)
   uint64_t old = 0, val;
   iovec lo{&old, 8}, ro{reinterpret_cast<void*>(uintptr_t(h.va)), 8};
   {
@@ -296,7 +254,6 @@ Outcome Executor::run(SendWr& w) {
   o.response.resize(8);
   memcpy(o.response.data(), &old, 8);
   o.local = std::move(local);
-  o.local_table = local_table_;
   o.byte_len = 8;
   return o;
 }
@@ -310,7 +267,7 @@ Outcome Executor::write_imm(SendWr& w, const Side& src, const Side& dst, uint64_
       return o;
     }
   }
-  if (!dma(src, local_table_, dst, peer_mr_)) return responder_fault(IBV_WC_REM_ACCESS_ERR);
+  if (Outcome d = write_data(src, dst); d.status != IBV_WC_SUCCESS) return d;
   // Data first, then the completion: the receiver can trust its buffer
   // once it has polled IBV_WC_RECV_RDMA_WITH_IMM (man ibv_post_send: the
   // immediate "is delivered after the data").
@@ -361,7 +318,7 @@ Outcome Executor::send(SendWr& w, const Side& src, uint64_t len) {
     room += take;
   }
   if (recv_status == IBV_WC_SUCCESS && room < len) recv_status = IBV_WC_LOC_LEN_ERR;
-  if (recv_status == IBV_WC_SUCCESS && !dma(src, local_table_, dst, peer_mr_))
+  if (recv_status == IBV_WC_SUCCESS && dma(src, dst, &qp_.rng, qp_.qpn()) != DmaFail::kNone)
     recv_status = IBV_WC_LOC_PROT_ERR;
   peer_->rq_head++;
   e.status = recv_status;
@@ -400,19 +357,7 @@ void place_response(Qp& qp, Outcome& o) {
   Side src;
   src.iov.push_back({o.response.data(), o.response.size()});
   src.pins.resize(1);
-  PlaceStats st;
-  const pid_t into = o.local_table ? o.local_table->owner_pid : getpid();
-  if (!place(into, src, o.local, true, &qp.rng, &st)) {
-    o.status = IBV_WC_LOC_PROT_ERR;
-    return;
-  }
-  if (st.stale_dst_bytes) {
-    count_stale(o.local_table, true, st.stale_dst_bytes);
-    log_error("QP 0x%x: READ/atomic response of %llu bytes into pages remapped since "
-              "ibv_reg_mr: lost, as on hardware", qp.qpn(),
-              (unsigned long long)st.stale_dst_bytes);
-    if (stale_aborts()) abort();
-  }
+  if (dma(src, o.local, &qp.rng, qp.qpn()) != DmaFail::kNone) o.status = IBV_WC_LOC_PROT_ERR;
 }
 
 }  // namespace fakeverbs

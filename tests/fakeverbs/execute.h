@@ -31,8 +31,17 @@ struct Outcome {
   // the fence indicator).
   std::vector<uint8_t> response;
   Side local;
-  wire::MrTable* local_table = nullptr;  // whose memory `local` is in
 };
+
+// The fake HCA's DMA (dma.cc): moves the bytes of `src` to `dst`, each iovec
+// in the memory of the process its PinnedRange names (pid 0: this process),
+// so either side may span processes -- a gather list over MRs that several
+// registrants put on one shared PD.  Accesses to pages remapped since their
+// registration are counted in the MR table of the memory's process and
+// logged (`qpn` names the QP); FAKEVERBS_STALE=abort aborts.  Returns the
+// side a system call could not reach (its process gone or unmapped memory).
+enum class DmaFail { kNone, kSrc, kDst };
+DmaFail dma(const Side& src, const Side& dst, uint64_t* rng, uint32_t qpn);
 
 // Executes `w` now.  Outcome::wait: it cannot yet (peer not reachable, or
 // RNR); nothing happened, try again later.

@@ -10,7 +10,9 @@
 // their keys, and peers writing to that QP reach the owner's memory -- what a
 // shared PD on one HCA does.  The owner keeps the objects: only it can
 // deregister or deallocate them; importers release theirs with
-// ibv_unimport_*.  Not modelled: ibv_reg_mr by an importer on the shared PD.
+// ibv_unimport_*.  An importer may register its own memory on the shared PD
+// (pd_mr.cc): the MR goes into the owner's table with the importer as its
+// memory's process, so every QP on the PD resolves its key.
 #include <unistd.h>
 
 #include <cstring>
@@ -78,11 +80,21 @@ FV_EXPORT void ibv_unimport_pd(ibv_pd* p) {
     log_error("ibv_unimport_pd: not an imported PD (ignored)");
     return;
   }
-  if (pd->children.load() != 0)
-    log_error("ibv_unimport_pd: %d MRs/QPs still use the PD (they leak)", pd->children.load());
+  // ibv_unimport_pd only releases the process's handle (man ibv_import_pd):
+  // MRs and QPs created through it stay valid, and they use the owner's
+  // table through this object, so it lives until the last of them goes.
+  pd->unimported = true;
+  pd->children++;
+  pd_child_gone(pd);
+}
+
+namespace fakeverbs {
+void pd_child_gone(Pd* pd) {
+  if (--pd->children != 0 || !pd->unimported) return;
   pd->ctx->children--;
   delete pd;
 }
+}  // namespace fakeverbs
 
 FV_EXPORT ibv_mr* ibv_import_mr(ibv_pd* p, uint32_t mr_handle) {
   Pd* pd = owner_of<Pd>(p);
@@ -123,6 +135,7 @@ FV_EXPORT void ibv_unimport_mr(ibv_mr* m) {
     log_error("ibv_unimport_mr: not an imported MR (ignored)");
     return;
   }
-  mr->pd->children--;
+  Pd* pd = mr->pd;
   delete mr;
+  pd_child_gone(pd);
 }

@@ -22,6 +22,7 @@
 
 #include "common.h"
 #include "config.h"
+#include "mr_table.h"
 #include "rendezvous.h"
 #include "wire.h"
 
@@ -58,6 +59,9 @@ struct Pd {
   // Imported from another process (ibv_import_pd): its MRs live in that
   // process's table and memory.
   bool imported = false;
+  // ibv_unimport_pd while MRs/QPs of ours still use it: freed with the last
+  // of them (pd_child_gone), since those keep using the owner's table.
+  bool unimported = false;
   MappedFile owner_table;
   // The MR table of the PD's memory: the owner's (imported) or ours.
   wire::MrTable* mr_table();
@@ -66,10 +70,12 @@ struct Pd {
 struct Mr {
   Shell<ibv_mr, Mr> shell{};
   Pd* pd = nullptr;
-  uint32_t slot = 0;           // index in this process's MR table
+  uint32_t slot = 0;           // index in the PD's MR table (the owner's if imported)
   bool imported = false;       // ibv_import_mr: released by ibv_unimport_mr
-  std::atomic<int> in_flight{0};  // posted WRs that still reference it
 };
+
+// An MR or QP of `pd` is gone: frees an unimported PD with its last child.
+void pd_child_gone(Pd* pd);
 
 // A completion channel: events of armed CQs, in order (channel.cc).
 struct Channel {
@@ -113,7 +119,7 @@ struct SendWr {
   uint64_t not_before_ns = 0;   // fault delay
   uint64_t first_try_ns = 0;    // for retry / RNR deadlines
   int forced_status = -1;       // fault-injected completion status
-  std::vector<Mr*> pinned;      // local MRs referenced (dereg guard)
+  std::vector<MrRef> pinned;    // local MRs referenced (dereg guard)
   uint64_t total_len() const;
 };
 
@@ -152,11 +158,11 @@ struct Qp {
   struct RetireGroup {
     uint32_t seq;
     uint32_t count;
-    std::vector<Mr*> pins;
+    std::vector<MrRef> pins;
   };
   std::atomic<uint32_t> sq_used{0};  // posted and not yet retired by a poll
   uint32_t open_count = 0;           // executed WRs since the last CQE
-  std::vector<Mr*> open_pins;        // their pins
+  std::vector<MrRef> open_pins;      // their pins
   std::deque<RetireGroup> groups;
   uint32_t next_seq = 1;
 
@@ -175,8 +181,6 @@ struct Qp {
 
 // Process-wide MR table (pd_mr.cc).
 wire::MrTable* own_mr_table();
-// Local key lookup; the result is valid while the MR is registered.
-Mr* find_local_mr(uint32_t lkey);
 
 // CQ ring primitive (cq.cc): appends under the ring mutex.  Returns false
 // if the ring is full: the CQE is lost and the ring marked overflowed, as a

@@ -1,8 +1,11 @@
 // fakeverbs: protection domains and memory registration.
 //
-// All MRs of a process live in one shared table ("<pid>.mr") so that a peer
-// executing an RDMA operation can check the rkey, range, PD and access flags
-// exactly where an HCA's responder would.  Keys are (slot << 8 | tag) with a
+// The MRs of a process's PDs live in one shared table ("<pid>.mr") so that a
+// peer executing an RDMA operation can check the rkey, range, PD and access
+// flags exactly where an HCA's responder would.  A process that imported
+// another's PD registers its own memory into the owner's table (the entry's
+// mem_pid names it; mr_table.h); its pinning and RLIMIT_MEMLOCK accounting
+// are its own.  Keys are (slot << 8 | tag) with a
 // random slot and a random 8-bit tag (mlx5's key variant), so two processes
 // registering the same buffers in the same order get different keys, and a
 // stale key of a deregistered MR does not match a later MR in the same slot.
@@ -31,7 +34,7 @@ struct Registry {
   pid_t pid = 0;
   MappedFile file;
   wire::MrTable* table = nullptr;
-  std::unordered_map<uint32_t, Mr*> by_key;
+  std::unordered_map<uint32_t, Mr*> by_key;  // every MR this process registered
   uint64_t key_rng = hca::stream_seed(0x4b455900000000ull | uint64_t(getpid()));
   uint64_t pinned_bytes = 0;  // page-rounded, against RLIMIT_MEMLOCK
   uint32_t next_pd = 1;
@@ -90,13 +93,6 @@ uint64_t pinned_size(const void* addr, size_t len) {
 wire::MrTable* own_mr_table() {
   std::lock_guard<std::mutex> g(g_mu);
   return table_locked(registry());
-}
-
-Mr* find_local_mr(uint32_t lkey) {
-  std::lock_guard<std::mutex> g(g_mu);
-  Registry& r = registry();
-  auto it = r.by_key.find(lkey);
-  return it == r.by_key.end() ? nullptr : it->second;
 }
 
 // Random, so that a PD imported by another process (whose own PDs share the
@@ -182,14 +178,6 @@ FV_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* p, void* addr, size_t length, uint64_
     errno = EINVAL;
     return nullptr;
   }
-  if (pd->imported) {
-    // The fake keeps a process's MRs in its own table; MRs of a shared PD are
-    // registered by the PD's owner and imported (ibv_import_mr).
-    log_error("ibv_reg_mr on an imported PD is not modelled by fakeverbs: register in the "
-              "owner process and ibv_import_mr (EOPNOTSUPP)");
-    errno = EOPNOTSUPP;
-    return nullptr;
-  }
   if (fault::fail_reg_mr()) {
     log_error("FAKEVERBS_FAULT: failing ibv_reg_mr of %zu bytes (ENOMEM)", length);
     errno = ENOMEM;
@@ -211,8 +199,13 @@ FV_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* p, void* addr, size_t length, uint64_
     errno = ENOMEM;
     return nullptr;
   }
-  wire::MrTable* t = table_locked(r);
-  if (!t) {
+  // Our own table exists even when the MR goes into a PD owner's: it holds
+  // the stale-access counters of this process's memory.
+  wire::MrTable* own = table_locked(r);
+  // The PD's table: ours, or the owner's for an imported PD -- there every
+  // QP on the PD, and every peer writing to one, resolves the key.
+  wire::MrTable* t = pd->imported ? pd->mr_table() : own;
+  if (!t || !own) {
     errno = ENOMEM;
     return nullptr;
   }
@@ -220,40 +213,54 @@ FV_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* p, void* addr, size_t length, uint64_
   uint32_t key;
   {
     SharedLock lk(&t->mu);
-    // Random free slot (slot 0 unused so that key 0 never names an MR).
+    // Random free slot (slot 0 unused so that key 0 never names an MR),
+    // reserved (pd_id 0: no lookup matches it) because importers of the
+    // PD allocate in the same table.  The key is also new to this process,
+    // which names its pin records by key.
     const uint32_t start = 1 + uint32_t(next_random(r.key_rng) % (t->capacity - 1));
     slot = start;
-    while (t->entries()[slot].key != 0) {
+    for (;;) {
+      wire::MrEntry& e = t->entries()[slot];
+      reap_if_dead_locked(t, e);
+      if (e.key == 0) {
+        uint32_t tag = uint32_t(next_random(r.key_rng) & 0xff);
+        if (tag == 0 || tag == e.last_tag)
+          tag = (e.last_tag + 1) & 0xff ? (e.last_tag + 1) & 0xff : 1;
+        key = (slot << 8) | tag;
+        if (!r.by_key.count(key)) break;
+      }
       slot = slot + 1 == t->capacity ? 1 : slot + 1;
       if (slot == start) {
+        log_error("ibv_reg_mr: MR table of process %d full (%u MRs) (ENOMEM)",
+                  int(t->owner_pid), t->capacity - 1);
         errno = ENOMEM;
         return nullptr;
       }
     }
     wire::MrEntry& e = t->entries()[slot];
-    uint32_t tag = uint32_t(next_random(r.key_rng) & 0xff);
-    if (tag == 0 || tag == e.pad) tag = (e.pad + 1) & 0xff ? (e.pad + 1) & 0xff : 1;
-    key = (slot << 8) | tag;
+    e.key = key;
+    e.pd_id = 0;
+    e.mem_pid = getpid();
   }
   // Fault the pages in and record them (outside the table lock: it may take
-  // a while for a large MR).  The slot is still free; nobody else takes it
-  // because registrations of this process hold g_mu.
+  // a while for a large MR).
   if (!pin_pages(key, addr, length, access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                               IBV_ACCESS_REMOTE_ATOMIC))) {
     log_error("ibv_reg_mr: cannot fault in [%p, +%zu) %s (EFAULT)", addr, length,
               strerror(errno));
+    SharedLock lk(&t->mu);
+    clear_entry_locked(t->entries()[slot]);
     errno = EFAULT;
     return nullptr;
   }
   {
     SharedLock lk(&t->mu);
     wire::MrEntry& e = t->entries()[slot];
-    e.pd_id = pd->id;
     e.addr = uintptr_t(addr);
     e.iova = iova;
     e.length = length;
     e.access = access;
-    e.key = key;
+    e.pd_id = pd->id;  // visible from here on
   }
   r.pinned_bytes += pin_len;
   auto* mr = new Mr;
@@ -285,32 +292,35 @@ FV_EXPORT int ibv_dereg_mr(ibv_mr* m) {
   Mr* mr = owner_of<Mr>(m);
   if (!mr) return fail(EINVAL);
   if (mr->imported) {
-    log_error("ibv_dereg_mr of an imported MR (lkey 0x%x): the fake lets only its owner "
+    log_error("ibv_dereg_mr of an imported MR (lkey 0x%x): the fake lets only its registrant "
               "deregister it; release the import with ibv_unimport_mr (EINVAL)", m->lkey);
     return fail(EINVAL);
   }
-  // On hardware, deregistering memory a posted operation still uses makes
-  // that operation fail (or corrupt memory on the peer's view); the fake
-  // catches it at the call so the bug is found where it is made.
-  if (int n = mr->in_flight.load(); n != 0) {
-    log_error("ibv_dereg_mr: MR lkey 0x%x still used by %d posted work request(s) "
-              "not yet completed and polled (EBUSY)", m->lkey, n);
-    return fail(EBUSY);
-  }
   std::lock_guard<std::mutex> g(g_mu);
   Registry& r = registry();
-  if (r.table) {
-    SharedLock lk(&r.table->mu);
-    wire::MrEntry& e = r.table->entries()[mr->slot];
-    const uint32_t last_tag = e.key & 0xff;
-    memset(&e, 0, sizeof e);
-    e.pad = last_tag;  // the next key in this slot gets another tag
+  // (Pd::mr_table() would take g_mu for our own table.)
+  if (wire::MrTable* t = mr->pd->imported ? mr->pd->mr_table() : r.table) {
+    SharedLock lk(&t->mu);
+    wire::MrEntry& e = t->entries()[mr->slot];
+    // On hardware, deregistering memory a posted operation still uses makes
+    // that operation fail (or corrupt memory on the peer's view); the fake
+    // catches it at the call so the bug is found where it is made.  The
+    // count covers WRs posted by any live process on the PD (mr_table.h).
+    if (e.key == m->lkey) {
+      if (uint32_t n = mr_wrs_locked(e); n != 0) {
+        log_error("ibv_dereg_mr: MR lkey 0x%x still used by %u posted work request(s) "
+                  "not yet completed and polled (EBUSY)", m->lkey, n);
+        return fail(EBUSY);
+      }
+      clear_entry_locked(e);  // the next key in this slot gets another tag
+    }
   }
   unpin_pages(m->lkey);
   const uint64_t pin_len = pinned_size(m->addr, m->length);
   r.pinned_bytes -= std::min(r.pinned_bytes, pin_len);
   r.by_key.erase(m->lkey);
-  mr->pd->children--;
+  Pd* pd = mr->pd;
   delete mr;
+  pd_child_gone(pd);
   return 0;
 }

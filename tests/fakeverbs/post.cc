@@ -20,8 +20,8 @@
 
 namespace fakeverbs {
 
-void release_pins(std::vector<Mr*>& pins) {
-  for (Mr* m : pins) m->in_flight--;
+void release_pins(std::vector<MrRef>& pins) {
+  for (const MrRef& r : pins) mr_unuse(r);
   pins.clear();
 }
 
@@ -65,7 +65,7 @@ bool budget_left(const Qp& qp, const SendWr& w, bool rnr, uint32_t peer_rnr_time
 // Caller holds qp.mu.
 void complete(Qp& qp, SendWr& w, ibv_wc_status st, uint32_t byte_len) {
   qp.open_count++;
-  for (Mr* m : w.pinned) qp.open_pins.push_back(m);
+  for (const MrRef& r : w.pinned) qp.open_pins.push_back(r);
   w.pinned.clear();
   const bool signaled = qp.sq_sig_all || (w.flags & IBV_SEND_SIGNALED);
   if (st == IBV_WC_SUCCESS && !signaled) return;  // errors always complete

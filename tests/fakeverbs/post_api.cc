@@ -11,7 +11,6 @@
 
 namespace fakeverbs {
 
-void release_pins(std::vector<Mr*>& pins);  // post.cc
 
 namespace {
 
@@ -111,10 +110,9 @@ int post_send_op(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
         w.inline_data.insert(w.inline_data.end(), p, p + s.length);
       } else {
         w.sge.push_back(s);
-        if (Mr* m = find_local_mr(s.lkey)) {
-          m->in_flight++;
-          w.pinned.push_back(m);
-        }
+        // Counted in the MR's entry (the PD's table), so that its
+        // registrant's ibv_dereg_mr sees this WR whichever process posted it.
+        if (MrRef r; mr_use(qp->pd->mr_table(), s.lkey, qp->pd->id, &r)) w.pinned.push_back(r);
       }
     }
     // Due time: posting time plus the QP's jitter (and any injected delay),

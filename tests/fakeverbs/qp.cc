@@ -11,7 +11,7 @@
 namespace fakeverbs {
 
 bool port_gid(const DeviceSpec& d, int index, ibv_gid* gid, ibv_gid_type* type);  // device.cc
-void release_pins(std::vector<Mr*>& pins);                                          // post.cc
+void release_pins(std::vector<MrRef>& pins);                                         // post.cc
 
 ibv_qp_state Qp::state() const {
   SharedLock lk(&sh->mu);
@@ -328,10 +328,11 @@ FV_EXPORT int ibv_destroy_qp(ibv_qp* q) {
   drop_executed(*qp);
   for (auto& grp : qp->groups) release_pins(grp.pins);
   release_pins(qp->open_pins);
-  qp->pd->children--;
+  Pd* pd = qp->pd;
   qp->send_cq->users--;
   qp->recv_cq->users--;
   qp->ctx->children--;
   delete qp;
+  pd_child_gone(pd);
   return 0;
 }

@@ -90,14 +90,28 @@ struct QpShared {
   }
 };
 
+// Posted, uncompleted WRs of one process that reference an MR (the
+// ibv_dereg_mr guard), under the table mutex.  Per process, so that the
+// WRs of a process that died stop counting.
+struct MrUse {
+  pid_t pid;       // 0 = free
+  uint32_t wrs;
+};
+
 struct MrEntry {
   uint32_t key;     // lkey == rkey; 0 = free slot
-  uint32_t pd_id;
-  uint64_t addr;    // virtual address of the first byte
+  uint32_t pd_id;   // 0 while the slot is reserved by a registration in progress
+  uint64_t addr;    // virtual address of the first byte, in mem_pid's memory
   uint64_t iova;    // address work requests use for it (= addr unless ibv_reg_mr_iova)
   uint64_t length;
   uint32_t access;  // ibv_access_flags
+  uint32_t last_tag;  // tag of the previous key of this slot (the next one differs)
+  // Whose memory: the table's owner, or a process that imported the owner's
+  // PD and registered its own memory on it (import.cc).
+  pid_t mem_pid;
   uint32_t pad;
+  static constexpr int kUsers = 4;
+  MrUse users[kUsers];
 };
 
 // One per process: all its MRs, for local (lkey) and remote (rkey) checks.

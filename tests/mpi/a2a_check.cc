@@ -4,11 +4,15 @@
 //   CALLS <rank> <n>       MPI_Alltoall calls this rank made (for trace checks)
 //   ERRCLASS <case> <cls>  error classes for invalid arguments (rank 0)
 //   RESULT PASS|FAIL       (rank 0, after an allreduce of failures)
-// Usage: a2a_check [--init-thread] [--quick]
+// Usage: a2a_check [--init-thread] [--quick] [--repeat N]
+//   --repeat N  runs the MPI_COMM_WORLD battery N times (default 1), so that
+//               measured selection (MLXA2A_TUNE_SAMPLES) reaches decisions
+//               on it; every repetition checks its results as the first.
 #include <mpi.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -293,9 +297,11 @@ void lazy_derivation_case(const Comm& world) {
 
 int main(int argc, char** argv) {
   bool init_thread = false, quick = false;
+  int repeat = 1;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--init-thread")) init_thread = true;
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = std::atoi(argv[++i]);
   }
   if (init_thread) {
     int provided = 0;
@@ -307,7 +313,8 @@ int main(int argc, char** argv) {
   const Comm world(MPI_COMM_WORLD);
   g_world_rank = world.rank;
 
-  battery(world, quick, 0);
+  // iter 0 first, then 5, 6, ...: the sub-communicators below use 1-4.
+  for (int r = 0; r < repeat; ++r) battery(world, quick, r == 0 ? 0 : 4 + r);
 
   // Sub-communicators: odd/even, reversed keys, and MPI_UNDEFINED for rank 0.
   MPI_Comm halves, reversed, without0;

@@ -29,6 +29,15 @@ Options for special cases:
   --allow-warnings     mlxa2a may log warnings (fault tests)
   --expect-stat NAME=N the ranks' MLXA2A_COLL_STATS "stats rdma:" field NAME
                        sums to N (repeatable), e.g. writes_posted, qps_created
+  --forbid-reason RE   no traced call may give a reason matching RE
+  --same-decisions     every call on MPI_COMM_WORLD took the same path on every
+                       rank, tuning trials and measured decisions included
+                       (the decision word of "tuned: X", "tune file: X" and
+                       "tuning: trial of X"), and some call there was tuned
+Measured selection (MLXA2A_TUNE_SAMPLES) times real calls, so its decisions
+vary from run to run; unless the test's environment sets MLXA2A_TUNE_SAMPLES
+(usually with MLXA2A_DEBUG_TUNE_TIMES, whose made-up timings decide
+deterministically), the runs use MLXA2A_TUNE_SAMPLES=0: the fixed rules.
 Usage: run_mpi_test.py --mpirun PATH --family ompi|mpich --shim LIB --np N PROG [ARGS...]
 """
 import argparse
@@ -128,6 +137,8 @@ def main():
     ap.add_argument("--shim-env", action="append", default=[])
     ap.add_argument("--allow-warnings", action="store_true")
     ap.add_argument("--expect-stat", action="append", default=[])
+    ap.add_argument("--forbid-reason")
+    ap.add_argument("--same-decisions", action="store_true")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     args = ap.parse_args()
 
@@ -140,10 +151,13 @@ def main():
     shm_before = shm_leftovers()
     some_reason = some_path = False
     traced_paths = {}
+    world_paths = {}
+    shim_env = dict(kv.split("=", 1) for kv in args.shim_env)
+    fixed_rules = ({} if "MLXA2A_TUNE_SAMPLES" in os.environ or "MLXA2A_TUNE_SAMPLES" in shim_env
+                   else {"MLXA2A_TUNE_SAMPLES": "0"})
     with tempfile.TemporaryDirectory(prefix="mlxa2a-mpitest-") as tmp:
         env = {"LD_PRELOAD": args.shim, "MLXA2A_COLL_TRACE": "info",
-               "MLXA2A_LOG_FILE": os.path.join(tmp, "trace.%r")}
-        shim_env = dict(kv.split("=", 1) for kv in args.shim_env)
+               "MLXA2A_LOG_FILE": os.path.join(tmp, "trace.%r"), **fixed_rules}
         env.update(shim_env)
         if args.untraced_check or args.expect_stat:
             env["MLXA2A_COLL_STATS"] = "1"
@@ -191,6 +205,18 @@ def main():
                              f"other paths: {sorted(set(wrong))[:5]}")
             if args.expect_some_reason:
                 some_reason |= any(re.search(args.expect_some_reason, r) for _, r in lines)
+            if args.forbid_reason:
+                banned = sorted({r for _, r in lines if re.search(args.forbid_reason, r)})
+                if banned:
+                    sys.exit(f"FAIL: rank {rank}: forbidden reasons {banned[:3]}")
+            if args.same_decisions:
+                world = re.findall(r"\] coll: \S+ comm=MPI_COMM_WORLD id=\d+ call=(\d+) .* "
+                                   r"path=(\S+) reason=(.*)$", text, re.M)
+                word = re.compile(r"^(?:tuned|tune file|tuning: trial of):? (\w+)")
+                world_paths[rank] = {int(c): (m.group(1) if (m := word.match(r)) else p)
+                                     for c, p, r in world}
+                if not any(r.startswith("tuned: ") for _, _, r in world):
+                    sys.exit(f"FAIL: rank {rank}: no call on MPI_COMM_WORLD was tuned")
             if args.untraced_check:
                 traced_paths[rank] = {"pmpi": sum(p == "pmpi" for p, _ in lines),
                                       "shm": sum(p == "shm" for p, _ in lines),
@@ -213,7 +239,7 @@ def main():
                          f"ranks, expected {want}")
         if args.untraced_check:
             env = {"LD_PRELOAD": args.shim, "MLXA2A_COLL_STATS": "1",
-                   "MLXA2A_LOG_FILE": os.path.join(tmp, "stats.%r")}
+                   "MLXA2A_LOG_FILE": os.path.join(tmp, "stats.%r"), **fixed_rules}
             env.update(shim_env)
             quiet = launch(args, env, args.prog)
             q_calls, q_errs, q_ok = parse(quiet.stdout)
@@ -226,6 +252,14 @@ def main():
                 if got != traced_paths[rank]:
                     sys.exit(f"FAIL: rank {rank}: untraced run took paths {got}, "
                              f"the traced run {traced_paths[rank]}")
+    if args.same_decisions:
+        first = world_paths[min(world_paths)]
+        for rank, paths in sorted(world_paths.items()):
+            diff = sorted(c for c in set(first) | set(paths) if first.get(c) != paths.get(c))
+            if diff:
+                sys.exit(f"FAIL: rank {rank} took other paths than rank {min(world_paths)} on "
+                         f"MPI_COMM_WORLD at calls {diff[:5]}: {[paths.get(c) for c in diff[:5]]} "
+                         f"vs {[first.get(c) for c in diff[:5]]}")
     if args.expect_some_reason and not some_reason:
         sys.exit(f"FAIL: no traced call gave a reason matching {args.expect_some_reason!r}")
     if args.expect_path and not some_path:

@@ -184,6 +184,49 @@ void run_pair(const Role& a, const Role& b, const std::vector<std::string>& a_en
   check_cleaned(dir);
 }
 
+Mesh::Mesh(int s, const std::vector<int>& fds) : self(s) {
+  for (int fd : fds) ch_.emplace_back(fd);
+}
+
+void run_group(const std::vector<GroupRole>& roles,
+               const std::vector<std::vector<std::string>>& env, int timeout_s) {
+  const size_t n = roles.size();
+  // fds[i][j]: process i's end of the socket joining i and j.
+  std::vector<std::vector<int>> fds(n, std::vector<int>(n, -1));
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i + 1; j < n; ++j) {
+      int sv[2];
+      ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+      fds[i][j] = sv[0];
+      fds[j][i] = sv[1];
+    }
+  std::string dir = fresh_dir();
+  setenv("FAKEVERBS_DIR", dir.c_str(), 1);
+  const bool given = getenv("FAKEVERBS_SEED") != nullptr;
+  seed_children();
+  std::vector<pid_t> pids;
+  for (size_t i = 0; i < n; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      for (size_t k = 0; k < n; ++k)  // only our own ends stay open
+        for (size_t j = 0; j < n; ++j)
+          if (k != i && fds[k][j] >= 0) close(fds[k][j]);
+      if (i < env.size())
+        for (const std::string& e : env[i]) putenv(strdup(e.c_str()));
+      Mesh m(int(i), fds[i]);
+      roles[i](m);
+      exit(::testing::Test::HasFailure() ? 1 : 0);
+    }
+    pids.push_back(pid);
+  }
+  for (auto& row : fds)
+    for (int fd : row)
+      if (fd >= 0) close(fd);
+  reap(pids, timeout_s);
+  report_seed(given);
+  check_cleaned(dir);
+}
+
 void run_one(const Role& a, const std::vector<std::string>& env, int timeout_s) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
@@ -202,7 +245,7 @@ void run_one(const Role& a, const std::vector<std::string>& env, int timeout_s) 
 Endpoint::Endpoint(const EndpointOptions& o) : opt(o) {
   if (o.shared_pd) {
     // On a PD (and its context) the caller owns, e.g. imported: no buffer
-    // of our own either (an importer cannot register on it).
+    // of our own either (the caller registers what it needs).
     ctx = o.shared_pd->context;
     pd = o.shared_pd;
     borrowed_ = true;

@@ -50,6 +50,21 @@ using Role = std::function<void(Channel&)>;
 // child (a_env only in A, b_env only in B) before the role starts.
 void run_pair(const Role& a, const Role& b, const std::vector<std::string>& a_env = {},
               const std::vector<std::string>& b_env = {}, int timeout_s = 30);
+// A process of run_group: reaches process j through to(j) (one socket per
+// pair, so a process's exit shows as EOF to each peer).
+class Mesh {
+ public:
+  Mesh(int self, const std::vector<int>& fds);
+  Channel& to(int j) { return ch_.at(size_t(j)); }
+  const int self;
+
+ private:
+  std::vector<Channel> ch_;  // by peer index; ch_[self] unused
+};
+using GroupRole = std::function<void(Mesh&)>;
+// Runs roles[i] in child process i (named A, B, C...); env[i] as in run_pair.
+void run_group(const std::vector<GroupRole>& roles,
+               const std::vector<std::vector<std::string>>& env = {}, int timeout_s = 30);
 // Runs one role in a child process.
 void run_one(const Role& a, const std::vector<std::string>& env = {}, int timeout_s = 30);
 

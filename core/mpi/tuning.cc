@@ -1,0 +1,222 @@
+#include "core/mpi/tuning.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+
+#include "core/log.h"
+#include "core/mpi/team.h"
+
+namespace mlxa2a::core::mpi {
+
+namespace {
+
+using tuning::Candidate;
+
+// Trace reasons of trial calls, by Candidate.
+constexpr const char* kTrialReason[] = {"tuning: trial of pmpi", "tuning: trial of line",
+                                        "tuning: trial of copy", "tuning: trial of cma",
+                                        "tuning: trial of hier", "tuning: trial of rdma"};
+static_assert(std::size(kTrialReason) == tuning::kCandidateKinds);
+
+// Lookups see the file as it was read at start only: a decision made during
+// the run is not reused by another team (whose ranks may not all have seen
+// it); it is written back at the end.
+struct FileStore {
+  std::mutex mutex;
+  tuning::TuneFile loaded;
+  tuning::TuneFile to_save;  // loaded plus this run's decisions
+};
+FileStore& store() {
+  static FileStore s;  // leaked-on-exit semantics are fine: plain memory
+  return s;
+}
+
+}  // namespace
+
+std::string_view tune_family() noexcept {
+#if defined(MLXA2A_FAMILY_OMPI)
+  return "ompi";
+#else
+  return "mpich";
+#endif
+}
+
+void load_tune_file(const std::string& path) noexcept {
+  try {
+    std::string error;
+    auto file = tuning::TuneFile::load(path, &error);
+    if (!file) {
+      MLXA2A_LOG(Warn, "MLXA2A_TUNE_FILE ignored (trials run instead): %s", error.c_str());
+      return;
+    }
+    std::lock_guard lock(store().mutex);
+    store().loaded = *file;
+    store().to_save = std::move(*file);
+  } catch (...) {
+    MLXA2A_LOG(Warn, "MLXA2A_TUNE_FILE %s could not be read", path.c_str());
+  }
+}
+
+void save_tune_file(const std::string& path) noexcept {
+  try {
+    std::string error;
+    std::lock_guard lock(store().mutex);
+    if (!store().to_save.save(path, &error)) {
+      MLXA2A_LOG(Warn, "MLXA2A_TUNE_FILE not written: %s", error.c_str());
+    }
+  } catch (...) {
+    MLXA2A_LOG(Warn, "MLXA2A_TUNE_FILE %s could not be written", path.c_str());
+  }
+}
+
+TeamTuning::TeamTuning(const Team& team, const config::Settings& s, int world_rank)
+    : team_(team),
+      layout_{std::string(tune_family()), team.size(), team.caps().nodes, team.ranks_per_node(),
+              team.oversubscribed()},
+      samples_(s.tune_samples),
+      use_file_(!s.tune_file.empty()),
+      world_rank_(world_rank),
+      fake_(tuning::FakeClock::parse(s.debug_tune_times).value_or(tuning::FakeClock{})) {}
+
+std::unique_ptr<TeamTuning> TeamTuning::create(const Team& team, const config::Settings& s,
+                                               int world_rank) noexcept {
+  const bool engine = (team.caps().shm && team.node_alltoall()) ||
+                      (team.caps().hier && team.hier_alltoall());
+  if (s.tune_samples == 0 || team.size() < 2 || !engine) return nullptr;
+  try {
+    return std::unique_ptr<TeamTuning>(new TeamTuning(team, s, world_rank));
+  } catch (...) {
+    // Allocation only. This rank then follows the fixed rules while its peers
+    // tune: out of memory the job is lost anyway; this keeps the exception
+    // from crossing MPI_Alltoall.
+    return nullptr;
+  }
+}
+
+// The fixed rules' choice first, then the others in a fixed order. Only the
+// team's agreed properties enter, so the list is the same on every rank.
+std::vector<Candidate> TeamTuning::candidates(unsigned cls, Candidate fixed) const {
+  std::vector<Candidate> list;
+  auto add = [&](Candidate c) {
+    if (std::find(list.begin(), list.end(), c) == list.end()) list.push_back(c);
+  };
+  const std::uint64_t largest = (std::uint64_t{2} << cls) - 1;  // of the class (cls < 63 here)
+  const shm::NodeAlltoall* node = team_.caps().shm ? team_.node_alltoall() : nullptr;
+  const bool line_fits = node && cls < 63 && node->can_take(shm::Path::line, largest);
+  if (fixed == Candidate::line && !line_fits) fixed = Candidate::copy;
+  add(fixed);
+  add(Candidate::pmpi);
+  if (node) {
+    if (line_fits) add(Candidate::line);
+    add(Candidate::copy);
+    if (node->cma_usable()) add(Candidate::cma);
+  }
+  // A multi-node team's leaders exchange over the transport agreed at its
+  // set-up, so its hierarchical engine is one candidate: rdma or hier.
+  if (team_.caps().hier && team_.hier_alltoall()) {
+    add(team_.caps().rdma ? Candidate::rdma : Candidate::hier);
+  }
+  return list;
+}
+
+bool TeamTuning::decided_by_file(unsigned cls, ClassState& cs, const std::vector<Candidate>& list,
+                                 MPI_Comm comm) {
+  int index = -1;
+  {
+    std::lock_guard lock(store().mutex);
+    if (const auto path = store().loaded.lookup(layout_, cls)) {
+      const auto it = std::find(list.begin(), list.end(), *path);
+      if (it != list.end()) index = static_cast<int>(it - list.begin());
+    }
+  }
+  // MAX of (index, -index): every rank holds the same usable decision iff
+  // the maximum index equals the minimum and is not -1.
+  const int mine[2] = {index, -index};
+  int all[2] = {-1, 1};
+  if (PMPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) return false;
+  if (all[0] < 0 || all[0] != -all[1]) return false;
+  cs.phase = ClassState::Phase::decided;
+  cs.path = list[static_cast<std::size_t>(all[0])];
+  cs.reason = "tune file: " + std::string(to_string(cs.path));
+  return true;
+}
+
+TeamTuning::Step TeamTuning::begin(std::uint64_t bytes, Candidate fixed, MPI_Comm comm) noexcept {
+  const unsigned cls = tuning::size_class(bytes);
+  ClassState& cs = classes_[cls];
+  if (cs.phase == ClassState::Phase::decided) return {cs.path, false, cs.reason.c_str()};
+  if (cs.phase == ClassState::Phase::fresh) {
+    try {
+      const std::vector<Candidate> list = candidates(cls, fixed);
+      if (use_file_ && decided_by_file(cls, cs, list, comm)) {
+        return {cs.path, false, cs.reason.c_str()};
+      }
+      cs.trials = std::make_unique<tuning::Trials>(list, tuning::samples_for(cls, samples_));
+      cs.phase = ClassState::Phase::trying;
+    } catch (...) {
+      // Allocation only (as in create()): out of memory the job is lost
+      // anyway; this keeps the exception from crossing MPI_Alltoall.
+      return {fixed, false, "tuning: out of memory, fixed rules"};
+    }
+  }
+  const Candidate next = cs.trials->next();
+  return {next, true, kTrialReason[static_cast<std::size_t>(next)]};
+}
+
+double TeamTuning::finish_trial(std::uint64_t bytes, double seconds, MPI_Comm comm) noexcept {
+  const unsigned cls = tuning::size_class(bytes);
+  ClassState& cs = classes_[cls];
+  if (cs.phase != ClassState::Phase::trying) return -1;
+  cs.trials->record(fake_.seconds(world_rank_, cs.trials->next()).value_or(seconds));
+  if (!cs.trials->complete()) return -1;
+  double agreement = 0;
+  try {
+    decide(cls, cs, comm, &agreement);
+  } catch (...) {
+    cs.phase = ClassState::Phase::decided;  // allocation only: see below
+    cs.path = Candidate::pmpi;
+    cs.reason = "tuning failed: pmpi";
+  }
+  return agreement;
+}
+
+void TeamTuning::decide(unsigned cls, ClassState& cs, MPI_Comm comm, double* agreement_seconds) {
+  const std::vector<double> local = cs.trials->medians();
+  std::vector<double> agreed(local.size(), 0.0);
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rc = PMPI_Allreduce(local.data(), agreed.data(), static_cast<int>(local.size()),
+                                MPI_DOUBLE, MPI_MAX, comm);
+  *agreement_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto list = cs.trials->candidates();
+  cs.phase = ClassState::Phase::decided;
+  if (rc != MPI_SUCCESS) {
+    // The error handler returned; PMPI serves the class on this rank, and a
+    // rank whose allreduce failed cannot trust its peers to agree anyway.
+    MLXA2A_LOG(Warn, "tuning agreement failed; PMPI serves bytes per peer from %llu",
+               static_cast<unsigned long long>(std::uint64_t{1} << cls));
+    cs.path = Candidate::pmpi;
+    cs.reason = "tuning agreement failed: pmpi";
+    return;
+  }
+  cs.path = list[tuning::choose(list, agreed)];
+  char buf[64];
+  cs.reason = "tuned: " + std::string(to_string(cs.path)) + " (max-over-ranks medians us:";
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    std::snprintf(buf, sizeof buf, " %.*s=%.2f", static_cast<int>(to_string(list[i]).size()),
+                  to_string(list[i]).data(), agreed[i] * 1e6);
+    cs.reason += buf;
+  }
+  std::snprintf(buf, sizeof buf, "; %u trial calls, agreement %.1f us)", cs.trials->total(),
+                *agreement_seconds * 1e6);
+  cs.reason += buf;
+  cs.trials.reset();
+  if (use_file_) {
+    std::lock_guard lock(store().mutex);
+    store().to_save.set(layout_, cls, cs.path);
+  }
+}
+
+}  // namespace mlxa2a::core::mpi

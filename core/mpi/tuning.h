@@ -1,0 +1,97 @@
+// TeamTuning: measured path selection for one team (docs/tune.md).
+//
+// Per size class (tuning::size_class) a team goes through three phases:
+//   fresh    -> its first call. With MLXA2A_TUNE_FILE set, one PMPI_Allreduce
+//               checks that every rank holds the same decision for this
+//               layout and class; if so the class is decided (no trials).
+//   trying   -> calls are served by the candidates in turn and timed
+//               (tuning::Trials); at the last trial one PMPI_Allreduce (MAX
+//               of the per-candidate medians) agrees, tuning::choose decides.
+//   decided  -> every later call takes the decided path.
+// Every input is equal on all ranks (bytes per peer, the class's call count,
+// the team's agreed engine properties, all-equal switches), so every rank
+// enters each allreduce at the same call and ends with the same decision.
+//
+// Thread safety: a TeamTuning belongs to one communicator's CommState, whose
+// calls MPI serialises. The process-wide tune file store is mutex-guarded.
+// Nothing here throws out of a noexcept function.
+#pragma once
+
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/config/switches.h"
+#include "core/tune/candidate.h"
+#include "core/tune/fake_clock.h"
+#include "core/tune/trials.h"
+#include "core/tune/tune_file.h"
+
+namespace mlxa2a::core::mpi {
+
+class Team;
+
+class TeamTuning {
+ public:
+  // nullptr when there is nothing to choose: MLXA2A_TUNE_SAMPLES=0, a team
+  // of one rank, or no engine. Local; team must have completed its set-up.
+  static std::unique_ptr<TeamTuning> create(const Team& team, const config::Settings& settings,
+                                            int world_rank) noexcept;
+
+  struct Step {
+    tuning::Candidate path;
+    bool trial;          // time the call and pass its duration to finish_trial()
+    const char* reason;  // for the trace; valid while this TeamTuning lives
+  };
+  // The path of one call of bytes_per_peer (> 0) bytes; `fixed` is what the
+  // fixed rules choose for it (tried first). Collective over comm at a class's
+  // first call when a tune file is configured.
+  Step begin(std::uint64_t bytes_per_peer, tuning::Candidate fixed, MPI_Comm comm) noexcept;
+  // After a trial call that took `seconds` on this rank (replaced by
+  // MLXA2A_DEBUG_TUNE_TIMES where it names the path). At the class's last
+  // trial: one PMPI_Allreduce over comm, then the decision. Returns the
+  // agreement's duration in seconds, or a negative value when this call
+  // agreed nothing.
+  double finish_trial(std::uint64_t bytes_per_peer, double seconds, MPI_Comm comm) noexcept;
+
+  TeamTuning(const TeamTuning&) = delete;
+  TeamTuning& operator=(const TeamTuning&) = delete;
+
+ private:
+  TeamTuning(const Team& team, const config::Settings& settings, int world_rank);
+  struct ClassState {
+    enum class Phase : std::uint8_t { fresh, trying, decided } phase = Phase::fresh;
+    tuning::Candidate path = tuning::Candidate::pmpi;
+    std::unique_ptr<tuning::Trials> trials;
+    std::string reason;
+  };
+  std::vector<tuning::Candidate> candidates(unsigned size_class, tuning::Candidate fixed) const;
+  bool decided_by_file(unsigned size_class, ClassState& cs,
+                       const std::vector<tuning::Candidate>& list, MPI_Comm comm);
+  void decide(unsigned size_class, ClassState& cs, MPI_Comm comm, double* agreement_seconds);
+
+  const Team& team_;
+  tuning::Layout layout_;
+  unsigned samples_;
+  bool use_file_;
+  int world_rank_;
+  tuning::FakeClock fake_;
+  std::array<ClassState, tuning::kSizeClasses> classes_;
+};
+
+// The process's tune file (MLXA2A_TUNE_FILE): loaded once at initialisation,
+// decisions added as classes are decided, written back at MPI_Finalize by
+// MPI_COMM_WORLD rank 0 (decisions of teams without that rank are not kept).
+// A malformed file is reported and ignored (trials run instead); the next
+// save replaces it.
+void load_tune_file(const std::string& path) noexcept;
+void save_tune_file(const std::string& path) noexcept;
+
+// The MPI family name used in tune files: ompi or mpich.
+std::string_view tune_family() noexcept;
+
+}  // namespace mlxa2a::core::mpi

@@ -1,0 +1,154 @@
+#include "core/tune/tune_file.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "core/config/parse.h"
+
+namespace mlxa2a::core::tuning {
+
+namespace {
+
+using config::parse_int;
+using config::parse_size;
+using config::trim;
+
+// Parses one non-comment line; returns the reason when it is not valid.
+std::string parse_line(std::string_view line, FileEntry* out) {
+  enum { kMpi, kRanks, kNodes, kPerNode, kOversub, kBytes, kPath, kFields };
+  constexpr std::string_view kKeys[kFields] = {"mpi", "ranks", "nodes", "ranks_per_node",
+                                               "oversubscribed", "bytes", "path"};
+  std::string_view value[kFields];
+  bool seen[kFields] = {};
+  while (!line.empty()) {
+    const std::size_t space = line.find_first_of(" \t");
+    const std::string_view token = line.substr(0, space);
+    line = space == std::string_view::npos ? std::string_view() : trim(line.substr(space));
+    const std::size_t eq = token.find('=');
+    std::size_t k = 0;
+    while (k < kFields && (eq == std::string_view::npos || token.substr(0, eq) != kKeys[k])) ++k;
+    if (k == kFields) return "unknown field '" + std::string(token) + "'";
+    if (seen[k]) return "field " + std::string(kKeys[k]) + " given twice";
+    seen[k] = true;
+    value[k] = token.substr(eq + 1);
+  }
+  for (std::size_t k = 0; k < kFields; ++k) {
+    if (!seen[k]) return "field " + std::string(kKeys[k]) + " missing";
+  }
+  if (value[kMpi] != "ompi" && value[kMpi] != "mpich") return "mpi must be ompi or mpich";
+  out->layout.mpi = std::string(value[kMpi]);
+  const auto ranks = parse_int(value[kRanks]);
+  const auto nodes = parse_int(value[kNodes]);
+  const auto per_node = parse_int(value[kPerNode]);
+  if (!ranks || !nodes || !per_node || *ranks < 1 || *nodes < 1 || *per_node < 1 ||
+      *ranks > INT32_MAX || *nodes > *ranks || *per_node > *ranks) {
+    return "ranks, nodes and ranks_per_node must be counts with nodes, ranks_per_node <= ranks";
+  }
+  out->layout.ranks = static_cast<int>(*ranks);
+  out->layout.nodes = static_cast<int>(*nodes);
+  out->layout.ranks_per_node = static_cast<int>(*per_node);
+  if (value[kOversub] != "0" && value[kOversub] != "1") return "oversubscribed must be 0 or 1";
+  out->layout.oversubscribed = value[kOversub] == "1";
+  const auto bytes = parse_size(value[kBytes]);
+  if (!bytes || *bytes == 0 || *bytes == config::kSizeInfinite || (*bytes & (*bytes - 1)) != 0) {
+    return "bytes must be a power of two (the lower bound of a size class)";
+  }
+  out->size_class = size_class(*bytes);
+  const auto path = candidate_from_string(value[kPath]);
+  if (!path) return "path must be pmpi, line, copy, cma, hier or rdma";
+  out->path = *path;
+  return {};
+}
+
+}  // namespace
+
+std::optional<TuneFile> TuneFile::parse(std::string_view text, std::string* error) {
+  TuneFile file;
+  for (int number = 1; !text.empty(); ++number) {
+    const std::size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    line = trim(line.substr(0, line.find('#')));
+    if (line.empty()) continue;
+    FileEntry e;
+    if (const std::string why = parse_line(line, &e); !why.empty()) {
+      *error = "line " + std::to_string(number) + ": " + why;
+      return std::nullopt;
+    }
+    file.set(e.layout, e.size_class, e.path);
+  }
+  return file;
+}
+
+std::optional<TuneFile> TuneFile::load(const std::string& path, std::string* error) {
+  std::ifstream in(path);
+  if (!in) {
+    if (errno == ENOENT) return TuneFile{};
+    *error = path + ": " + std::strerror(errno);
+    return std::nullopt;
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string why;
+  auto file = parse(text.str(), &why);
+  if (!file) *error = path + ": " + why;
+  return file;
+}
+
+bool TuneFile::save(const std::string& path, std::string* error) const {
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << format();
+    out.flush();
+    if (!out) {
+      *error = tmp + ": " + std::strerror(errno);
+      std::remove(tmp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    *error = path + ": " + std::strerror(errno);
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+std::string TuneFile::format() const {
+  std::string out = "# mlxa2a tuning decisions (MLXA2A_TUNE_FILE); bytes = size class "
+                    "[bytes, 2*bytes) per peer\n";
+  for (const FileEntry& e : entries_) {
+    out += "mpi=" + e.layout.mpi + " ranks=" + std::to_string(e.layout.ranks) +
+           " nodes=" + std::to_string(e.layout.nodes) +
+           " ranks_per_node=" + std::to_string(e.layout.ranks_per_node) +
+           " oversubscribed=" + (e.layout.oversubscribed ? "1" : "0") +
+           " bytes=" + config::format_size(std::uint64_t{1} << e.size_class) +
+           " path=" + std::string(to_string(e.path)) + "\n";
+  }
+  return out;
+}
+
+std::optional<Candidate> TuneFile::lookup(const Layout& layout, unsigned cls) const {
+  for (const FileEntry& e : entries_) {
+    if (e.size_class == cls && e.layout == layout) return e.path;
+  }
+  return std::nullopt;
+}
+
+void TuneFile::set(const Layout& layout, unsigned cls, Candidate path) {
+  for (FileEntry& e : entries_) {
+    if (e.size_class == cls && e.layout == layout) {
+      e.path = path;
+      return;
+    }
+  }
+  entries_.push_back({layout, cls, path});
+}
+
+}  // namespace mlxa2a::core::tuning
