@@ -34,6 +34,7 @@ namespace {
 // bytes are in the owner's memory and `pin` names the registration.
 struct MrHit {
   bool ok = false;
+  bool relaxed = false;  // registered with IBV_ACCESS_RELAXED_ORDERING
   uint64_t va = 0;
   PinnedRange pin;
 };
@@ -50,6 +51,7 @@ MrHit mr_lookup(wire::MrTable* t, uint32_t key, uint32_t pd, uint64_t addr, uint
   if (e.key == key && e.pd_id == pd && addr >= e.iova && len <= e.length &&
       addr - e.iova <= e.length - len && (e.access & need) == need) {
     h.ok = true;
+    h.relaxed = (e.access & IBV_ACCESS_RELAXED_ORDERING) != 0;
     h.va = e.addr + (addr - e.iova);
     h.pin = {mem_pid_of(t, e), e.key, e.addr};
   }
@@ -226,7 +228,26 @@ Outcome Executor::run(SendWr& w) {
     remote.pins.push_back(h.pin);
   }
   if (w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) return write_imm(w, local, remote, len);
-  if (w.opcode == IBV_WR_RDMA_WRITE) return write_data(local, remote);
+  if (w.opcode == IBV_WR_RDMA_WRITE) {
+    // Relaxed ordering: half of the writes (a draw from the QP's stream) are
+    // held and land when their "late" time comes (post.cc), so a later WR's
+    // data may be seen first. Without jitter nothing is late.
+    if (h.relaxed && len && hca::jitter_ns() && (next_random(qp_.rng) & 1)) {
+      o.response.resize(len);
+      Side staging;
+      staging.iov.push_back({o.response.data(), size_t(len)});
+      staging.pins.resize(1);
+      if (dma(local, staging, nullptr, qp_.qpn()) != DmaFail::kNone) {
+        o.status = IBV_WC_LOC_PROT_ERR;
+        o.response.clear();
+        return o;
+      }
+      o.relaxed = true;
+      o.remote = std::move(remote);
+      return o;
+    }
+    return write_data(local, remote);
+  }
   if (w.opcode == IBV_WR_RDMA_READ) {
     o.response.resize(len);
     Side staging;
@@ -270,7 +291,10 @@ Outcome Executor::write_imm(SendWr& w, const Side& src, const Side& dst, uint64_
   if (Outcome d = write_data(src, dst); d.status != IBV_WC_SUCCESS) return d;
   // Data first, then the completion: the receiver can trust its buffer
   // once it has polled IBV_WC_RECV_RDMA_WITH_IMM (man ibv_post_send: the
-  // immediate "is delivered after the data").
+  // immediate "is delivered after the data") -- earlier relaxed writes' too:
+  // the completion is written without relaxed ordering, so it cannot pass
+  // them.
+  flush_relaxed(qp_);
   SharedLock lk(&peer_->mu);
   wire::Cqe e{};
   e.wr_id = peer_->wqe(peer_->rq_head)->wr_id;
@@ -320,6 +344,7 @@ Outcome Executor::send(SendWr& w, const Side& src, uint64_t len) {
   if (recv_status == IBV_WC_SUCCESS && room < len) recv_status = IBV_WC_LOC_LEN_ERR;
   if (recv_status == IBV_WC_SUCCESS && dma(src, dst, &qp_.rng, qp_.qpn()) != DmaFail::kNone)
     recv_status = IBV_WC_LOC_PROT_ERR;
+  if (recv_status == IBV_WC_SUCCESS) flush_relaxed(qp_);  // as in write_imm
   peer_->rq_head++;
   e.status = recv_status;
   e.byte_len = uint32_t(len);
@@ -357,7 +382,21 @@ void place_response(Qp& qp, Outcome& o) {
   Side src;
   src.iov.push_back({o.response.data(), o.response.size()});
   src.pins.resize(1);
+  if (o.relaxed) {
+    // The peer's memory; a failure there is the responder's (its process
+    // gone or the pages unmapped), as for a write placed at once.
+    if (dma(src, o.remote, &qp.rng, qp.qpn()) != DmaFail::kNone) o.status = IBV_WC_REM_ACCESS_ERR;
+    o.relaxed = false;
+    o.response.clear();
+    return;
+  }
   if (dma(src, o.local, &qp.rng, qp.qpn()) != DmaFail::kNone) o.status = IBV_WC_LOC_PROT_ERR;
+}
+
+void flush_relaxed(Qp& qp) {
+  for (Qp::Executed& x : qp.executed) {
+    if (x.outcome->relaxed) place_response(qp, *x.outcome);
+  }
 }
 
 }  // namespace fakeverbs

@@ -31,6 +31,14 @@ struct Outcome {
   // the fence indicator).
   std::vector<uint8_t> response;
   Side local;
+  // A plain RDMA WRITE into a relaxed-ordering MR (IBV_ACCESS_RELAXED_ORDERING,
+  // man ibv_reg_mr: "Allow system to reorder accesses to the MR"): its bytes,
+  // read from the source when it executed, are held in `response` and land
+  // in `remote` late -- after later WRs' data of the QP -- but before its own
+  // completion (place_response) and before the peer can poll any receive
+  // completion of the QP (flush_relaxed).
+  bool relaxed = false;
+  Side remote;
 };
 
 // The fake HCA's DMA (dma.cc): moves the bytes of `src` to `dst`, each iovec
@@ -47,8 +55,12 @@ DmaFail dma(const Side& src, const Side& dst, uint64_t* rng, uint32_t qpn);
 // RNR); nothing happened, try again later.
 Outcome execute(Qp& qp, SendWr& w);
 
-// Places a READ/atomic response into local memory (stale pages counted).
+// Places a READ/atomic response into local memory, or a held relaxed-ordering
+// write into the peer's (stale pages counted).
 void place_response(Qp& qp, Outcome& o);
+
+// Places every held relaxed-ordering write of the QP; caller holds qp.mu.
+void flush_relaxed(Qp& qp);
 
 // Completes every posted receive of `sh` with IBV_WC_WR_FLUSH_ERR; caller
 // holds sh->mu.

@@ -167,9 +167,10 @@ uint64_t progress(Qp& qp) {
       }
     }
     // A response travels back: it arrives after a jitter of its own, and
-    // later WRs may execute meanwhile.
+    // later WRs may execute meanwhile. A held relaxed-ordering write lands
+    // after a jitter too (execute.h).
     uint64_t ready = now;
-    if (wants_response && o->status == IBV_WC_SUCCESS && hca::jitter_ns())
+    if ((wants_response || o->relaxed) && o->status == IBV_WC_SUCCESS && hca::jitter_ns())
       ready += next_random(qp.rng) % (hca::jitter_ns() + 1);
     const bool failed = o->status != IBV_WC_SUCCESS;
     qp.executed.push_back({std::move(w), std::move(o), ready});
