@@ -20,6 +20,7 @@ enum class [[nodiscard]] Status {
   transport_failed,   // the leaders' inter-node exchange failed (core/hier)
   unavailable,        // RDMA is not usable in this process (no library, device or port)
   net_failed,         // a verbs call or completion failed (core/mlx5)
+  too_large,          // a layout's sizes overflow (switch values x ranks); nothing created
 };
 
 // Static string, never null.

@@ -128,8 +128,14 @@ ParseResult parse_value(const Spec& spec, std::string_view text) {
       }
       break;
     case Type::Size:
-      if (auto v = parse_size(text)) r.value = *v;
-      else r.accepted = "a size in bytes with an optional K, M, G or T suffix, or inf";
+      if (auto v = parse_size(text); v && *v <= spec.size_max) {
+        r.value = *v;
+      } else if (spec.size_max == kSizeInfinite) {
+        r.accepted = "a size in bytes with an optional K, M, G or T suffix, or inf";
+      } else {
+        r.accepted = "a size in bytes with an optional K, M, G or T suffix, at most " +
+                     format_size(spec.size_max) + " (inf is not accepted)";
+      }
       break;
     case Type::Enum: {
       const std::string t = lower(trim(text));

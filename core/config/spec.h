@@ -50,6 +50,10 @@ struct Spec {
   std::span<const std::string_view> choices = {};  // Type::Enum only
   std::int64_t min = INT64_MIN;                    // Type::Int only
   std::int64_t max = INT64_MAX;                    // Type::Int only
+  // Type::Size only: the largest value accepted. Below UINT64_MAX, `inf` is
+  // refused too: sizes that shape shared segments must stay finite, since the
+  // layout arithmetic of a huge value would not fit in memory (issue 11).
+  std::uint64_t size_max = UINT64_MAX;
   Check check = nullptr;
   bool env_only = false;  // may not be set from the config file
 };

@@ -30,6 +30,15 @@ std::string check_nonempty(const Value& v) {
   return std::get<std::string>(v).empty() ? std::string("a library name or path") : std::string();
 }
 
+// Staging slots shape a segment of 2 x ranks x slot bytes per communicator:
+// 1 GiB per slot is already far beyond what any call gains from (rounds of
+// 128 KiB measure as fast), and keeps every layout product finite.
+constexpr std::uint64_t kSlotSizeMax = std::uint64_t{1} << 30;
+
+std::string check_slot_size(const Value& v) {
+  return std::get<std::uint64_t>(v) > 0 ? std::string() : std::string("a size above 0, at most 1G");
+}
+
 std::string check_leaders(const Value& v) {
   return LeaderPolicy::parse(std::get<std::string>(v)) ? std::string()
                                                        : std::string(kLeaderPolicySyntax);
@@ -205,17 +214,19 @@ constexpr Spec kSwitches[] = {
      .description = "Shared-memory alltoall: bytes of each rank's staging slot (two per "
                     "rank); larger calls are pipelined through it. Node rank 0's value wins. "
                     "Multi-node (hierarchical) teams stage up to this many bytes per rank and "
-                    "round; there the largest value of the team wins.",
+                    "round; there the largest value of the team wins. At most 1G.",
      .verbosity = Verbosity::Tuner,
-     .check = check_nonzero_size},
+     .size_max = kSlotSizeMax,
+     .check = check_slot_size},
     {.name = "SHM_SLOT_SIZE_OVERSUBSCRIBED",
      .type = Type::Size,
      .default_text = "512K",
      .description = "The staging slot when a node's ranks outnumber its cores (single-node "
                     "teams): each pipelined round then costs context switches, so fewer, "
-                    "larger rounds win. Node rank 0's value wins.",
+                    "larger rounds win. Node rank 0's value wins. At most 1G.",
      .verbosity = Verbosity::Tuner,
-     .check = check_nonzero_size},
+     .size_max = kSlotSizeMax,
+     .check = check_slot_size},
     {.name = "LEADERS",
      .type = Type::String,
      .default_text = "node",

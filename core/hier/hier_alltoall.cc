@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/shm/layout.h"
 #include "core/shm/strided_copy.h"
 
 namespace mlxa2a::hier {
@@ -59,7 +60,10 @@ std::size_t HierAlltoall::area_bytes(int team_size, int local_size,
   // this node's size.
   std::size_t chunk = stage_bytes_per_rank / static_cast<std::size_t>(team_size);
   chunk = chunk >= 64 ? chunk / 64 * 64 : 64;
-  return static_cast<std::size_t>(local_size) * static_cast<std::size_t>(team_size) * chunk;
+  // 0 on overflow: the stage's set-up then fails with Status::too_large.
+  return (shm::layout::Size(static_cast<std::size_t>(local_size)) *
+          static_cast<std::size_t>(team_size) * chunk)
+      .value();
 }
 
 shm::Status HierAlltoall::create(std::span<const int> node_ids, std::span<const int> leads,

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "core/shm/layout.h"
+
 namespace mlxa2a::hier {
 
 NodeMap::NodeMap(std::span<const int> node_ids, std::span<const int> leads) {
@@ -49,7 +51,8 @@ Plan::Plan(const NodeMap& map, int rank, std::size_t stage_bytes_per_rank)
   std::size_t chunk = stage_bytes_per_rank / n;
   chunk = chunk >= 64 ? chunk / 64 * 64 : 64;
   max_chunk_ = chunk;
-  area_bytes_ = static_cast<std::size_t>(local_size()) * n * chunk;
+  // 0 when it overflows; HierAlltoall::create() then refuses the stage.
+  area_bytes_ = (shm::layout::Size(static_cast<std::size_t>(local_size())) * n * chunk).value();
 }
 
 }  // namespace mlxa2a::hier

@@ -26,6 +26,8 @@ std::string type_text(const config::Spec& s) {
     t += ')';
   } else if (s.type == config::Type::Int) {
     t += " [" + std::to_string(s.min) + ".." + std::to_string(s.max) + "]";
+  } else if (s.type == config::Type::Size && s.size_max != config::kSizeInfinite) {
+    t += " [..." + config::format_size(s.size_max) + "]";
   }
   return t;
 }

@@ -73,7 +73,36 @@ const char* invalid_argument(const AlltoallArgs& a) {
   if (a.sendbuf != MPI_IN_PLACE && (a.sendtype == MPI_DATATYPE_NULL || a.sendcount < 0)) {
     return "invalid argument (send count or type): PMPI reports it";
   }
+  // MPI_IN_PLACE is a sentinel address (not null in either MPI): as the
+  // receive buffer it is erroneous, and the engine would write through it.
+  if (a.recvbuf == MPI_IN_PLACE) {
+    return "invalid argument (MPI_IN_PLACE as receive buffer): PMPI reports it";
+  }
+  // Send and receive buffers must not alias (MPI 4.0 section 2.3); MPICH
+  // reports it, and the engine assumes distinct buffers.
+  if (a.sendbuf == a.recvbuf && a.recvcount != 0) {
+    return "invalid argument (send buffer is the receive buffer): PMPI judges it";
+  }
   return nullptr;
+}
+
+// Whether this rank's send signature carries as many bytes per peer as its
+// receive signature (bytes). A mismatch is erroneous (MPI 4.0 section 6.9:
+// the type signatures must match); the MPI reports it as it sees fit (Open
+// MPI checks it locally, MPICH finds the truncation), so PMPI judges. Rank-
+// local: every rank whose arguments are alike takes the same decision.
+bool sizes_match(const AlltoallArgs& a, std::uint64_t bytes) {
+  if (a.sendbuf == MPI_IN_PLACE) return true;
+  if (a.sendtype == a.recvtype && a.sendcount == a.recvcount) return true;
+  MPI_Count type_size = static_cast<MPI_Count>(predefined_scalar_size(a.sendtype));
+  if (type_size == 0 &&
+      (PMPI_Type_size_x(a.sendtype, &type_size) != MPI_SUCCESS || type_size < 0)) {
+    return false;
+  }
+  std::uint64_t send_bytes = 0;
+  return !__builtin_mul_overflow(static_cast<std::uint64_t>(a.sendcount),
+                                 static_cast<std::uint64_t>(type_size), &send_bytes) &&
+         send_bytes == bytes;
 }
 
 // Whether a has the signature recorded in r (see CommState::Repeat). Only
@@ -81,7 +110,8 @@ const char* invalid_argument(const AlltoallArgs& a) {
 // cannot come back naming another type.
 bool repeats(const CommState::Repeat& r, const AlltoallArgs& a) {
   return r.bytes != 0 && a.sendtype == r.sendtype && a.recvtype == r.recvtype &&
-         a.sendcount == r.sendcount && a.recvcount == r.recvcount && a.sendbuf != MPI_IN_PLACE;
+         a.sendcount == r.sendcount && a.recvcount == r.recvcount && a.sendbuf != MPI_IN_PLACE &&
+         a.recvbuf != MPI_IN_PLACE && a.sendbuf != a.recvbuf;
 }
 
 // Contiguous buffers of plain named types: the engine takes them as they are,
@@ -191,7 +221,15 @@ int alltoall_impl(const AlltoallArgs& a) {
         (PMPI_Type_size_x(a.recvtype, &type_size) != MPI_SUCCESS || type_size < 0)) {
       return fall_through(a, trace, 0, nullptr, "receive type size unknown: PMPI decides");
     }
-    bytes = static_cast<std::uint64_t>(a.recvcount) * static_cast<std::uint64_t>(type_size);
+    if (__builtin_mul_overflow(static_cast<std::uint64_t>(a.recvcount),
+                               static_cast<std::uint64_t>(type_size), &bytes)) {
+      return fall_through(a, trace, 0, nullptr,
+                          "invalid argument (receive size overflows): PMPI judges it");
+    }
+  }
+  if (!sizes_match(a, bytes)) {
+    return fall_through(a, trace, bytes, nullptr,
+                        "invalid argument (send and receive sizes differ): PMPI judges it");
   }
   if (tune.lookup(bytes) == Path::Pmpi) {
     return fall_through(a, trace, bytes, nullptr, "MLXA2A_TUNE selects pmpi for this size");

@@ -60,10 +60,43 @@ constexpr std::size_t kSlotDataOffset = sizeof(std::uint64_t);
 
 constexpr std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
 
+// Overflow-checked size arithmetic for segment and staging geometry. Sizes
+// come from switches and rank counts; a product that wraps would give a
+// small segment and writes far past it (issue 11: MLXA2A_SHM_SLOT_SIZE=inf).
+// Every layout is computed through Size, and an overflow anywhere poisons the
+// result, which the layout reports as invalid (0), so set-up fails cleanly.
+class Size {
+ public:
+  constexpr Size(std::size_t v = 0) noexcept : v_(v) {}  // NOLINT: implicit on purpose
+  constexpr bool ok() const noexcept { return ok_; }
+  // The value, or 0 after an overflow (0 is never a valid segment size).
+  constexpr std::size_t value() const noexcept { return ok_ ? v_ : 0; }
+  friend constexpr Size operator+(Size a, Size b) noexcept {
+    Size r;
+    r.ok_ = a.ok_ && b.ok_ && !__builtin_add_overflow(a.v_, b.v_, &r.v_);
+    return r;
+  }
+  friend constexpr Size operator*(Size a, Size b) noexcept {
+    Size r;
+    r.ok_ = a.ok_ && b.ok_ && !__builtin_mul_overflow(a.v_, b.v_, &r.v_);
+    return r;
+  }
+  // Rounds up to a multiple of a (a > 0).
+  constexpr Size round_up(std::size_t a) const noexcept {
+    Size r = *this + Size(a - 1);
+    if (r.ok_) r.v_ = r.v_ / a * a;
+    return r;
+  }
+
+ private:
+  std::size_t v_ = 0;
+  bool ok_ = true;
+};
+
 // One line-mode area per rank and parity: 64 lines, 3584 stream bytes.
 constexpr std::size_t kLineAreaBytes = 4096;
 
-// NodeAlltoall's user area.
+// NodeAlltoall's user area. total == 0: the sizes do not fit in memory.
 struct AlltoallGeometry {
   std::size_t done_offset;
   std::size_t lines_offset;
@@ -73,12 +106,18 @@ struct AlltoallGeometry {
 };
 
 constexpr AlltoallGeometry alltoall_geometry(std::size_t local_size, std::size_t slot_capacity) {
+  const Size n(local_size);
+  const Size lines = (n * sizeof(DoneFlag)).round_up(4096);
+  const Size slots = lines + Size(2) * n * kLineAreaBytes;
+  const Size stride = (Size(kSlotDataOffset) + slot_capacity).round_up(kLine);
+  const Size total = slots + Size(2) * n * stride;
   AlltoallGeometry g{};
+  if (!total.ok()) return g;
   g.done_offset = 0;
-  g.lines_offset = round_up(local_size * sizeof(DoneFlag), 4096);
-  g.slots_offset = g.lines_offset + 2 * local_size * kLineAreaBytes;
-  g.slot_stride = round_up(kSlotDataOffset + slot_capacity, kLine);
-  g.total = g.slots_offset + 2 * local_size * g.slot_stride;
+  g.lines_offset = lines.value();
+  g.slots_offset = slots.value();
+  g.slot_stride = stride.value();
+  g.total = total.value();
   return g;
 }
 

@@ -31,11 +31,17 @@ std::uint64_t pid_namespace() {
   return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
 }
 
-std::size_t user_offset(int n) {
-  return layout::round_up(sizeof(layout::SegmentHeader) +
-                              static_cast<std::size_t>(n) * sizeof(layout::RankInfo),
-                          4096);
+// Where the user area starts, plus `user` bytes: the segment's size; 0 when
+// it does not fit in a size_t.
+std::size_t segment_bytes(int n, std::size_t user) {
+  using layout::Size;
+  const Size head = (Size(sizeof(layout::SegmentHeader)) +
+                     Size(static_cast<std::size_t>(n)) * sizeof(layout::RankInfo))
+                        .round_up(4096);
+  return (head + user).value();
 }
+
+std::size_t user_offset(int n) { return segment_bytes(n, 0); }
 
 }  // namespace
 
@@ -76,13 +82,15 @@ Status NodeSegment::create(Bootstrap& boot, const Options& opt, const Request& r
     const bool name_ok = !opt.name_prefix.empty() &&
                          opt.name_prefix.find_first_of("/-") == std::string::npos &&
                          opt.job_tag.find('/') == std::string::npos;
-    Status st = Status::invalid_argument;
-    if (name_ok && user != 0) {
+    // user == 0: the owner's layout overflows (or its parameters are invalid).
+    const std::size_t total = user != 0 ? segment_bytes(n, user) : 0;
+    Status st = name_ok ? Status::too_large : Status::invalid_argument;
+    if (name_ok && total != 0) {
       // A recycled pid can meet a leftover of its own name: try a few sequence numbers.
       for (int attempt = 0; attempt < 8; ++attempt) {
         const std::string name = make_segment_name(opt.name_prefix, opt.job_tag);
         if (name.size() >= sizeof msg.name) break;
-        st = Segment::create(name, user_offset(n) + user, ns.seg_);
+        st = Segment::create(name, total, ns.seg_);
         if (st != Status::create_failed) break;
       }
     }
@@ -109,7 +117,7 @@ Status NodeSegment::create(Bootstrap& boot, const Options& opt, const Request& r
   if (me != 0) {
     msg.name[sizeof msg.name - 1] = '\0';
     const std::size_t user = req.user_bytes(n, msg.params);
-    if (user != 0 && user_offset(n) + user == msg.bytes &&
+    if (user != 0 && segment_bytes(n, user) == msg.bytes &&
         Segment::attach(msg.name, msg.bytes, ns.seg_) == Status::ok) {
       const auto* h = static_cast<const layout::SegmentHeader*>(ns.seg_.data());
       attached = h->magic == layout::kMagic && h->version == layout::kVersion &&

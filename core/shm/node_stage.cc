@@ -18,15 +18,24 @@ struct StageGeometry {
   std::size_t total;
 };
 
+// total == 0: the sizes do not fit in memory (NodeSegment then fails set-up
+// on every rank alike).
 StageGeometry stage_geometry(int n, const SegmentParams& p) {
+  using layout::Size;
+  const Size flags = Size(static_cast<std::size_t>(n)) * layout::kLine;
+  const Size in_offset = (Size(2) * flags).round_up(4096);
+  const Size in_stride = Size(p[kInBytes]).round_up(4096);
+  const Size out_offset = in_offset + Size(2) * in_stride;
+  const Size out_stride = Size(p[kOutBytes]).round_up(4096);
+  const Size total = out_offset + Size(2) * out_stride;
   StageGeometry g{};
-  const std::size_t flags = static_cast<std::size_t>(n) * layout::kLine;
-  g.released_offset = flags;
-  g.in_offset = layout::round_up(2 * flags, 4096);
-  g.in_stride = layout::round_up(p[kInBytes], 4096);
-  g.out_offset = g.in_offset + 2 * g.in_stride;
-  g.out_stride = layout::round_up(p[kOutBytes], 4096);
-  g.total = g.out_offset + 2 * g.out_stride;
+  if (!total.ok() || p[kInBytes] == 0 || p[kOutBytes] == 0) return g;
+  g.released_offset = flags.value();
+  g.in_offset = in_offset.value();
+  g.in_stride = in_stride.value();
+  g.out_offset = out_offset.value();
+  g.out_stride = out_stride.value();
+  g.total = total.value();
   return g;
 }
 

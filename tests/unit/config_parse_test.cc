@@ -18,6 +18,36 @@ TEST(ParseBool, AcceptsCommonSpellings) {
   }
 }
 
+const Spec& spec_named(std::string_view name) {
+  for (const Spec& s : all_switches()) {
+    if (s.name == name) return s;
+  }
+  ADD_FAILURE() << "no switch " << name;
+  return all_switches()[0];
+}
+
+// Issue 11: MLXA2A_SHM_SLOT_SIZE=inf (or >= 2^63) made the segment geometry
+// wrap and the engine write past its segment. Sizes that shape segments have a
+// finite maximum; inf stays accepted where it means "no limit" or "never".
+TEST(ParseSize, SegmentSizesHaveAFiniteMaximum) {
+  for (std::string_view name : {"SHM_SLOT_SIZE", "SHM_SLOT_SIZE_OVERSUBSCRIBED"}) {
+    const Spec& s = spec_named(name);
+    for (const char* bad : {"inf", "unlimited", "2G", "1073741825", "9223372036854775808",
+                            "18446744073709551614", "0"}) {
+      const ParseResult r = parse_value(s, bad);
+      EXPECT_FALSE(r.value.has_value()) << name << "=" << bad;
+      EXPECT_NE(r.accepted.find("1G"), std::string::npos) << name << "=" << bad << ": " << r.accepted;
+    }
+    for (const char* good : {"1", "4K", "1G", "1073741824"}) {
+      EXPECT_TRUE(parse_value(s, good).value.has_value()) << name << "=" << good;
+    }
+  }
+  for (std::string_view name : {"SHM_CMA_THRESHOLD", "SHM_CMA_THRESHOLD_OVERSUBSCRIBED",
+                                "RCACHE_MAX_BYTES"}) {
+    EXPECT_TRUE(parse_value(spec_named(name), "inf").value.has_value()) << name;
+  }
+}
+
 TEST(ParseInt, RejectsTrailingGarbageAndOverflow) {
   EXPECT_EQ(parse_int("42"), 42);
   EXPECT_EQ(parse_int("+7"), 7);

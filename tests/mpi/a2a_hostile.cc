@@ -1,0 +1,139 @@
+// Hostile input (issue 11): erroneous MPI_Alltoall arguments must give the
+// error class the MPI alone gives, never a crash, wrong data or a hang, and
+// the communicator must work for correct calls afterwards. Run under mpirun
+// with or without mlxa2a (tests/mpi/run_mpi_test.py compares the two runs);
+// prints
+//   CALLS <rank> <n>             MPI_Alltoall calls this rank made
+//   ERRCLASS <case> <rank> <cls> error class each rank saw (sorted by the runner)
+//   RESULT PASS|FAIL             rank 0, after an allreduce of failures
+// Usage: a2a_hostile sizes|inplace|local-mismatch
+//   sizes           correct calls from 1 B to 1 MiB per peer on world and a
+//                   dup (run with extreme MLXA2A_SHM_SLOT_SIZE values)
+//   inplace         MPI_IN_PLACE as the receive buffer (and in both places),
+//                   then correct calls
+//   local-mismatch  send size != receive size on every rank, both ways, then
+//                   correct calls
+#include <mpi.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+int g_calls = 0;
+int g_failures = 0;
+
+int a2a(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, MPI_Comm c) {
+  ++g_calls;
+  return MPI_Alltoall(s, sc, st, r, rc, rt, c);
+}
+
+int value(int from, int to, int i) { return from * 1000003 + to * 1009 + i; }
+
+// One correct alltoall of `count` ints per peer; counts wrong elements.
+void correct_call(MPI_Comm comm, int count, const char* what) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const std::size_t n = static_cast<std::size_t>(count) * static_cast<std::size_t>(size);
+  std::vector<int> send(n), recv(n, -1);
+  for (int p = 0; p < size; ++p)
+    for (int i = 0; i < count; ++i) send[static_cast<std::size_t>(p) * count + i] = value(rank, p, i);
+  const int rc = a2a(send.data(), count, MPI_INT, recv.data(), count, MPI_INT, comm);
+  int wrong = rc != MPI_SUCCESS;
+  for (int p = 0; p < size && !wrong; ++p)
+    for (int i = 0; i < count; ++i)
+      if (recv[static_cast<std::size_t>(p) * count + i] != value(p, rank, i)) ++wrong;
+  if (wrong) {
+    std::printf("rank %d: %s: %d ints per peer: rc=%d, wrong data\n", rank, what, count, rc);
+    ++g_failures;
+  }
+}
+
+void report(const char* what, MPI_Comm comm, int rc) {
+  int rank = 0, cls = MPI_SUCCESS;
+  MPI_Comm_rank(comm, &rank);
+  if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+  std::printf("ERRCLASS %s %d %d\n", what, rank, cls);
+}
+
+void sizes(MPI_Comm world) {
+  MPI_Comm dup = MPI_COMM_NULL;
+  MPI_Comm_dup(world, &dup);
+  for (int count : {1, 16, 64, 1024, 16384, 262144}) {  // 4 B .. 1 MiB per peer
+    correct_call(world, count, "world");
+    correct_call(dup, count, "dup");
+  }
+  MPI_Comm_free(&dup);
+}
+
+void inplace(MPI_Comm comm) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  std::vector<int> buf(static_cast<std::size_t>(size) * 64, 7);
+  for (int count : {1, 64}) {  // line mode and the slots
+    const std::string c = std::to_string(count);
+    report(("inplace_recv_" + c).c_str(), comm,
+           a2a(buf.data(), count, MPI_INT, MPI_IN_PLACE, count, MPI_INT, comm));
+    report(("inplace_both_" + c).c_str(), comm,
+           a2a(MPI_IN_PLACE, count, MPI_INT, MPI_IN_PLACE, count, MPI_INT, comm));
+    correct_call(comm, count, "after MPI_IN_PLACE as receive buffer");
+  }
+}
+
+void local_mismatch(MPI_Comm comm) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  std::vector<int> send(static_cast<std::size_t>(size) * 128, 3);
+  std::vector<int> recv(static_cast<std::size_t>(size) * 128, 0);
+  // Send more than the receiver expects: truncation; a byte count that is not
+  // the receive size in other types too. Sending less is erroneous as well,
+  // but MPI may accept it: whatever it does, mlxa2a must do the same.
+  report("send_4_recv_2", comm, a2a(send.data(), 4, MPI_INT, recv.data(), 2, MPI_INT, comm));
+  correct_call(comm, 2, "after local mismatch");
+  report("send_64_recv_8", comm, a2a(send.data(), 64, MPI_INT, recv.data(), 8, MPI_INT, comm));
+  correct_call(comm, 64, "after local mismatch");
+  report("send_3_bytes_recv_1_int", comm,
+         a2a(send.data(), 3, MPI_BYTE, recv.data(), 1, MPI_INT, comm));
+  correct_call(comm, 1, "after local mismatch");
+  // Aliased buffers are erroneous: the MPI judges them.
+  report("aliased", comm, a2a(recv.data(), 2, MPI_INT, recv.data(), 2, MPI_INT, comm));
+  correct_call(comm, 2, "after aliased buffers");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const std::string mode = argc > 1 ? argv[1] : "";
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  // Open MPI reports some argument errors on MPI_COMM_WORLD's handler.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  // A team that already ran a call (the repeat path is armed) must not be
+  // fooled by erroneous arguments either.
+  correct_call(comm, 1, "warm-up");
+  if (mode == "sizes") {
+    sizes(comm);
+  } else if (mode == "inplace") {
+    inplace(comm);
+  } else if (mode == "local-mismatch") {
+    local_mismatch(comm);
+  } else {
+    if (rank == 0) std::printf("unknown mode '%s'\n", mode.c_str());
+    ++g_failures;
+  }
+  MPI_Comm_free(&comm);
+  int failures = 0;
+  MPI_Allreduce(&g_failures, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  std::printf("CALLS %d %d\n", rank, g_calls);
+  if (rank == 0) std::printf("RESULT %s\n", failures ? "FAIL" : "PASS");
+  MPI_Finalize();
+  return 0;
+}
