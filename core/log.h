@@ -36,10 +36,43 @@ void trace(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 // Closes the log file, if any (at MPI_Finalize).
 void shutdown();
 
+// Rate limit for a message that can repeat on every call (e.g. every call on
+// a communicator whose engine broke when a peer died): occurrences 1 to
+// kBurst print, later ones only at powers of two, so 10^6 failing calls log
+// about 20 lines. One instance per message site (static); thread-safe.
+class Limiter {
+ public:
+  static constexpr std::uint64_t kBurst = 3;
+  // The occurrence number (from 1) when this one should print, else 0.
+  std::uint64_t admit() noexcept {
+    const std::uint64_t k = n_.fetch_add(1, std::memory_order_relaxed) + 1;
+    return k <= kBurst || (k & (k - 1)) == 0 ? k : 0;
+  }
+
+ private:
+  std::atomic<std::uint64_t> n_{0};
+};
+
 }  // namespace mlxa2a::core::log
 
 #define MLXA2A_LOG(level, ...)                                                  \
   do {                                                                          \
     if (::mlxa2a::core::log::enabled(::mlxa2a::core::log::Level::level))        \
       ::mlxa2a::core::log::write(::mlxa2a::core::log::Level::level, __VA_ARGS__); \
+  } while (0)
+
+// MLXA2A_LOG through a per-site Limiter; from the second occurrence on the
+// line says how many times the message has come so far.
+#define MLXA2A_LOG_LIMITED(level, fmt, ...)                                                 \
+  do {                                                                                     \
+    static ::mlxa2a::core::log::Limiter mlxa2a_limiter_;                                   \
+    if (::mlxa2a::core::log::enabled(::mlxa2a::core::log::Level::level)) {                 \
+      if (const std::uint64_t mlxa2a_k_ = mlxa2a_limiter_.admit(); mlxa2a_k_ == 1) {       \
+        ::mlxa2a::core::log::write(::mlxa2a::core::log::Level::level, fmt, __VA_ARGS__);   \
+      } else if (mlxa2a_k_ > 1) {                                                          \
+        ::mlxa2a::core::log::write(::mlxa2a::core::log::Level::level,                      \
+                                   fmt " (occurrence %llu; repeats are logged at powers of two)", \
+                                   __VA_ARGS__, static_cast<unsigned long long>(mlxa2a_k_)); \
+      }                                                                                    \
+    }                                                                                      \
   } while (0)

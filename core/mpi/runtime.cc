@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -15,6 +16,8 @@
 #include "core/mlx5/endpoint_pool.h"
 #endif
 #include "core/mpi/tuning.h"
+#include "core/shm/options.h"
+#include "core/shm/segment.h"
 
 namespace mlxa2a::core::mpi {
 
@@ -104,11 +107,9 @@ void Runtime::load_settings(std::uint64_t* all_equal_hash, std::string* all_equa
   registry.load(config::process_environment());
   settings_ = config::settings_from(registry);
   log::configure(settings_.log_level, settings_.log_file);
-  // Every rank reads the same environment as a rule; rank 0 speaks for all.
-  for (const std::string& w : registry.warnings()) {
-    if (world_rank_ == 0) MLXA2A_LOG(Warn, "%s", w.c_str());
-    else MLXA2A_LOG(Debug, "%s", w.c_str());
-  }
+  // Printed once per job by warn_once_per_job() (any rank may hold a bad
+  // local value that the others lack).
+  switch_warnings_ = registry.warnings();
   *all_equal_hash = registry.all_equal_hash();
   *all_equal_summary = registry.all_equal_summary();
 }
@@ -120,12 +121,14 @@ void Runtime::set_inactive(std::string reason) {
 
 bool Runtime::settings_agree_across_world(std::uint64_t hash, const std::string& summary) {
   // max(h) == min(h) on all ranks <=> consistent; min(h) = ~max(~h), so one
-  // allreduce of {h, ~h} with MPI_MAX decides it.
-  std::uint64_t v[2] = {hash, ~hash};
-  if (PMPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS) {
+  // allreduce of {h, ~h} with MPI_MAX decides it. The third value says whether
+  // any rank has switch warnings: only then is a second collective needed.
+  std::uint64_t v[3] = {hash, ~hash, switch_warnings_.empty() ? 0u : 1u};
+  if (PMPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS) {
     MLXA2A_LOG(Error, "allreduce of the switch hash failed; mlxa2a stands aside");
     return false;
   }
+  if (v[2] != 0) warn_once_per_job();
   if (v[0] == ~v[1]) return true;
   if (world_rank_ == 0 || hash != v[0]) {
     MLXA2A_LOG(Error,
@@ -134,6 +137,46 @@ bool Runtime::settings_agree_across_world(std::uint64_t hash, const std::string&
                summary.c_str());
   }
   return false;
+}
+
+namespace {
+
+// FNV-1a: equal on every rank for equal text (std::hash promises nothing
+// across processes).
+std::uint64_t text_hash(const std::string& s) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h | 1;  // 0 marks an unused entry
+}
+
+}  // namespace
+
+void Runtime::warn_once_per_job() {
+  // Each rank contributes the hashes of up to kShared warnings; a rank prints
+  // a warning unless a lower rank has the same text. Warnings beyond kShared
+  // (a rank with many bad switches) are printed by their rank regardless.
+  constexpr std::size_t kShared = 8;
+  int size = 1;
+  PMPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::uint64_t mine[kShared] = {};
+  for (std::size_t i = 0; i < kShared && i < switch_warnings_.size(); ++i) {
+    mine[i] = text_hash(switch_warnings_[i]);
+  }
+  std::vector<std::uint64_t> all(kShared * static_cast<std::size_t>(size), 0);
+  const bool gathered = PMPI_Allgather(mine, kShared, MPI_UINT64_T, all.data(), kShared,
+                                       MPI_UINT64_T, MPI_COMM_WORLD) == MPI_SUCCESS;
+  for (std::size_t i = 0; i < switch_warnings_.size(); ++i) {
+    const std::string& w = switch_warnings_[i];
+    bool lower_rank_has_it = false;
+    if (gathered && i < kShared) {
+      const std::size_t below = kShared * static_cast<std::size_t>(world_rank_);
+      lower_rank_has_it = std::find(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(below),
+                                    mine[i]) != all.begin() + static_cast<std::ptrdiff_t>(below);
+    }
+    if (lower_rank_has_it) MLXA2A_LOG(Debug, "%s", w.c_str());
+    else MLXA2A_LOG(Warn, "%s", w.c_str());
+  }
+  switch_warnings_.clear();
 }
 
 void Runtime::after_init() {
@@ -170,6 +213,12 @@ void Runtime::after_init() {
     set_inactive("attribute keys unavailable");
     return;
   }
+  // Segments are unlinked once every rank attached; a job killed inside that
+  // window leaves one behind. Every process sweeps at start (names of our uid
+  // whose creator is dead), so no team has to be built for leftovers to go.
+  if (const int removed = shm::remove_stale_segments(shm::Options{}.name_prefix); removed > 0) {
+    MLXA2A_LOG(Info, "removed %d stale shared-memory segment(s) of dead processes", removed);
+  }
   if (!agreed) {
     set_inactive("all-equal switches differ across ranks");
   } else if (!settings_.enable) {
@@ -197,6 +246,12 @@ State Runtime::lazy_init() {
     std::uint64_t hash = 0;
     std::string summary;
     load_settings(&hash, &summary);
+    // No collective is possible here: rank 0 speaks for all.
+    for (const std::string& w : switch_warnings_) {
+      if (world_rank_ == 0) MLXA2A_LOG(Warn, "%s", w.c_str());
+      else MLXA2A_LOG(Debug, "%s", w.c_str());
+    }
+    switch_warnings_.clear();
   }
   MLXA2A_LOG(Warn, "MPI was initialised by a call mlxa2a does not wrap; mlxa2a stands aside");
   set_inactive("MPI initialised without mlxa2a's MPI_Init");

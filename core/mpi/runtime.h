@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
+#include <string>
 
 #include "core/config/switches.h"
 
@@ -55,6 +57,9 @@ class Runtime {
   Runtime() = default;
   void load_settings(std::uint64_t* all_equal_hash, std::string* all_equal_summary);
   bool settings_agree_across_world(std::uint64_t local_hash, const std::string& summary);
+  // Prints the switch warnings of every rank, each distinct text once per job
+  // (by the lowest rank that has it). Collective over MPI_COMM_WORLD.
+  void warn_once_per_job();
   void set_inactive(std::string reason);
 
   std::mutex mutex_;
@@ -64,6 +69,7 @@ class Runtime {
   int comm_keyval_ = MPI_KEYVAL_INVALID;
   int self_keyval_ = MPI_KEYVAL_INVALID;
   int world_rank_ = -1;
+  std::vector<std::string> switch_warnings_;  // from load_settings, printed once per job
   std::atomic<std::uint64_t> comm_ids_{0};
 };
 

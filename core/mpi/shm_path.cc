@@ -72,7 +72,8 @@ shm::Status run_engine(Team& team, const char* send, char* recv, std::uint64_t b
 
 int report(MPI_Comm comm, const char* what) {
   // The error handler may return (MPI_ERRORS_RETURN) or abort the job.
-  MLXA2A_LOG(Error, "MPI_Alltoall through shared memory failed: %s", what);
+  // Every later call on a broken engine fails too: rate-limited.
+  MLXA2A_LOG_LIMITED(Error, "MPI_Alltoall through shared memory failed: %s", what);
   PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
   return MPI_ERR_OTHER;
 }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 #include <new>
 
 #include "core/log.h"
@@ -35,16 +34,6 @@ class MpiBootstrap final : public shm::Bootstrap {
   int rank_;
   int size_;
 };
-
-// Segments are unlinked as soon as every rank attached, so leftovers exist
-// only if a job died inside that window; one sweep per process is plenty.
-void remove_stale_segments_once(const std::string& prefix) {
-  static std::once_flag once;
-  std::call_once(once, [&] {
-    const int removed = shm::remove_stale_segments(prefix);
-    if (removed > 0) MLXA2A_LOG(Info, "removed %d stale shared-memory segment(s)", removed);
-  });
-}
 
 // While a rank waits in the shm engine it makes no MPI call, yet a peer may
 // need this rank's MPI progress to reach the alltoall (e.g. it waits in
@@ -181,11 +170,10 @@ std::unique_ptr<Team> Team::create(MPI_Comm comm, const config::Settings& settin
     // single-node team build the engine and no rank of a multi-node one does.
     if (mine[1] == 0 && node.local_size == team->size_) {
       const shm::Options opt = engine_options(comm, node.oversubscribed);
-      if (node.local_rank == 0) remove_stale_segments_once(opt.name_prefix);
       MpiBootstrap boot(node.comm.get(), node.local_rank, node.local_size);
       const shm::Status st = shm::NodeAlltoall::create(boot, opt, team->shm_);
       if (st != shm::Status::ok) {
-        MLXA2A_LOG(Warn, "shared-memory set-up failed (%s); this communicator uses PMPI",
+        MLXA2A_LOG_LIMITED(Warn, "shared-memory set-up failed (%s); this communicator uses PMPI",
                    shm::to_string(st));
         mine[1] = 1;
       }
@@ -271,12 +259,11 @@ bool Team::setup_hier(MPI_Comm comm, MPI_Comm node_comm, std::size_t stage_bytes
 
     std::unique_ptr<shm::NodeStage> stage;
     const shm::Options opt = engine_options(comm, oversubscribed_);
-    if (local_rank == 0) remove_stale_segments_once(opt.name_prefix);
     const std::size_t area = hier::HierAlltoall::area_bytes(size_, local_size, stage_bytes);
     MpiBootstrap boot(node_comm, local_rank, local_size);
     if (const shm::Status st = shm::NodeStage::create(boot, opt, area, area, stage);
         st != shm::Status::ok) {
-      MLXA2A_LOG(Warn, "hierarchical staging set-up failed (%s)", shm::to_string(st));
+      MLXA2A_LOG_LIMITED(Warn, "hierarchical staging set-up failed (%s)", shm::to_string(st));
       failed = 1;
     }
     // The leaders' communicator, ordered by node, then by leader index.
@@ -318,7 +305,7 @@ bool Team::setup_hier(MPI_Comm comm, MPI_Comm node_comm, std::size_t stage_bytes
           hier::HierAlltoall::create(node_ids_, leads, rank, stage_bytes, std::move(stage),
                                      std::move(transport), hier_);
       if (st != shm::Status::ok) {
-        MLXA2A_LOG(Warn, "hierarchical engine set-up failed (%s)", shm::to_string(st));
+        MLXA2A_LOG_LIMITED(Warn, "hierarchical engine set-up failed (%s)", shm::to_string(st));
         failed = 1;
       }
     }
@@ -462,7 +449,7 @@ bool Team::complete_setup(MPI_Comm comm) noexcept {
   }
   if (st != shm::Status::ok) {
     // NodeAlltoall::create fails on every rank alike unless MPI itself broke.
-    MLXA2A_LOG(Warn, "shared-memory set-up failed (%s); this communicator uses PMPI",
+    MLXA2A_LOG_LIMITED(Warn, "shared-memory set-up failed (%s); this communicator uses PMPI",
                shm::to_string(st));
     caps_.shm = false;
     shm_.reset();

@@ -6,7 +6,8 @@
 //   CALLS <rank> <n>             MPI_Alltoall calls this rank made
 //   ERRCLASS <case> <rank> <cls> error class each rank saw (sorted by the runner)
 //   RESULT PASS|FAIL             rank 0, after an allreduce of failures
-// Usage: a2a_hostile sizes|inplace|local-mismatch
+// Usage: a2a_hostile noop|sizes|inplace|local-mismatch
+//   noop            no MPI_Alltoall (start-up behaviour: warnings, clean-up)
 //   sizes           correct calls from 1 B to 1 MiB per peer on world and a
 //                   dup (run with extreme MLXA2A_SHM_SLOT_SIZE values)
 //   inplace         MPI_IN_PLACE as the receive buffer (and in both places),
@@ -118,8 +119,10 @@ int main(int argc, char** argv) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   // A team that already ran a call (the repeat path is armed) must not be
   // fooled by erroneous arguments either.
-  correct_call(comm, 1, "warm-up");
-  if (mode == "sizes") {
+  if (mode != "noop") correct_call(comm, 1, "warm-up");
+  if (mode == "noop") {
+    // No MPI_Alltoall at all: what mlxa2a does at start-up alone.
+  } else if (mode == "sizes") {
     sizes(comm);
   } else if (mode == "inplace") {
     inplace(comm);

@@ -22,6 +22,11 @@ Options for special cases:
                        several nodes)
   --rank0-env VAR=VAL  set VAR only for rank 0 (MPMD launch), e.g. to make an
                        all-equal switch differ across ranks
+  --others-env VAR=VAL set VAR on every rank but rank 0 (MPMD launch)
+  --expect-warning RE  exactly one warning line of the whole job matches RE
+                       (a switch warning is printed once per job, by any rank)
+  --plant-stale-segment  put a segment of a dead process into /dev/shm before
+                       the run with mlxa2a; the run must remove it
   --allow-warning RE   mlxa2a warnings matching RE are expected (e.g. a bad
                        switch value the test sets on purpose)
   --wrong-family       the shim is built for the other MPI: the run must pass
@@ -63,7 +68,11 @@ def launch(args, extra_env, prog):
         cmd += ["--oversubscribe", "--bind-to", "none"]
         for k in extra_env:
             cmd += ["-x", k]
-    if args.rank0_env and "LD_PRELOAD" in extra_env:
+    if args.others_env and "LD_PRELOAD" in extra_env:
+        cmd += ["-np", "1"] + prog
+        if args.np > 1:
+            cmd += [":", "-np", str(args.np - 1), "env", args.others_env] + prog
+    elif args.rank0_env and "LD_PRELOAD" in extra_env:
         # MPMD: rank 0 gets the extra variable through env(1), the rest do not.
         cmd += ["-np", "1", "env", args.rank0_env] + prog
         if args.np > 1:
@@ -131,6 +140,9 @@ def main():
     ap.add_argument("--expect-some-reason")
     ap.add_argument("--rank0-env")
     ap.add_argument("--allow-warning")
+    ap.add_argument("--others-env")
+    ap.add_argument("--expect-warning")
+    ap.add_argument("--plant-stale-segment", action="store_true")
     # Seconds each mpirun may take (default MLXA2A_TEST_TIMEOUT or 300); a
     # hang then fails the test instead of blocking the suite.
     ap.add_argument("--timeout", type=int)
@@ -158,6 +170,14 @@ def main():
         sys.exit("FAIL: the reference run (no mlxa2a) failed")
 
     shm_before = shm_leftovers()
+    planted = None
+    if args.plant_stale_segment:
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        planted = f"/dev/shm/mlxa2a-{os.getuid()}-{dead.pid}-0-planted"
+        with open(planted, "wb") as f:
+            f.write(b"\0" * 4096)
+    warned = []
     some_reason = some_path = False
     traced_paths = {}
     world_paths = {}
@@ -235,8 +255,12 @@ def main():
                              f"with its own trace {traced_paths[rank]}")
             for name in stat_sums:
                 stat_sums[name] += rdma_stat(text, name)
+            if args.expect_warning:
+                warned += [l for l in text.splitlines()
+                           if "] warn:" in l and re.search(args.expect_warning, l)]
             bad = [l for l in text.splitlines() if ("] warn:" in l or "] error:" in l)
-                   and not (args.allow_warning and re.search(args.allow_warning, l))]
+                   and not (args.allow_warning and re.search(args.allow_warning, l))
+                   and not (args.expect_warning and re.search(args.expect_warning, l))]
             if bad and not args.rank0_env and not args.allow_warnings:
                 sys.exit("FAIL: mlxa2a complained:\n" + "\n".join(bad))
         stray = sorted(glob.glob(os.path.join(tmp, "trace.x")))
@@ -270,6 +294,12 @@ def main():
                 sys.exit(f"FAIL: rank {rank} took other paths than rank {min(world_paths)} on "
                          f"MPI_COMM_WORLD at calls {diff[:5]}: {[paths.get(c) for c in diff[:5]]} "
                          f"vs {[first.get(c) for c in diff[:5]]}")
+    if planted and os.path.exists(planted):
+        os.unlink(planted)
+        sys.exit(f"FAIL: the stale segment {planted} of a dead process was not removed")
+    if args.expect_warning and len(warned) != 1:
+        sys.exit(f"FAIL: expected one warning matching {args.expect_warning!r} in the job, got "
+                 f"{len(warned)}:\n" + "\n".join(warned))
     if args.expect_some_reason and not some_reason:
         sys.exit(f"FAIL: no traced call gave a reason matching {args.expect_some_reason!r}")
     if args.expect_path and not some_path:
