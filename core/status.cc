@@ -17,6 +17,8 @@ const char* to_string(Status s) noexcept {
     case Status::transport_failed: return "the leaders' inter-node exchange failed";
     case Status::unavailable: return "RDMA is not available in this process";
     case Status::net_failed: return "an RDMA operation failed";
+    case Status::size_mismatch:
+      return "a peer's bytes per peer differ from this rank's (mismatched type signatures)";
     case Status::too_large:
       return "the shared-memory layout does not fit in memory (MLXA2A_SHM_SLOT_SIZE x ranks)";
   }

@@ -21,6 +21,7 @@ enum class [[nodiscard]] Status {
   unavailable,        // RDMA is not usable in this process (no library, device or port)
   net_failed,         // a verbs call or completion failed (core/mlx5)
   too_large,          // a layout's sizes overflow (switch values x ranks); nothing created
+  size_mismatch,      // a peer called with another bytes_per_peer; see NodeAlltoall::resync
 };
 
 // Static string, never null.

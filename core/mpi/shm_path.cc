@@ -78,6 +78,22 @@ int report(MPI_Comm comm, const char* what) {
   return MPI_ERR_OTHER;
 }
 
+// The engine's status as the call's result. A size mismatch across ranks is
+// the program's error (mismatched type signatures, MPI 4.0 section 6.9): every
+// rank gets it in the same call, agrees on a restart point and reports
+// MPI_ERR_TRUNCATE, what the MPI reports for a message longer than its
+// receive buffer; the communicator stays usable.
+int engine_result(const AlltoallArgs& a, Team& team, shm::Status st) {
+  if (st == shm::Status::ok) return MPI_SUCCESS;
+  if (st == shm::Status::size_mismatch) {
+    if (!team.resync(a.comm)) return report(a.comm, "agreement after a size mismatch failed");
+    MLXA2A_LOG_LIMITED(Info, "MPI_Alltoall: %s; MPI_ERR_TRUNCATE", shm::to_string(st));
+    PMPI_Comm_call_errhandler(a.comm, MPI_ERR_TRUNCATE);
+    return MPI_ERR_TRUNCATE;
+  }
+  return report(a.comm, shm::to_string(st));
+}
+
 }  // namespace
 
 std::size_t predefined_scalar_size(MPI_Datatype t) noexcept {
@@ -123,16 +139,19 @@ bool is_plain_named(MPI_Datatype type) noexcept {
 
 int shm_alltoall_contiguous(const AlltoallArgs& a, Team& team, std::uint64_t bytes,
                             EngineRoute route) noexcept {
-  const shm::Status st = run_engine(team, static_cast<const char*>(a.sendbuf),
-                                    static_cast<char*>(a.recvbuf), bytes, route);
-  return st == shm::Status::ok ? MPI_SUCCESS : report(a.comm, shm::to_string(st));
+  return engine_result(a, team,
+                       run_engine(team, static_cast<const char*>(a.sendbuf),
+                                  static_cast<char*>(a.recvbuf), bytes, route));
 }
 
 int shm_alltoall(const AlltoallArgs& a, Team& team, std::uint64_t bytes,
                  EngineRoute route) noexcept {
-  // Nothing to move, and an alltoall implies no synchronisation: every rank
-  // sees bytes == 0 at this call and returns alike.
-  if (bytes == 0) return MPI_SUCCESS;
+  // Nothing to move; but when the engine compares sizes across ranks, a 0-byte
+  // call takes part, so that a peer called with more bytes is not left waiting.
+  if (bytes == 0) {
+    return team.checks_empty_calls() ? engine_result(a, team, team.run(nullptr, nullptr, 0))
+                                     : MPI_SUCCESS;
+  }
   const int n = team.size();
   // Peers may already wait in the engine for this call: a rank that cannot
   // prepare its buffers makes them fail too instead of leaving them waiting.
@@ -170,7 +189,7 @@ int shm_alltoall(const AlltoallArgs& a, Team& team, std::uint64_t bytes,
   }
 
   if (const shm::Status st = run_engine(team, send, recv, bytes, route); st != shm::Status::ok) {
-    return report(a.comm, shm::to_string(st));
+    return engine_result(a, team, st);
   }
   if (!rl.contiguous && !unpack(recv, bytes, n, a.recvbuf, a.recvcount, a.recvtype, rl, a.comm)) {
     local_error = "PMPI_Unpack failed";

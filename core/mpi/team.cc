@@ -1,6 +1,7 @@
 #include "core/mpi/team.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <new>
 
@@ -91,6 +92,17 @@ int Team::ranks_per_node() const noexcept {
 void Team::abandon() noexcept {
   if (shm_) shm_->abandon();
   if (hier_) hier_->abandon();
+}
+
+bool Team::resync(MPI_Comm comm) noexcept {
+  if (!shm_) return false;  // only the single-node engine reports size_mismatch
+  std::array<std::uint64_t, 2> point = shm_->sync_point();
+  if (PMPI_Allreduce(MPI_IN_PLACE, point.data(), 2, MPI_UINT64_T, MPI_MAX, comm) != MPI_SUCCESS) {
+    shm_->abandon();
+    return false;
+  }
+  shm_->resync(point);
+  return true;
 }
 
 char* Team::scratch(int which, std::size_t bytes) noexcept {

@@ -97,6 +97,16 @@ class Team {
                                 tuning::Candidate path) noexcept;
   // For a rank that cannot take part in a run() its peers have entered.
   void abandon() noexcept;
+  // After run() returned shm::Status::size_mismatch - which every rank of the
+  // team then gets in the same call (NodeAlltoall's contract) - agrees on the
+  // engine's restart point with one PMPI_Allreduce over comm, so that correct
+  // calls work afterwards. Collective. False if MPI failed; the engine is then
+  // abandoned (later calls report an error instead of waiting).
+  [[nodiscard]] bool resync(MPI_Comm comm) noexcept;
+  // Whether a 0-byte call must still enter run(): the engine compares every
+  // rank's size, so a rank that calls with 0 bytes while a peer calls with
+  // more is found rather than left waiting for.
+  bool checks_empty_calls() const noexcept { return shm_ != nullptr; }
 
   // Rank-local scratch space for packing MPI_IN_PLACE and non-contiguous data;
   // grows on demand and is kept for the next call. nullptr if allocation failed.

@@ -7,6 +7,7 @@
 //
 // NodeAlltoall's user area:
 //   DoneFlag[local_size]               one kLine each (CMA completion)
+//   CallInfo[local_size]               one kLine each (call number, bytes per peer)
 //   LineArea[local_size][2] (page aligned)  kLineAreaBytes each (lines.h)
 //   Slot[local_size][2] (page aligned) slot_stride bytes each: seq word + data
 //
@@ -24,7 +25,7 @@ namespace mlxa2a::shm::layout {
 
 constexpr std::size_t kLine = 128;
 constexpr std::uint64_t kMagic = 0x6d6c786132617368ULL;  // "mlxa2ash"
-constexpr std::uint32_t kVersion = 4;
+constexpr std::uint32_t kVersion = 5;
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
               "cross-process atomics must be lock-free");
@@ -54,9 +55,23 @@ struct alignas(kLine) DoneFlag {
   std::atomic<std::uint64_t> seq;  // last call whose peers' send buffers we finished reading
 };
 
-// A slot: seq (call/round number whose data the slot holds), then data. Data
-// starts 8 bytes in so that up to kLine-8 bytes travel with the flag in one line.
-constexpr std::size_t kSlotDataOffset = sizeof(std::uint64_t);
+// Which call a rank is in and with how many bytes per peer: written at the
+// start of every run() (bytes, then call with release), read by a peer only
+// while it waits long for this rank - a rank that called with another size
+// may be waiting somewhere else entirely (another path, another round), so
+// the waiter compares sizes here and both sides end the call instead of
+// waiting forever.
+struct alignas(kLine) CallInfo {
+  std::atomic<std::uint64_t> call;   // run() calls made, this one included
+  std::atomic<std::uint64_t> bytes;  // this call's bytes per peer
+};
+
+// A slot: seq (call/round number whose data the slot holds), the writer's
+// bytes per peer for the whole call (a reader with another size fails the call
+// rather than read a wrong block), then data. Data starts 16 bytes in so that
+// up to kLine-16 bytes travel with the flag in one line.
+constexpr std::size_t kSlotBytesOffset = sizeof(std::uint64_t);
+constexpr std::size_t kSlotDataOffset = 2 * sizeof(std::uint64_t);
 
 constexpr std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
 
@@ -99,6 +114,7 @@ constexpr std::size_t kLineAreaBytes = 4096;
 // NodeAlltoall's user area. total == 0: the sizes do not fit in memory.
 struct AlltoallGeometry {
   std::size_t done_offset;
+  std::size_t calls_offset;
   std::size_t lines_offset;
   std::size_t slots_offset;
   std::size_t slot_stride;
@@ -107,13 +123,15 @@ struct AlltoallGeometry {
 
 constexpr AlltoallGeometry alltoall_geometry(std::size_t local_size, std::size_t slot_capacity) {
   const Size n(local_size);
-  const Size lines = (n * sizeof(DoneFlag)).round_up(4096);
+  const Size calls = n * sizeof(DoneFlag);
+  const Size lines = (calls + n * sizeof(CallInfo)).round_up(4096);
   const Size slots = lines + Size(2) * n * kLineAreaBytes;
   const Size stride = (Size(kSlotDataOffset) + slot_capacity).round_up(kLine);
   const Size total = slots + Size(2) * n * stride;
   AlltoallGeometry g{};
   if (!total.ok()) return g;
   g.done_offset = 0;
+  g.calls_offset = calls.value();
   g.lines_offset = lines.value();
   g.slots_offset = slots.value();
   g.slot_stride = stride.value();

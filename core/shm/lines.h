@@ -73,6 +73,37 @@ inline bool ready(const char* area, std::size_t first, std::size_t last,
   return true;
 }
 
+// Sequence words of NodeAlltoall's line mode carry the writer's bytes per
+// peer in their low kTagBits bits (line mode serves at most 256 bytes per
+// peer), so that a reader called with another size notices at once instead
+// of reading a wrong block.
+constexpr unsigned kTagBits = 16;
+constexpr std::uint64_t word(std::uint64_t seq, std::size_t bytes) noexcept {
+  return seq << kTagBits | static_cast<std::uint64_t>(bytes);
+}
+
+enum class Check { pending, ready, mismatch };
+
+// Whether lines [first, last] all hold exactly `w` (ready; with the acquire
+// fence that orders the payload reads), all hold words of w's sequence number
+// or later but not all w (mismatch: a writer of another size), or not yet.
+// Every line is loaded in every pass, as in ready().
+inline Check check(const char* area, std::size_t first, std::size_t last,
+                   std::uint64_t w) noexcept {
+  std::uint64_t lowest = UINT64_MAX, highest = 0;
+  for (std::size_t line = first; line <= last; ++line) {
+    const std::uint64_t v = seq(area, line).load(std::memory_order_relaxed);
+    lowest = std::min(lowest, v);
+    highest = std::max(highest, v);
+  }
+  if (lowest == w && highest == w) {
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return Check::ready;
+  }
+  constexpr std::uint64_t kSeqMask = ~((std::uint64_t{1} << kTagBits) - 1);
+  return lowest >= (w & kSeqMask) ? Check::mismatch : Check::pending;
+}
+
 // Copies stream bytes [off, off + len) out of the area's payloads. The lines
 // holding them must have been found ready().
 inline void read(const char* area, std::size_t off, std::size_t len, char* dst) noexcept {

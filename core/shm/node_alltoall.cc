@@ -88,12 +88,14 @@ Status NodeAlltoall::setup(Bootstrap& boot, const Options& opt) {
   lines_.resize(2 * static_cast<std::size_t>(n_));
   slots_.resize(2 * static_cast<std::size_t>(n_));
   done_.resize(static_cast<std::size_t>(n_));
+  calls_info_.resize(static_cast<std::size_t>(n_));
   for (int r = 0; r < n_; ++r) {
     lines_[2 * r] = user + g.lines_offset + (2 * static_cast<std::size_t>(r)) * layout::kLineAreaBytes;
     lines_[2 * r + 1] = lines_[2 * r] + layout::kLineAreaBytes;
     slots_[2 * r] = user + g.slots_offset + (2 * static_cast<std::size_t>(r)) * g.slot_stride;
     slots_[2 * r + 1] = slots_[2 * r] + g.slot_stride;
     done_[r] = reinterpret_cast<layout::DoneFlag*>(user + g.done_offset) + r;
+    calls_info_[r] = reinterpret_cast<layout::CallInfo*>(user + g.calls_offset) + r;
   }
   waiter_ = Waiter(opt, seg_.failed_flag());
   return Status::ok;
@@ -127,25 +129,46 @@ Status NodeAlltoall::run(const void* send, void* recv, std::size_t bytes) noexce
 
 Status NodeAlltoall::run(const void* send, void* recv, std::size_t bytes, Path path) noexcept {
   if (broken_) return Status::broken;
-  if (bytes == 0) return Status::ok;  // every rank returns here: no sync needed
-  if (send == nullptr || recv == nullptr) return Status::invalid_argument;
+  if (bytes != 0 && (send == nullptr || recv == nullptr)) return Status::invalid_argument;
   if (bytes > max_bytes_) return Status::invalid_argument;  // n * bytes would overflow
   const auto* s = static_cast<const char*>(send);
   auto* r = static_cast<char*>(recv);
   if (n_ == 1) {
-    std::memcpy(r, s, bytes);
+    if (bytes != 0) std::memcpy(r, s, bytes);
     return Status::ok;
   }
+  // Announce the call and its size: a peer called with another size compares
+  // it while it waits for us (CallProbe).
+  layout::CallInfo& mine = *calls_info_[static_cast<std::size_t>(me_)];
+  mine.bytes.store(bytes, std::memory_order_relaxed);
+  mine.call.store(++calls_, std::memory_order_release);
   if (!can_take(path, bytes)) path = path_for(bytes);
-  const Status st = path == Path::line ? run_lines(s, r, bytes)
-                    : path == Path::cma ? run_cma(s, r, bytes)
-                                        : run_copy(s, r, bytes);
+  const Status st = path == Path::local  ? run_empty()
+                    : path == Path::line ? run_lines(s, r, bytes)
+                    : path == Path::cma  ? run_cma(s, r, bytes)
+                                         : run_copy(s, r, bytes);
+  if (st == Status::size_mismatch) return st;  // not broken: see resync()
   if (st != Status::ok) {
     broken_ = true;
     // Tell the peers, which may be waiting for us, to give up too.
     seg_.failed_flag()->store(1, std::memory_order_release);
   }
   return st;
+}
+
+// 0 bytes per peer: nothing moves, but a peer may have called with a size
+// (an erroneous program) and wait for us; compare sizes with every peer.
+// A peer whose CallInfo shows a later call has finished this one, which it
+// could only do with our size.
+Status NodeAlltoall::run_empty() noexcept {
+  for (int k = 1; k < n_; ++k) {
+    const int j = me_ + k < n_ ? me_ + k : me_ + k - n_;
+    const CallProbe pr = probe(j, 0);
+    const Status st = waiter_.wait_geq(*pr.call, calls_, seg_.watch_pid(j), &pr);
+    if (st != Status::ok) return st;
+    if (pr.mismatched()) return Status::size_mismatch;
+  }
+  return Status::ok;
 }
 
 // Line mode (lines.h): the writer's stream is its blocks for the other ranks,
@@ -162,27 +185,34 @@ Status NodeAlltoall::run_lines(const char* send, char* recv, std::size_t bytes) 
   const std::size_t me = static_cast<std::size_t>(me_);
   const std::uint64_t seq = ++seq_;
   const std::uint64_t p = seq & 1;
+  // The words carry our size: a reader of another size sees the mismatch.
+  const std::uint64_t word = lines::word(seq, bytes);
   lines::publish(lines_[2 * me + p], send + (me + 1) * bytes, (n - 1 - me) * bytes, send,
-                 me * bytes, seq);
+                 me * bytes, word);
   std::memcpy(recv + me * bytes, send + me * bytes, bytes);
   struct Block {
     const char* area;
     std::size_t first, last;
-    std::uint64_t seq;
+    std::uint64_t word;
   };
   for (std::size_t k = 1, j = me + 1; k < n; ++k, ++j) {
     if (j == n) j = 0;
     const std::size_t off = (n - 1 - k) * bytes;
-    const Block b{lines_[2 * j + p], off / lines::kPayload, (off + bytes - 1) / lines::kPayload, seq};
-    if (!lines::ready(b.area, b.first, b.last, b.seq)) {
+    const Block b{lines_[2 * j + p], off / lines::kPayload, (off + bytes - 1) / lines::kPayload,
+                  word};
+    lines::Check c = lines::check(b.area, b.first, b.last, b.word);
+    if (c == lines::Check::pending) {
+      const CallProbe pr = probe(static_cast<int>(j), bytes);
       const Status st = waiter_.wait_until(
-          [](const void* c) noexcept {
-            const Block& x = *static_cast<const Block*>(c);
-            return lines::ready(x.area, x.first, x.last, x.seq);
+          [](const void* x) noexcept {
+            const Block& y = *static_cast<const Block*>(x);
+            return lines::check(y.area, y.first, y.last, y.word) != lines::Check::pending;
           },
-          &b, seg_.watch_pid(static_cast<int>(j)));
+          &b, seg_.watch_pid(static_cast<int>(j)), &pr);
       if (st != Status::ok) return st;
+      c = lines::check(b.area, b.first, b.last, b.word);
     }
+    if (c != lines::Check::ready) return Status::size_mismatch;
     lines::read(b.area, off, bytes, recv + j * bytes);
   }
   return Status::ok;
@@ -226,14 +256,17 @@ Status NodeAlltoall::run_copy(const char* send, char* recv, std::size_t bytes) n
         std::memcpy(mine + (k - 1) * len, send + d * bytes + off, len);
       }
     }
+    slot_bytes(me_, p).store(bytes, std::memory_order_relaxed);
     slot_seq(me_, p).store(seq, std::memory_order_release);
     std::memcpy(recv + me * bytes + off, send + me * bytes + off, len);
     // Start at the next rank so that ranks do not all read the same slot first.
     for (std::size_t k = 1, j = me + 1; k < n; ++k, ++j) {
       if (j == n) j = 0;
       const int jr = static_cast<int>(j);
-      const Status st = waiter_.wait_geq(slot_seq(jr, p), seq, seg_.watch_pid(jr));
+      const CallProbe pr = probe(jr, bytes);
+      const Status st = waiter_.wait_geq(slot_seq(jr, p), seq, seg_.watch_pid(jr), &pr);
       if (st != Status::ok) return st;
+      if (slot_bytes(jr, p).load(std::memory_order_relaxed) != bytes) return Status::size_mismatch;
       std::memcpy(recv + j * bytes + off, slot_data(jr, p) + (n - 1 - k) * len, len);
     }
   }
@@ -251,12 +284,23 @@ Status NodeAlltoall::run_cma(const char* send, char* recv, std::size_t bytes) no
   const std::uint64_t p = seq & 1;
   const std::uint64_t addr = reinterpret_cast<std::uintptr_t>(send);
   std::memcpy(slot_data(me_, p), &addr, sizeof addr);
+  slot_bytes(me_, p).store(bytes, std::memory_order_relaxed);
   slot_seq(me_, p).store(seq, std::memory_order_release);
   std::memcpy(recv + me * bytes, send + me * bytes, bytes);
+  // Every peer's size first, before reading any peer's buffer: a rank that
+  // finds a mismatch returns at once, and its send buffer must not be read
+  // after that. If any size differs, every rank finds a differing peer here
+  // (had all of mine equalled mine, all would be equal), so no rank reads.
   for (std::size_t k = 1; k < n; ++k) {
     const std::size_t j = me + k < n ? me + k : me + k - n;
-    Status st = waiter_.wait_geq(slot_seq(static_cast<int>(j), p), seq, seg_.watch_pid(static_cast<int>(j)));
+    const int jr = static_cast<int>(j);
+    const CallProbe pr = probe(jr, bytes);
+    const Status st = waiter_.wait_geq(slot_seq(jr, p), seq, seg_.watch_pid(jr), &pr);
     if (st != Status::ok) return st;
+    if (slot_bytes(jr, p).load(std::memory_order_relaxed) != bytes) return Status::size_mismatch;
+  }
+  for (std::size_t k = 1; k < n; ++k) {
+    const std::size_t j = me + k < n ? me + k : me + k - n;
     std::uint64_t peer_send = 0;
     std::memcpy(&peer_send, slot_data(static_cast<int>(j), p), sizeof peer_send);
     if (!cma_read(seg_.pid(static_cast<int>(j)), recv + j * bytes, peer_send + me * bytes, bytes)) {

@@ -16,6 +16,17 @@
 // * Errors: a dead peer, a timeout, an abort request or a failure reported by
 //   another rank end the call with a Status; the instance is then broken and
 //   every later run() returns Status::broken. No exception escapes.
+// * A peer that called with another bytes_per_peer (an erroneous program)
+//   ends the call on every rank with Status::size_mismatch, within about the
+//   spin time (every rank compares its size with every peer's in the call's
+//   first round: in the line words, the slot header, or while waiting, the
+//   peer's CallInfo). 0-byte calls take part too (they wait for every peer's
+//   CallInfo). The instance is not broken, but the ranks' sequence numbers
+//   may differ: every rank must call sync_point(), agree on the element-wise
+//   maximum (e.g. an allreduce) and call resync() with it before the next
+//   run(). All ranks have left run() by then, so no area is in use.
+//   Sizes that send ranks to different paths outside the engine (PMPI) are
+//   the caller's to avoid.
 // * Not thread-safe: one thread at a time per instance (MPI semantics for
 //   collectives on one communicator). Distinct instances are independent.
 // * Destruction is local (no communication): it unmaps the segment.
@@ -23,6 +34,7 @@
 //   so all ranks always take the same path.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -70,6 +82,14 @@ class NodeAlltoall {
   // instead of waiting forever. Local, never blocks.
   void abandon() noexcept;
 
+  // After Status::size_mismatch (see the contract): this rank's position, and
+  // the restart from the agreed element-wise maximum of every rank's.
+  std::array<std::uint64_t, 2> sync_point() const noexcept { return {seq_, calls_}; }
+  void resync(const std::array<std::uint64_t, 2>& agreed) noexcept {
+    seq_ = agreed[0];
+    calls_ = agreed[1];
+  }
+
   // The path run() takes for this size (identical on all local ranks).
   Path path_for(std::size_t bytes_per_peer) const noexcept;
 
@@ -89,6 +109,7 @@ class NodeAlltoall {
   NodeAlltoall(int me, int n, const Options& opt);
 
   Status setup(Bootstrap& boot, const Options& opt);
+  Status run_empty() noexcept;
   Status run_lines(const char* send, char* recv, std::size_t bytes) noexcept;
   Status run_copy(const char* send, char* recv, std::size_t bytes) noexcept;
   Status run_cma(const char* send, char* recv, std::size_t bytes) noexcept;
@@ -96,8 +117,17 @@ class NodeAlltoall {
   std::atomic<std::uint64_t>& slot_seq(int rank, std::uint64_t parity) const noexcept {
     return *reinterpret_cast<std::atomic<std::uint64_t>*>(slots_[2 * rank + parity]);
   }
+  std::atomic<std::uint64_t>& slot_bytes(int rank, std::uint64_t parity) const noexcept {
+    return *reinterpret_cast<std::atomic<std::uint64_t>*>(slots_[2 * rank + parity] +
+                                                          layout::kSlotBytesOffset);
+  }
   char* slot_data(int rank, std::uint64_t parity) const noexcept {
     return slots_[2 * rank + parity] + layout::kSlotDataOffset;
+  }
+  // What a wait for `rank` in this call compares (CallProbe).
+  CallProbe probe(int rank, std::size_t bytes) const noexcept {
+    const layout::CallInfo* c = calls_info_[static_cast<std::size_t>(rank)];
+    return CallProbe{&c->call, &c->bytes, calls_, bytes};
   }
 
   int me_;
@@ -108,11 +138,13 @@ class NodeAlltoall {
   std::size_t cma_threshold_ = 0;   // 0 = CMA off (agreed at creation)
   bool cma_usable_ = false;         // probe passed on every rank (agreed)
   std::uint64_t seq_ = 0;           // calls/rounds done; equal on all ranks
+  std::uint64_t calls_ = 0;         // run() calls with local_size > 1; equal on all ranks
   bool broken_ = false;
   std::size_t line_max_ = 0;        // largest bytes_per_peer served in line mode
   std::vector<char*> lines_;        // line-mode areas, [2 * rank + parity]
   std::vector<char*> slots_;        // [2 * rank + parity]
   std::vector<layout::DoneFlag*> done_;
+  std::vector<layout::CallInfo*> calls_info_;
   Waiter waiter_;
 };
 

@@ -22,8 +22,8 @@ Waiter::Waiter(const Options& opt, const std::atomic<std::uint32_t>* failed)
       abort_(opt.abort_requested),
       failed_(failed) {}
 
-Status Waiter::wait_slow(const std::atomic<std::uint64_t>& flag, std::uint64_t target,
-                         int pid) const noexcept {
+Status Waiter::wait_slow(const std::atomic<std::uint64_t>& flag, std::uint64_t target, int pid,
+                         const CallProbe* probe) const noexcept {
   struct Ctx {
     const std::atomic<std::uint64_t>* flag;
     std::uint64_t target;
@@ -33,10 +33,11 @@ Status Waiter::wait_slow(const std::atomic<std::uint64_t>& flag, std::uint64_t t
         const Ctx& x = *static_cast<const Ctx*>(c);
         return x.flag->load(std::memory_order_acquire) >= x.target;
       },
-      &ctx, pid);
+      &ctx, pid, probe);
 }
 
-Status Waiter::wait_until(Ready ready, const void* ctx, int pid) const noexcept {
+Status Waiter::wait_until(Ready ready, const void* ctx, int pid,
+                          const CallProbe* probe) const noexcept {
   for (std::uint32_t i = 0; i < spin_; ++i) {
     cpu_relax();
     if (ready(ctx)) return Status::ok;
@@ -49,6 +50,7 @@ Status Waiter::wait_until(Ready ready, const void* ctx, int pid) const noexcept 
     if (ready(ctx)) return Status::ok;
     if (failed_ != nullptr && failed_->load(std::memory_order_relaxed) != 0)
       return Status::peer_failed;
+    if (probe != nullptr && probe->mismatched()) return Status::size_mismatch;
     const Clock::time_point now = Clock::now();
     if (now - last_check >= std::chrono::milliseconds(1)) {
       last_check = now;

@@ -22,6 +22,20 @@
 
 namespace mlxa2a::shm {
 
+// What a waiter compares while it waits long for a peer: the peer's
+// CallInfo (layout.h). A peer in the same call with another size will never
+// write what we wait for; the wait then ends with Status::size_mismatch.
+struct CallProbe {
+  const std::atomic<std::uint64_t>* call = nullptr;   // the peer's; null: no probe
+  const std::atomic<std::uint64_t>* bytes = nullptr;
+  std::uint64_t my_call = 0;
+  std::uint64_t my_bytes = 0;
+  bool mismatched() const noexcept {
+    return call != nullptr && call->load(std::memory_order_acquire) == my_call &&
+           bytes->load(std::memory_order_relaxed) != my_bytes;
+  }
+};
+
 class Waiter {
  public:
   // `failed` is a node-wide flag any rank sets when its run() fails, so that
@@ -30,21 +44,23 @@ class Waiter {
 
   // Returns once flag >= target. `pid` is the process expected to advance the
   // flag, checked for liveness about every millisecond; <= 0 skips the check.
-  Status wait_geq(const std::atomic<std::uint64_t>& flag, std::uint64_t target,
-                  int pid) const noexcept {
+  // `probe`, when given, is checked while yielding (CallProbe).
+  Status wait_geq(const std::atomic<std::uint64_t>& flag, std::uint64_t target, int pid,
+                  const CallProbe* probe = nullptr) const noexcept {
     if (flag.load(std::memory_order_acquire) >= target) return Status::ok;
-    return wait_slow(flag, target, pid);
+    return wait_slow(flag, target, pid, probe);
   }
 
   // The same wait for any condition: returns once ready(ctx) is true, with
   // the same spin, yield, liveness and abort rules. ready() must do the
   // acquire that pairs with the writer's release.
   using Ready = bool (*)(const void* ctx) noexcept;
-  Status wait_until(Ready ready, const void* ctx, int pid) const noexcept;
+  Status wait_until(Ready ready, const void* ctx, int pid,
+                    const CallProbe* probe = nullptr) const noexcept;
 
  private:
-  Status wait_slow(const std::atomic<std::uint64_t>& flag, std::uint64_t target,
-                   int pid) const noexcept;
+  Status wait_slow(const std::atomic<std::uint64_t>& flag, std::uint64_t target, int pid,
+                   const CallProbe* probe) const noexcept;
 
   std::uint32_t spin_;
   std::uint32_t timeout_ms_;

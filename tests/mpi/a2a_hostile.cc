@@ -6,7 +6,7 @@
 //   CALLS <rank> <n>             MPI_Alltoall calls this rank made
 //   ERRCLASS <case> <rank> <cls> error class each rank saw (sorted by the runner)
 //   RESULT PASS|FAIL             rank 0, after an allreduce of failures
-// Usage: a2a_hostile noop|sizes|inplace|local-mismatch
+// Usage: a2a_hostile noop|sizes|inplace|local-mismatch|cross-mismatch
 //   noop            no MPI_Alltoall (start-up behaviour: warnings, clean-up)
 //   sizes           correct calls from 1 B to 1 MiB per peer on world and a
 //                   dup (run with extreme MLXA2A_SHM_SLOT_SIZE values)
@@ -14,10 +14,13 @@
 //                   then correct calls
 //   local-mismatch  send size != receive size on every rank, both ways, then
 //                   correct calls
+//   cross-mismatch  the last rank's size differs from the others' (line mode,
+//                   slots, several rounds, CMA), then correct calls
 #include <mpi.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -105,6 +108,45 @@ void local_mismatch(MPI_Comm comm) {
   correct_call(comm, 2, "after aliased buffers");
 }
 
+// The last rank calls with `odd` ints per peer, the others with `count`
+// (each rank's send and receive sizes agree): mismatched across ranks. The
+// MPI reports MPI_ERR_TRUNCATE where a message is longer than the receive
+// buffer and may succeed elsewhere; mlxa2a must end the call on every rank
+// in bounded time (the runner's timeout), never report success with wrong
+// data where the MPI errs, and the communicator must work afterwards. So each
+// rank prints whether it erred, and the program checks that some rank did
+// (with TRUNCATE or OTHER).
+void cross_mismatch(MPI_Comm comm) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const struct {
+    int count, odd;
+  } cases[] = {{2, 4}, {4, 2}, {1, 64}, {64, 80}, {16384, 8192}};
+  // (0 against a size hangs both MPIs alone; tests/shm covers it for mlxa2a.)
+  for (const auto& c : cases) {
+    const int mine = rank == size - 1 ? c.odd : c.count;
+    if (std::getenv("A2A_HOSTILE_VERBOSE")) std::printf("rank %d case %d/%d\n", rank, c.count, c.odd), std::fflush(stdout);
+    std::vector<int> send(static_cast<std::size_t>(size) * mine + 1, rank);
+    std::vector<int> recv(static_cast<std::size_t>(size) * mine + 1, -1);
+    const int rc = a2a(send.data(), mine, MPI_INT, recv.data(), mine, MPI_INT, comm);
+    int cls = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+    if (cls != MPI_SUCCESS && cls != MPI_ERR_TRUNCATE && cls != MPI_ERR_OTHER) {
+      std::printf("rank %d: %d vs %d ints: error class %d\n", rank, c.count, c.odd, cls);
+      ++g_failures;
+    }
+    int erred = cls != MPI_SUCCESS, any = 0;
+    MPI_Allreduce(&erred, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!any) {
+      if (rank == 0) std::printf("%d vs %d ints per peer: no rank got an error\n", c.count, c.odd);
+      ++g_failures;
+    }
+    correct_call(comm, c.count == 0 ? 1 : c.count, "after a cross-rank mismatch");
+    correct_call(comm, 3, "after a cross-rank mismatch");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -128,6 +170,8 @@ int main(int argc, char** argv) {
     inplace(comm);
   } else if (mode == "local-mismatch") {
     local_mismatch(comm);
+  } else if (mode == "cross-mismatch") {
+    cross_mismatch(comm);
   } else {
     if (rank == 0) std::printf("unknown mode '%s'\n", mode.c_str());
     ++g_failures;
