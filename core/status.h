@@ -1,7 +1,8 @@
 // mlxa2a's one status type. No exception ever leaves an engine (core/shm,
 // core/hier, core/mlx5): every fallible call returns one of these, and
 // core/mpi turns a failed call into MPI_ERR_OTHER through the communicator's
-// error handler. shm::Status is the same type (core/shm/status.h).
+// error handler (size_mismatch into MPI_ERR_TRUNCATE, after the ranks agreed
+// on a restart point). shm::Status is the same type (core/shm/status.h).
 #pragma once
 
 namespace mlxa2a {
