@@ -55,16 +55,25 @@ struct alignas(kLine) DoneFlag {
   std::atomic<std::uint64_t> seq;  // last call whose peers' send buffers we finished reading
 };
 
-// Which call a rank is in and with how many bytes per peer: written at the
-// start of every run() (bytes, then call with release), read by a peer only
-// while it waits long for this rank - a rank that called with another size
-// may be waiting somewhere else entirely (another path, another round), so
-// the waiter compares sizes here and both sides end the call instead of
-// waiting forever.
+// Which call a rank is in and with how many bytes per peer: stored at the
+// start of every run() (one release store), read by a peer only while it
+// waits long for this rank - a rank that called with another size may be
+// waiting somewhere else entirely (another path, another round), so the
+// waiter compares sizes here and both sides end the call instead of waiting
+// forever. One word, so that a reader never pairs one call's number with the
+// next call's size (a peer may start the next call while we still wait):
+// (call number mod 2^32) << 32 | size folded to 32 bits. Peers are never
+// more than one call apart, so 32 bits of call number tell them apart; sizes
+// that differ by a multiple of 2^32 with equal folds are not told apart.
 struct alignas(kLine) CallInfo {
-  std::atomic<std::uint64_t> call;   // run() calls made, this one included
-  std::atomic<std::uint64_t> bytes;  // this call's bytes per peer
+  std::atomic<std::uint64_t> word;
 };
+constexpr std::uint32_t fold_bytes(std::uint64_t bytes) noexcept {
+  return static_cast<std::uint32_t>(bytes ^ (bytes >> 32));
+}
+constexpr std::uint64_t call_word(std::uint64_t call, std::uint64_t bytes) noexcept {
+  return (call << 32) | fold_bytes(bytes);
+}
 
 // A slot: seq (call/round number whose data the slot holds), the writer's
 // bytes per peer for the whole call (a reader with another size fails the call

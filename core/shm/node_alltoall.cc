@@ -139,9 +139,8 @@ Status NodeAlltoall::run(const void* send, void* recv, std::size_t bytes, Path p
   }
   // Announce the call and its size: a peer called with another size compares
   // it while it waits for us (CallProbe).
-  layout::CallInfo& mine = *calls_info_[static_cast<std::size_t>(me_)];
-  mine.bytes.store(bytes, std::memory_order_relaxed);
-  mine.call.store(++calls_, std::memory_order_release);
+  calls_info_[static_cast<std::size_t>(me_)]->word.store(layout::call_word(++calls_, bytes),
+                                                         std::memory_order_release);
   if (!can_take(path, bytes)) path = path_for(bytes);
   const Status st = path == Path::local  ? run_empty()
                     : path == Path::line ? run_lines(s, r, bytes)
@@ -157,15 +156,29 @@ Status NodeAlltoall::run(const void* send, void* recv, std::size_t bytes, Path p
 }
 
 // 0 bytes per peer: nothing moves, but a peer may have called with a size
-// (an erroneous program) and wait for us; compare sizes with every peer.
-// A peer whose CallInfo shows a later call has finished this one, which it
+// (an erroneous program) and wait for us; compare sizes with every peer. A
+// peer whose CallInfo shows the next call has finished this one, which it
 // could only do with our size.
 Status NodeAlltoall::run_empty() noexcept {
   for (int k = 1; k < n_; ++k) {
     const int j = me_ + k < n_ ? me_ + k : me_ + k - n_;
     const CallProbe pr = probe(j, 0);
-    const Status st = waiter_.wait_geq(*pr.call, calls_, seg_.watch_pid(j), &pr);
-    if (st != Status::ok) return st;
+    auto state = [](const CallProbe& x) noexcept {
+      const std::uint32_t d = static_cast<std::uint32_t>(
+          (x.word->load(std::memory_order_acquire) >> 32) - (x.mine >> 32));
+      return d;  // 0: this call, 1: the next, otherwise still behind
+    };
+    if (state(pr) > 1) {
+      const Status st = waiter_.wait_until(
+          [](const void* c) noexcept {
+            const CallProbe& x = *static_cast<const CallProbe*>(c);
+            const std::uint32_t d = static_cast<std::uint32_t>(
+                (x.word->load(std::memory_order_acquire) >> 32) - (x.mine >> 32));
+            return d <= 1;
+          },
+          &pr, seg_.watch_pid(j), &pr);
+      if (st != Status::ok) return st;
+    }
     if (pr.mismatched()) return Status::size_mismatch;
   }
   return Status::ok;

@@ -126,8 +126,8 @@ class NodeAlltoall {
   }
   // What a wait for `rank` in this call compares (CallProbe).
   CallProbe probe(int rank, std::size_t bytes) const noexcept {
-    const layout::CallInfo* c = calls_info_[static_cast<std::size_t>(rank)];
-    return CallProbe{&c->call, &c->bytes, calls_, bytes};
+    return CallProbe{&calls_info_[static_cast<std::size_t>(rank)]->word,
+                     layout::call_word(calls_, bytes)};
   }
 
   int me_;

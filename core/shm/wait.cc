@@ -50,7 +50,8 @@ Status Waiter::wait_until(Ready ready, const void* ctx, int pid,
     if (ready(ctx)) return Status::ok;
     if (failed_ != nullptr && failed_->load(std::memory_order_relaxed) != 0)
       return Status::peer_failed;
-    if (probe != nullptr && probe->mismatched()) return Status::size_mismatch;
+    if (probe != nullptr && probe->word != nullptr && probe->mismatched())
+      return Status::size_mismatch;
     const Clock::time_point now = Clock::now();
     if (now - last_check >= std::chrono::milliseconds(1)) {
       last_check = now;

@@ -26,13 +26,12 @@ namespace mlxa2a::shm {
 // CallInfo (layout.h). A peer in the same call with another size will never
 // write what we wait for; the wait then ends with Status::size_mismatch.
 struct CallProbe {
-  const std::atomic<std::uint64_t>* call = nullptr;   // the peer's; null: no probe
-  const std::atomic<std::uint64_t>* bytes = nullptr;
-  std::uint64_t my_call = 0;
-  std::uint64_t my_bytes = 0;
+  const std::atomic<std::uint64_t>* word = nullptr;  // the peer's; null: no probe
+  std::uint64_t mine = 0;                            // layout::call_word of this call
+  // The peer is in this call (same call number) with another size.
   bool mismatched() const noexcept {
-    return call != nullptr && call->load(std::memory_order_acquire) == my_call &&
-           bytes->load(std::memory_order_relaxed) != my_bytes;
+    const std::uint64_t w = word->load(std::memory_order_acquire);
+    return (w >> 32) == (mine >> 32) && w != mine;
   }
 };
 
