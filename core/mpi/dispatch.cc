@@ -79,8 +79,11 @@ const char* invalid_argument(const AlltoallArgs& a) {
     return "invalid argument (MPI_IN_PLACE as receive buffer): PMPI reports it";
   }
   // Send and receive buffers must not alias (MPI 4.0 section 2.3); MPICH
-  // reports it, and the engine assumes distinct buffers.
-  if (a.sendbuf == a.recvbuf && a.recvcount != 0) {
+  // reports it, and the engine assumes distinct buffers. Only with equal
+  // signatures, as MPICH checks: MPI_BOTTOM in both places with different
+  // absolute-address types is correct.
+  if (a.sendbuf == a.recvbuf && a.sendtype == a.recvtype && a.sendcount == a.recvcount &&
+      a.recvcount != 0) {
     return "invalid argument (send buffer is the receive buffer): PMPI judges it";
   }
   return nullptr;
