@@ -126,9 +126,20 @@ bool plain_call(const AlltoallArgs& a, std::uint64_t bytes) {
 
 // Serves a call whose path is decided: route pmpi, an engine path, or (nullopt)
 // the engine's own choice by size. plain: plain_call(a, bytes).
+// A measured pmpi route on a team whose engine compares sizes checks them
+// first: a peer of another size may be in the engine (its size class took
+// another path), where it would wait for this rank forever.
 int run_route(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, EngineRoute route,
               bool trace, const char* reason, bool plain = true) {
-  if (route == Candidate::pmpi) return fall_through(a, trace, bytes, &st, reason);
+  if (route == Candidate::pmpi) {
+    if (st.team->compares_sizes()) {
+      if (const int rc = shm_check_sizes(a, *st.team, bytes); rc != MPI_SUCCESS) {
+        if (trace) trace_call(a, bytes, &st, Path::Shm, "size check before pmpi failed");
+        return rc;
+      }
+    }
+    return fall_through(a, trace, bytes, &st, reason);
+  }
   // The hierarchical engine with its leaders over RDMA is traced and counted
   // as path rdma; every other engine route as shm.
   const bool rdma = route == Candidate::rdma;
@@ -161,6 +172,18 @@ bool tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, const
     st.tuning_off = !st.tuning;
   }
   if (!st.tuning) return false;
+  // A peer of another size (an erroneous program) is in another size class,
+  // whose tuning state may differ: this call must change no class's state
+  // on any rank. The engine or the size check finds it on every rank (the
+  // team resyncs); begin()'s agreement over the tune file is checked first.
+  const std::uint64_t resyncs = st.team->resyncs();
+  if (st.tuning->begin_is_collective(bytes) && st.team->compares_sizes()) {
+    if (const int r = shm_check_sizes(a, *st.team, bytes); r != MPI_SUCCESS) {
+      if (trace) trace_call(a, bytes, &st, Path::Shm, "size check before tuning failed");
+      *rc = r;
+      return true;
+    }
+  }
   const Candidate first = fixed.path == Path::Shm || fixed.path == Path::Rdma
                               ? engine_default(*st.team, bytes)
                               : Candidate::pmpi;
@@ -177,6 +200,7 @@ bool tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, const
   const auto t0 = std::chrono::steady_clock::now();
   *rc = run_route(a, st, bytes, step.path, trace, step.reason, plain);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (st.team->resyncs() != resyncs) return true;  // a mismatch: no trial recorded anywhere
   if (const double agreed = st.tuning->finish_trial(bytes, took, a.comm); agreed >= 0) {
     ++t_counts.agreements;
     t_counts.agreement_seconds += agreed;

@@ -137,6 +137,10 @@ bool is_plain_named(MPI_Datatype type) noexcept {
   return l.contiguous && l.offset == 0;
 }
 
+int shm_check_sizes(const AlltoallArgs& a, Team& team, std::uint64_t bytes) noexcept {
+  return engine_result(a, team, team.check_sizes(bytes));
+}
+
 int shm_alltoall_contiguous(const AlltoallArgs& a, Team& team, std::uint64_t bytes,
                             EngineRoute route) noexcept {
   return engine_result(a, team,
@@ -149,7 +153,7 @@ int shm_alltoall(const AlltoallArgs& a, Team& team, std::uint64_t bytes,
   // Nothing to move; but when the engine compares sizes across ranks, a 0-byte
   // call takes part, so that a peer called with more bytes is not left waiting.
   if (bytes == 0) {
-    return team.checks_empty_calls() ? engine_result(a, team, team.run(nullptr, nullptr, 0))
+    return team.compares_sizes() ? engine_result(a, team, team.run(nullptr, nullptr, 0))
                                      : MPI_SUCCESS;
   }
   const int n = team.size();

@@ -41,6 +41,13 @@ int shm_alltoall(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_p
 int shm_alltoall_contiguous(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer,
                             EngineRoute route = std::nullopt) noexcept;
 
+// For a call that measured selection serves through PMPI on a team whose
+// engine compares sizes (Team::compares_sizes): Team::check_sizes, its
+// mismatch reported as by the engine paths (MPI_ERR_TRUNCATE on every rank,
+// the communicator usable afterwards). MPI_SUCCESS: every rank called with
+// bytes_per_peer, PMPI may serve the call.
+int shm_check_sizes(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer) noexcept;
+
 // The size of one element of a predefined datatype that is a single
 // contiguous C scalar (MPI_BYTE, MPI_INT, MPI_DOUBLE, ...; not the pair types,
 // which have padding); 0 for every other type. No MPI call: the common case

@@ -102,6 +102,7 @@ bool Team::resync(MPI_Comm comm) noexcept {
     return false;
   }
   shm_->resync(point);
+  ++resyncs_;
   return true;
 }
 

@@ -103,10 +103,20 @@ class Team {
   // calls work afterwards. Collective. False if MPI failed; the engine is then
   // abandoned (later calls report an error instead of waiting).
   [[nodiscard]] bool resync(MPI_Comm comm) noexcept;
-  // Whether a 0-byte call must still enter run(): the engine compares every
-  // rank's size, so a rank that calls with 0 bytes while a peer calls with
-  // more is found rather than left waiting for.
-  bool checks_empty_calls() const noexcept { return shm_ != nullptr; }
+  // Whether the engine compares every rank's size in each call it takes part
+  // in (the single-node engine): then a 0-byte call still enters run(), and a
+  // call served elsewhere (PMPI, chosen by measured selection) calls
+  // check_sizes() first, so that a peer called with another size is found
+  // rather than left waiting for.
+  bool compares_sizes() const noexcept { return shm_ != nullptr; }
+  // NodeAlltoall::check_sizes; only when compares_sizes(). Collective.
+  [[nodiscard]] shm::Status check_sizes(std::size_t bytes_per_peer) noexcept {
+    return shm_->check_sizes(bytes_per_peer);
+  }
+  // How many size mismatches resync() has agreed on (every rank alike): a
+  // caller tells by it whether a failed call was a mismatch, which every rank
+  // saw, rather than a local failure.
+  std::uint64_t resyncs() const noexcept { return resyncs_; }
 
   // Rank-local scratch space for packing MPI_IN_PLACE and non-contiguous data;
   // grows on demand and is kept for the next call. nullptr if allocation failed.
@@ -127,6 +137,7 @@ class Team {
   int size_ = 1;
   bool oversubscribed_ = false;
   bool setup_pending_ = false;     // derived single-node team without its segment yet
+  std::uint64_t resyncs_ = 0;
   std::vector<int> node_ids_;      // per rank: its node's first rank; empty if unknown
   std::string rdma_why_;
   std::unique_ptr<shm::NodeAlltoall> shm_;

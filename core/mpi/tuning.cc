@@ -143,6 +143,10 @@ bool TeamTuning::decided_by_file(unsigned cls, ClassState& cs, const std::vector
   return true;
 }
 
+bool TeamTuning::begin_is_collective(std::uint64_t bytes) const noexcept {
+  return use_file_ && classes_[tuning::size_class(bytes)].phase == ClassState::Phase::fresh;
+}
+
 TeamTuning::Step TeamTuning::begin(std::uint64_t bytes, Candidate fixed, MPI_Comm comm) noexcept {
   const unsigned cls = tuning::size_class(bytes);
   ClassState& cs = classes_[cls];

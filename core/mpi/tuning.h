@@ -51,6 +51,10 @@ class TeamTuning {
   // fixed rules choose for it (tried first). Collective over comm at a class's
   // first call when a tune file is configured.
   Step begin(std::uint64_t bytes_per_peer, tuning::Candidate fixed, MPI_Comm comm) noexcept;
+  // Whether begin() for this size enters a collective (a fresh class with a
+  // tune file), so that a caller can first make sure every rank calls with
+  // this size. Local.
+  bool begin_is_collective(std::uint64_t bytes_per_peer) const noexcept;
   // After a trial call that took `seconds` on this rank (replaced by
   // MLXA2A_DEBUG_TUNE_TIMES where it names the path). At the class's last
   // trial: one PMPI_Allreduce over comm, then the decision. Returns the

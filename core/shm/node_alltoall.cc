@@ -137,15 +137,29 @@ Status NodeAlltoall::run(const void* send, void* recv, std::size_t bytes, Path p
     if (bytes != 0) std::memcpy(r, s, bytes);
     return Status::ok;
   }
-  // Announce the call and its size: a peer called with another size compares
-  // it while it waits for us (CallProbe).
+  announce(bytes);
+  if (!can_take(path, bytes)) path = path_for(bytes);
+  return settle(path == Path::local  ? run_empty(bytes)
+                : path == Path::line ? run_lines(s, r, bytes)
+                : path == Path::cma  ? run_cma(s, r, bytes)
+                                     : run_copy(s, r, bytes));
+}
+
+Status NodeAlltoall::check_sizes(std::size_t bytes) noexcept {
+  if (broken_) return Status::broken;
+  if (n_ == 1) return Status::ok;
+  announce(bytes);
+  return settle(run_empty(bytes));
+}
+
+// A peer called with another size compares it while it waits for us
+// (CallProbe).
+void NodeAlltoall::announce(std::size_t bytes) noexcept {
   calls_info_[static_cast<std::size_t>(me_)]->word.store(layout::call_word(++calls_, bytes),
                                                          std::memory_order_release);
-  if (!can_take(path, bytes)) path = path_for(bytes);
-  const Status st = path == Path::local  ? run_empty()
-                    : path == Path::line ? run_lines(s, r, bytes)
-                    : path == Path::cma  ? run_cma(s, r, bytes)
-                                         : run_copy(s, r, bytes);
+}
+
+Status NodeAlltoall::settle(Status st) noexcept {
   if (st == Status::size_mismatch) return st;  // not broken: see resync()
   if (st != Status::ok) {
     broken_ = true;
@@ -155,14 +169,14 @@ Status NodeAlltoall::run(const void* send, void* recv, std::size_t bytes, Path p
   return st;
 }
 
-// 0 bytes per peer: nothing moves, but a peer may have called with a size
-// (an erroneous program) and wait for us; compare sizes with every peer. A
-// peer whose CallInfo shows the next call has finished this one, which it
-// could only do with our size.
-Status NodeAlltoall::run_empty() noexcept {
+// Nothing moves (0 bytes per peer, or check_sizes()), but a peer may have
+// called with another size (an erroneous program) and wait for us; compare
+// sizes with every peer. A peer whose CallInfo shows the next call has
+// finished this one, which it could only do with our size.
+Status NodeAlltoall::run_empty(std::size_t bytes) noexcept {
   for (int k = 1; k < n_; ++k) {
     const int j = me_ + k < n_ ? me_ + k : me_ + k - n_;
-    const CallProbe pr = probe(j, 0);
+    const CallProbe pr = probe(j, bytes);
     auto state = [](const CallProbe& x) noexcept {
       const std::uint32_t d = static_cast<std::uint32_t>(
           (x.word->load(std::memory_order_acquire) >> 32) - (x.mine >> 32));

@@ -71,6 +71,13 @@ class NodeAlltoall {
   // path_for(bytes_per_peer), alike on every rank.
   [[nodiscard]] Status run(const void* send, void* recv, std::size_t bytes_per_peer,
                            Path path) noexcept;
+  // A call of this instance that moves nothing: for a caller that serves this
+  // call elsewhere (PMPI) while a peer may enter run() with another size
+  // (docs/shm.md, "Size checks"). Collective like run() and counted as a
+  // call: it returns Status::ok once every peer has announced this call with
+  // bytes_per_peer, Status::size_mismatch (on every rank, as from run()) if
+  // one announced another size; other errors break the instance as run()'s.
+  [[nodiscard]] Status check_sizes(std::size_t bytes_per_peer) noexcept;
   // Whether run() can serve bytes_per_peer through path (identical on all
   // local ranks): line up to line_max(), cma when every rank can read every
   // peer, copy always (n > 1).
@@ -109,7 +116,9 @@ class NodeAlltoall {
   NodeAlltoall(int me, int n, const Options& opt);
 
   Status setup(Bootstrap& boot, const Options& opt);
-  Status run_empty() noexcept;
+  void announce(std::size_t bytes) noexcept;
+  Status settle(Status st) noexcept;  // run()'s error rule
+  Status run_empty(std::size_t bytes) noexcept;
   Status run_lines(const char* send, char* recv, std::size_t bytes) noexcept;
   Status run_copy(const char* send, char* recv, std::size_t bytes) noexcept;
   Status run_cma(const char* send, char* recv, std::size_t bytes) noexcept;

@@ -16,6 +16,8 @@
 //                   correct calls
 //   cross-mismatch  the last rank's size differs from the others' (line mode,
 //                   slots, several rounds, CMA), then correct calls
+//   cross-mismatch-tuned  the same during measured selection's trials (run
+//                   with MLXA2A_TUNE_SAMPLES > 0), then the trials finish
 #include <mpi.h>
 
 #include <cstdint>
@@ -116,34 +118,57 @@ void local_mismatch(MPI_Comm comm) {
 // data where the MPI errs, and the communicator must work afterwards. So each
 // rank prints whether it erred, and the program checks that some rank did
 // (with TRUNCATE or OTHER).
-void cross_mismatch(MPI_Comm comm) {
+// One call where the last rank has `odd` ints per peer and the others
+// `count`; checks the outcome as described above.
+void mismatched_call(MPI_Comm comm, int count, int odd) {
   int rank = 0, size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
+  const int mine = rank == size - 1 ? odd : count;
+  std::vector<int> send(static_cast<std::size_t>(size) * mine + 1, rank);
+  std::vector<int> recv(static_cast<std::size_t>(size) * mine + 1, -1);
+  const int rc = a2a(send.data(), mine, MPI_INT, recv.data(), mine, MPI_INT, comm);
+  int cls = MPI_SUCCESS;
+  if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+  if (cls != MPI_SUCCESS && cls != MPI_ERR_TRUNCATE && cls != MPI_ERR_OTHER) {
+    std::printf("rank %d: %d vs %d ints: error class %d\n", rank, count, odd, cls);
+    ++g_failures;
+  }
+  int erred = cls != MPI_SUCCESS, any = 0;
+  MPI_Allreduce(&erred, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (!any) {
+    if (rank == 0) std::printf("%d vs %d ints per peer: no rank got an error\n", count, odd);
+    ++g_failures;
+  }
+}
+
+void cross_mismatch(MPI_Comm comm) {
   const struct {
     int count, odd;
   } cases[] = {{2, 4}, {4, 2}, {1, 64}, {64, 80}, {16384, 8192}};
   // (0 against a size hangs both MPIs alone; tests/shm covers it for mlxa2a.)
   for (const auto& c : cases) {
-    const int mine = rank == size - 1 ? c.odd : c.count;
-    if (std::getenv("A2A_HOSTILE_VERBOSE")) std::printf("rank %d case %d/%d\n", rank, c.count, c.odd), std::fflush(stdout);
-    std::vector<int> send(static_cast<std::size_t>(size) * mine + 1, rank);
-    std::vector<int> recv(static_cast<std::size_t>(size) * mine + 1, -1);
-    const int rc = a2a(send.data(), mine, MPI_INT, recv.data(), mine, MPI_INT, comm);
-    int cls = MPI_SUCCESS;
-    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
-    if (cls != MPI_SUCCESS && cls != MPI_ERR_TRUNCATE && cls != MPI_ERR_OTHER) {
-      std::printf("rank %d: %d vs %d ints: error class %d\n", rank, c.count, c.odd, cls);
-      ++g_failures;
-    }
-    int erred = cls != MPI_SUCCESS, any = 0;
-    MPI_Allreduce(&erred, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (!any) {
-      if (rank == 0) std::printf("%d vs %d ints per peer: no rank got an error\n", c.count, c.odd);
-      ++g_failures;
-    }
-    correct_call(comm, c.count == 0 ? 1 : c.count, "after a cross-rank mismatch");
+    mismatched_call(comm, c.count, c.odd);
+    correct_call(comm, c.count, "after a cross-rank mismatch");
     correct_call(comm, 3, "after a cross-rank mismatch");
+  }
+}
+
+// Under measured selection (MLXA2A_TUNE_SAMPLES > 0): the two sizes of a
+// mismatched call lie in different size classes, whose trials are at
+// different candidates - the others' class has had `shift` more correct calls
+// each round, so over the rounds it meets the last rank's engine path with
+// every candidate, pmpi included. Then enough correct calls of both classes
+// to finish their trials and agree: a mismatch that advanced one rank's
+// trials would make the ranks agree at different calls.
+void cross_mismatch_tuned(MPI_Comm comm) {
+  for (int shift = 0; shift < 6; ++shift) {
+    for (int i = 0; i < shift; ++i) correct_call(comm, 2, "before a mismatch in trials");
+    mismatched_call(comm, 2, 4);
+  }
+  for (int i = 0; i < 80; ++i) {
+    correct_call(comm, 2, "trials after mismatches");
+    correct_call(comm, 4, "trials after mismatches");
   }
 }
 
@@ -172,6 +197,8 @@ int main(int argc, char** argv) {
     local_mismatch(comm);
   } else if (mode == "cross-mismatch") {
     cross_mismatch(comm);
+  } else if (mode == "cross-mismatch-tuned") {
+    cross_mismatch_tuned(comm);
   } else {
     if (rank == 0) std::printf("unknown mode '%s'\n", mode.c_str());
     ++g_failures;
