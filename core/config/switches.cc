@@ -227,6 +227,17 @@ constexpr Spec kSwitches[] = {
      .verbosity = Verbosity::Tuner,
      .size_max = kSlotSizeMax,
      .check = check_slot_size},
+    {.name = "SHM_POOL",
+     .type = Type::Int,
+     .default_text = "2",
+     .description = "Single-node teams: shared-memory segments of freed communicators kept "
+                    "per process and reused by a later communicator of the same ranks in the "
+                    "same order (MPI_Comm_dup/split churn then creates no segment). Each keeps "
+                    "its segment mapped (2 x ranks x slot size). 0 = none, at most 64.",
+     .verbosity = Verbosity::Tuner,
+     .scope = Scope::AllEqual,
+     .min = 0,
+     .max = 64},
     {.name = "LEADERS",
      .type = Type::String,
      .default_text = "node",
@@ -306,6 +317,7 @@ Settings settings_from(const Registry& r) {
   s.shm_cma_threshold_oversubscribed = r.get_size("SHM_CMA_THRESHOLD_OVERSUBSCRIBED");
   s.shm_slot_size = r.get_size("SHM_SLOT_SIZE");
   s.shm_slot_size_oversubscribed = r.get_size("SHM_SLOT_SIZE_OVERSUBSCRIBED");
+  s.shm_pool = static_cast<unsigned>(r.get_int("SHM_POOL"));
   s.leaders = LeaderPolicy::parse(r.get_string("LEADERS")).value_or(LeaderPolicy{});
   s.node_layout = NodeLayout::parse(r.get_string("DEBUG_NODE_SIZE")).value_or(NodeLayout{});
   return s;

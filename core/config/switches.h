@@ -51,6 +51,7 @@ struct Settings {
   std::uint64_t shm_cma_threshold_oversubscribed = 0;
   std::uint64_t shm_slot_size = 131072;
   std::uint64_t shm_slot_size_oversubscribed = 524288;
+  unsigned shm_pool = 2;  // MLXA2A_SHM_POOL: idle segments kept per process
   LeaderPolicy leaders;    // MLXA2A_LEADERS
   NodeLayout node_layout;  // MLXA2A_DEBUG_NODE_SIZE (tests only)
 };

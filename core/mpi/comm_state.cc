@@ -167,6 +167,27 @@ void finish_derivation(CommState& st, MPI_Comm comm) {
 
 }  // namespace
 
+namespace {
+
+// A pending state for a child of parent (whose state is ps), deriving from
+// ps's origin (made now from ps's team if it has none); nullptr when ps
+// cannot be derived from or on an allocation or MPI failure. Local.
+CommState* pending_child(MPI_Comm parent, CommState* ps) {
+  if (!ps || ps->inter) return nullptr;
+  if (!ps->origin) {
+    if (!ps->team) return nullptr;
+    ps->origin = SplitOrigin::make(parent, *ps->team);
+    if (!ps->origin) return nullptr;
+  }
+  auto* state = new (std::nothrow) CommState;
+  if (!state) return nullptr;
+  state->pending = true;
+  state->origin = ps->origin;
+  return state;
+}
+
+}  // namespace
+
 void derive_comm_state(MPI_Comm parent, MPI_Comm child, int keyval) {
   CommState* ps = nullptr;
   if (t_memo.comm == parent && t_memo.epoch == g_epoch.load(std::memory_order_acquire)) {
@@ -174,17 +195,24 @@ void derive_comm_state(MPI_Comm parent, MPI_Comm child, int keyval) {
   } else if (!attached(parent, keyval, &ps)) {
     return;
   }
-  if (!ps || ps->inter) return;
-  if (!ps->origin) {
-    if (!ps->team) return;
-    ps->origin = SplitOrigin::make(parent, *ps->team);
-    if (!ps->origin) return;
+  CommState* state = pending_child(parent, ps);
+  if (state && PMPI_Comm_set_attr(child, keyval, state) != MPI_SUCCESS) delete state;
+}
+
+int comm_state_copy(MPI_Comm parent, int, void*, void* attr_in, void* attr_out, int* flag) {
+  // MPI_Comm_dup (and idup, dup_with_info): the child has the parent's group
+  // in the parent's order on every rank, so it derives its team like a split
+  // child - no node discovery, no collective before its first call.
+  *flag = 0;
+  try {
+    CommState* state = pending_child(parent, static_cast<CommState*>(attr_in));
+    if (state) {
+      *static_cast<void**>(attr_out) = state;
+      *flag = 1;
+    }
+  } catch (...) {  // nothing may cross MPI's callback
   }
-  auto* state = new (std::nothrow) CommState;
-  if (!state) return;
-  state->pending = true;
-  state->origin = ps->origin;
-  if (PMPI_Comm_set_attr(child, keyval, state) != MPI_SUCCESS) delete state;
+  return MPI_SUCCESS;
 }
 
 CommState* memoised_comm_state(MPI_Comm comm) noexcept {

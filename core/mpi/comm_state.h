@@ -64,6 +64,13 @@ struct CommState {
   std::shared_ptr<const SplitOrigin> origin;
 };
 
+// MPI copy callback for the comm keyval (MPI_Comm_dup and friends): the
+// child gets a pending state deriving from the parent's team, as a split
+// child does (derive_comm_state). Local; never fails the dup (no state is
+// copied when it cannot derive).
+int comm_state_copy(MPI_Comm parent, int keyval, void* extra, void* attr_in, void* attr_out,
+                    int* flag);
+
 // MPI delete callback for the comm keyval.
 int comm_state_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
 

@@ -134,6 +134,7 @@ int run_route(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, EngineR
   if (route == Candidate::pmpi) {
     if (st.team->compares_sizes()) {
       if (const int rc = shm_check_sizes(a, *st.team, bytes); rc != MPI_SUCCESS) {
+        ++t_counts.shm;
         if (trace) trace_call(a, bytes, &st, Path::Shm, "size check before pmpi failed");
         return rc;
       }
@@ -179,6 +180,7 @@ bool tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, const
   const std::uint64_t resyncs = st.team->resyncs();
   if (st.tuning->begin_is_collective(bytes) && st.team->compares_sizes()) {
     if (const int r = shm_check_sizes(a, *st.team, bytes); r != MPI_SUCCESS) {
+      ++t_counts.shm;
       if (trace) trace_call(a, bytes, &st, Path::Shm, "size check before tuning failed");
       *rc = r;
       return true;
@@ -276,14 +278,19 @@ int alltoall_impl(const AlltoallArgs& a) {
   if ((!engine_path(d.path) && !tune_this) || !st->team) {
     return fall_through(a, trace, bytes, st, d.reason);
   }
-  // A team derived at MPI_Comm_split creates its segment at the first call
-  // that may use it — the same call on every rank.
+  // A team derived at MPI_Comm_split/dup sets its engine up (from the pool or
+  // a new segment) at the first call that may use it — the same call on
+  // every rank.
   if (st->team->setup_pending()) {
     const bool ok = st->team->complete_setup(a.comm);
     // The set-up agreed on the team's capabilities (RDMA may have turned out
     // unavailable): select again, alike on every rank.
     st->caps = st->team->caps();
     if (!ok) return fall_through(a, trace, bytes, st, "shared-memory set-up failed");
+    if (trace && st->team->node_alltoall()) {
+      log::trace("team id=%llu engine: %s", static_cast<unsigned long long>(st->id),
+                 st->team->reused_engine() ? "reused" : "new");
+    }
     d = select(bytes, tune, st->caps);
     tune_this = tunable();
   }

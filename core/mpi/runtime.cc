@@ -15,6 +15,7 @@
 #if MLXA2A_HAVE_VERBS
 #include "core/mlx5/endpoint_pool.h"
 #endif
+#include "core/mpi/engine_pool.h"
 #include "core/mpi/tuning.h"
 #include "core/shm/options.h"
 #include "core/shm/segment.h"
@@ -204,7 +205,7 @@ void Runtime::after_init() {
   load_settings(&hash, &summary);
   const bool agreed = settings_agree_across_world(hash, summary);
 
-  if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_state_delete, &comm_keyval_,
+  if (PMPI_Comm_create_keyval(comm_state_copy, comm_state_delete, &comm_keyval_,
                               nullptr) != MPI_SUCCESS ||
       PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete, &self_keyval_, nullptr) !=
           MPI_SUCCESS ||
@@ -225,6 +226,7 @@ void Runtime::after_init() {
     set_inactive("MLXA2A_ENABLE=n");
   } else {
     if (!settings_.tune_file.empty()) load_tune_file(settings_.tune_file);
+    EnginePool::instance().set_capacity(settings_.shm_pool);
     state_.store(State::Active, std::memory_order_release);
   }
   MLXA2A_LOG(Debug, "initialised for %.*s: %s%s", static_cast<int>(kFamily.size()),
@@ -290,6 +292,7 @@ void Runtime::before_finalize() {
     }
   }
   state_.store(State::Finalised, std::memory_order_release);
+  EnginePool::instance().clear();  // teams MPI frees later unmap at once
   release_split_origins();
   // QPs go now; the CQ, PD and context when the last team still holding
   // registrations is freed inside MPI_Finalize (core/mlx5/endpoint_pool.h).

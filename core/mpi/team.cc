@@ -6,6 +6,7 @@
 #include <new>
 
 #include "core/log.h"
+#include "core/mpi/engine_pool.h"
 #include "core/mpi/group_bootstrap.h"
 #include "core/mpi/leader_transport.h"
 #include "core/mpi/runtime.h"
@@ -50,7 +51,8 @@ bool drive_mpi_progress(MPI_Comm comm) {
 
 }  // namespace
 
-Team::~Team() = default;
+// A healthy engine outlives its communicator in the pool (engine_pool.h).
+Team::~Team() { EnginePool::instance().give(std::move(shm_), std::move(pool_key_)); }
 
 shm::Status Team::run(const char* send, char* recv, std::size_t bytes) noexcept {
   if (shm_) return shm_->run(send, recv, bytes);
@@ -149,6 +151,26 @@ int node_leader(MPI_Comm comm, MPI_Comm node) {
   if (cg != MPI_GROUP_NULL) PMPI_Group_free(&cg);
   if (ng != MPI_GROUP_NULL) PMPI_Group_free(&ng);
   return leader;
+}
+
+// The MPI_COMM_WORLD ranks of comm's members in comm's rank order; empty
+// when a member is not in MPI_COMM_WORLD (spawned or connected processes) or
+// on an MPI error. Local.
+std::vector<int> world_ranks_of(MPI_Comm comm, int size) {
+  static const MPI_Group world = [] {
+    MPI_Group g = MPI_GROUP_NULL;
+    if (PMPI_Comm_group(MPI_COMM_WORLD, &g) != MPI_SUCCESS) g = MPI_GROUP_NULL;
+    return g;  // kept for the process's life (a handle, no segment)
+  }();
+  std::vector<int> ranks(static_cast<std::size_t>(size)), out(ranks.size(), MPI_UNDEFINED);
+  for (int r = 0; r < size; ++r) ranks[r] = r;
+  MPI_Group cg = MPI_GROUP_NULL;
+  bool ok = world != MPI_GROUP_NULL && PMPI_Comm_group(comm, &cg) == MPI_SUCCESS &&
+            PMPI_Group_translate_ranks(cg, size, ranks.data(), world, out.data()) == MPI_SUCCESS;
+  if (cg != MPI_GROUP_NULL) PMPI_Group_free(&cg);
+  for (int w : out) ok = ok && w != MPI_UNDEFINED;
+  if (!ok) out.clear();
+  return out;
 }
 
 int count_nodes(const std::vector<int>& ids) {
@@ -456,8 +478,17 @@ bool Team::complete_setup(MPI_Comm comm) noexcept {
   shm::Status st = shm::Status::create_failed;
   try {
     const shm::Options opt = engine_options(comm, oversubscribed_);
-    MpiBootstrap boot(comm, rank, size_);
-    st = shm::NodeAlltoall::create(boot, opt, shm_);
+    // An idle engine of a freed communicator of the same ranks, if every rank
+    // has it (one allreduce); else a new segment.
+    pool_key_ = {world_ranks_of(comm, size_), oversubscribed_};
+    shm_ = EnginePool::instance().acquire(comm, pool_key_, opt);
+    if (shm_) {
+      st = shm::Status::ok;
+      reused_ = true;
+    } else {
+      MpiBootstrap boot(comm, rank, size_);
+      st = shm::NodeAlltoall::create(boot, opt, shm_);
+    }
   } catch (...) {
   }
   if (st != shm::Status::ok) {

@@ -43,6 +43,7 @@
 
 #include "core/config/switches.h"
 #include "core/hier/hier_alltoall.h"
+#include "core/mpi/engine_pool.h"
 #include "core/selection.h"
 #include "core/shm/node_alltoall.h"
 #include "core/tune/candidate.h"
@@ -69,6 +70,8 @@ class Team {
   // be built (then caps().shm / caps().hier is false on every rank).
   bool complete_setup(MPI_Comm comm) noexcept;
   bool setup_pending() const { return setup_pending_; }
+  // Whether complete_setup() took its engine from the pool (engine_pool.h).
+  bool reused_engine() const { return reused_; }
   ~Team();
   Team(const Team&) = delete;
   Team& operator=(const Team&) = delete;
@@ -138,6 +141,8 @@ class Team {
   bool oversubscribed_ = false;
   bool setup_pending_ = false;     // derived single-node team without its segment yet
   std::uint64_t resyncs_ = 0;
+  bool reused_ = false;
+  EnginePool::Members pool_key_;  // where shm_ goes when the team is gone (empty: nowhere)
   std::vector<int> node_ids_;      // per rank: its node's first rank; empty if unknown
   std::string rdma_why_;
   std::unique_ptr<shm::NodeAlltoall> shm_;

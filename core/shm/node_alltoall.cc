@@ -106,6 +106,24 @@ void NodeAlltoall::abandon() noexcept {
   seg_.failed_flag()->store(1, std::memory_order_release);
 }
 
+bool NodeAlltoall::healthy() const noexcept {
+  return !broken_ && seg_.failed_flag()->load(std::memory_order_acquire) == 0;
+}
+
+std::uint64_t NodeAlltoall::id() const noexcept {
+  std::uint64_t h = 14695981039346656037ull;  // FNV-1a
+  for (const char c : seg_.name()) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h == 0 ? 1 : h;
+}
+
+void NodeAlltoall::rebind(const Options& opt) noexcept {
+  try {
+    waiter_ = Waiter(opt, seg_.failed_flag());
+  } catch (...) {
+    broken_ = true;  // copying the callback failed (allocation): later calls report it
+  }
+}
+
 Path NodeAlltoall::path_for(std::size_t bytes_per_peer) const noexcept {
   if (n_ == 1 || bytes_per_peer == 0) return Path::local;
   if (cma_threshold_ != 0 && bytes_per_peer >= cma_threshold_) return Path::cma;

@@ -89,6 +89,16 @@ class NodeAlltoall {
   // instead of waiting forever. Local, never blocks.
   void abandon() noexcept;
 
+  // Not broken, and no rank of the node has reported a failure: the instance
+  // may serve another communicator of the same ranks (core/mpi/engine_pool.h).
+  bool healthy() const noexcept;
+  // A number naming this segment, equal on every rank attached to it and
+  // never 0 (a hash of the segment's unique name).
+  std::uint64_t id() const noexcept;
+  // Takes opt's abort callback (the new communicator's) for later waits;
+  // every other option was fixed at creation. Local.
+  void rebind(const Options& opt) noexcept;
+
   // After Status::size_mismatch (see the contract): this rank's position, and
   // the restart from the agreed element-wise maximum of every rank's.
   std::array<std::uint64_t, 2> sync_point() const noexcept { return {seq_, calls_}; }

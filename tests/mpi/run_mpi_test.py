@@ -25,6 +25,7 @@ Options for special cases:
   --others-env VAR=VAL set VAR on every rank but rank 0 (MPMD launch)
   --expect-warning RE  exactly one warning line of the whole job matches RE
                        (a switch warning is printed once per job, by any rank)
+  --expect-trace RE MIN  at least MIN lines of all ranks' traces match RE
   --plant-stale-segment  put a segment of a dead process into /dev/shm before
                        the run with mlxa2a; the run must remove it
   --allow-warning RE   mlxa2a warnings matching RE are expected (e.g. a bad
@@ -143,6 +144,7 @@ def main():
     ap.add_argument("--others-env")
     ap.add_argument("--expect-warning")
     ap.add_argument("--plant-stale-segment", action="store_true")
+    ap.add_argument("--expect-trace", nargs=2, metavar=("RE", "MIN"))
     # Seconds each mpirun may take (default MLXA2A_TEST_TIMEOUT or 300); a
     # hang then fails the test instead of blocking the suite.
     ap.add_argument("--timeout", type=int)
@@ -178,6 +180,7 @@ def main():
         with open(planted, "wb") as f:
             f.write(b"\0" * 4096)
     warned = []
+    trace_hits = 0
     some_reason = some_path = False
     traced_paths = {}
     world_paths = {}
@@ -255,6 +258,8 @@ def main():
                              f"with its own trace {traced_paths[rank]}")
             for name in stat_sums:
                 stat_sums[name] += rdma_stat(text, name)
+            if args.expect_trace:
+                trace_hits += len(re.findall(args.expect_trace[0], text))
             if args.expect_warning:
                 warned += [l for l in text.splitlines()
                            if "] warn:" in l and re.search(args.expect_warning, l)]
@@ -297,6 +302,9 @@ def main():
     if planted and os.path.exists(planted):
         os.unlink(planted)
         sys.exit(f"FAIL: the stale segment {planted} of a dead process was not removed")
+    if args.expect_trace and trace_hits < int(args.expect_trace[1]):
+        sys.exit(f"FAIL: {trace_hits} trace lines match {args.expect_trace[0]!r}, expected at "
+                 f"least {args.expect_trace[1]}")
     if args.expect_warning and len(warned) != 1:
         sys.exit(f"FAIL: expected one warning matching {args.expect_warning!r} in the job, got "
                  f"{len(warned)}:\n" + "\n".join(warned))

@@ -48,6 +48,17 @@ TEST(ParseSize, SegmentSizesHaveAFiniteMaximum) {
   }
 }
 
+// MLXA2A_SHM_POOL (issue 11, item 4): a count of idle segments, 0 to 64.
+TEST(ParseInt, ShmPoolBounds) {
+  const Spec& s = spec_named("SHM_POOL");
+  for (const char* bad : {"-1", "65", "inf", "2K", "many", ""}) {
+    EXPECT_FALSE(parse_value(s, bad).value.has_value()) << "SHM_POOL=" << bad;
+  }
+  for (const char* good : {"0", "1", "64"}) {
+    EXPECT_TRUE(parse_value(s, good).value.has_value()) << "SHM_POOL=" << good;
+  }
+}
+
 TEST(ParseInt, RejectsTrailingGarbageAndOverflow) {
   EXPECT_EQ(parse_int("42"), 42);
   EXPECT_EQ(parse_int("+7"), 7);
