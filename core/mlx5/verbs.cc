@@ -55,7 +55,10 @@ void load(const char* library) {
                   bind(lib, "ibv_create_qp", v.create_qp, true) &&
                   bind(lib, "ibv_modify_qp", v.modify_qp, true) &&
                   bind(lib, "ibv_destroy_qp", v.destroy_qp, true) &&
-                  bind(lib, "ibv_wc_status_str", v.wc_status_str, false);
+                  bind(lib, "ibv_wc_status_str", v.wc_status_str, false) &&
+                  bind(lib, "ibv_import_device", v.import_device, false) &&
+                  bind(lib, "ibv_import_pd", v.import_pd, false) &&
+                  bind(lib, "ibv_unimport_pd", v.unimport_pd, false);
   if (!ok) return;  // lib stays open: harmless, and dlclose could race a user
   // libmlx5 from beside the verbs library when that was given as a path: a
   // provider binds to whatever libibverbs.so.1 is loaded, so a real libmlx5

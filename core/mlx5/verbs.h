@@ -39,6 +39,11 @@ struct Verbs {
   decltype(&::ibv_modify_qp) modify_qp;
   decltype(&::ibv_destroy_qp) destroy_qp;
   decltype(&::ibv_wc_status_str) wc_status_str;  // optional, for messages
+  // Optional (rdma-core >= 32): sharing one PD among the processes of a node
+  // (core/mlx5/shared_pd.h). Null when the library predates them.
+  decltype(&::ibv_import_device) import_device;
+  decltype(&::ibv_import_pd) import_pd;
+  decltype(&::ibv_unimport_pd) unimport_pd;
   bool have_mlx5 = false;  // libmlx5.so.1 was found (informational)
 
   // As verbs.h's ibv_query_port: the extended op when the provider has it.
