@@ -181,7 +181,8 @@ Status QueuePair::create(std::shared_ptr<Device> dev, const Caps& caps,
   init.qp_type = IBV_QPT_RC;
   init.cap.max_send_wr = caps.send_depth < max_wr ? caps.send_depth : max_wr;
   init.cap.max_recv_wr = caps.recv_depth < max_wr ? caps.recv_depth : max_wr;
-  init.cap.max_send_sge = 1;
+  const auto max_sge = static_cast<std::uint32_t>(dev->attr().max_sge);
+  init.cap.max_send_sge = caps.send_sge < 1 ? 1 : caps.send_sge < max_sge ? caps.send_sge : max_sge;
   init.cap.max_recv_sge = 1;
   init.cap.max_inline_data = caps.inline_bytes;
   q->qp_ = VerbsPtr<ibv_qp>(v.create_qp(dev->pd(), &init), {v.destroy_qp, "ibv_destroy_qp"});
@@ -194,6 +195,7 @@ Status QueuePair::create(std::shared_ptr<Device> dev, const Caps& caps,
   g_qps_live.fetch_add(1, std::memory_order_relaxed);
   // ibv_create_qp writes back the granted capabilities (man ibv_create_qp).
   q->inline_ = init.cap.max_inline_data;
+  q->send_sge_ = init.cap.max_send_sge;
   q->send_depth_ = init.cap.max_send_wr;
   q->recv_depth_ = init.cap.max_recv_wr;
   q->dev_ = std::move(dev);

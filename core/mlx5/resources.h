@@ -98,6 +98,8 @@ class QueuePair {
     std::uint32_t send_depth;
     std::uint32_t recv_depth;
     std::uint32_t inline_bytes;  // asked for; the granted value is in inline_bytes()
+    // SGEs per send WR (gathers, core/mlx5/gather.h); capped at the device's max_sge.
+    std::uint32_t send_sge = 1;
   };
   static Status create(std::shared_ptr<Device> dev, const Caps& caps,
                        std::unique_ptr<QueuePair>* out) noexcept;
@@ -110,6 +112,7 @@ class QueuePair {
   ibv_qp* get() const { return qp_.get(); }
   std::uint32_t qpn() const { return qp_->qp_num; }
   std::uint32_t inline_bytes() const { return inline_; }
+  std::uint32_t send_sge() const { return send_sge_; }  // granted
   std::uint32_t send_depth() const { return send_depth_; }
   std::uint32_t recv_depth() const { return recv_depth_; }
   static long live_count() noexcept;
@@ -119,6 +122,7 @@ class QueuePair {
   std::shared_ptr<Device> dev_;  // declared first: outlives qp_
   VerbsPtr<ibv_qp> qp_;
   std::uint32_t inline_ = 0;
+  std::uint32_t send_sge_ = 1;
   std::uint32_t send_depth_ = 0;
   std::uint32_t recv_depth_ = 0;
 };
