@@ -1,9 +1,7 @@
 // Sharing the leader's PD with the node's ranks (core/mlx5/shared_pd.h,
-// fd_passing.h) and the registration cache's verbs registrar
-// (verbs_registrar.h), over fakeverbs, without MPI: forked processes form one
-// node with a pipe GroupBootstrap (fork_group.h).
+// fd_passing.h) over fakeverbs, without MPI: forked processes form one node
+// with a pipe GroupBootstrap (fork_group.h).
 #include <gtest/gtest.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,8 +16,6 @@
 #include "core/mlx5/fd_passing.h"
 #include "core/shm/status.h"
 #include "core/mlx5/shared_pd.h"
-#include "core/mlx5/verbs_registrar.h"
-#include "rcache/regcache.h"
 #include "tests/mlx5/fork_group.h"
 #include "tests/shm/fork_team.h"
 
@@ -168,83 +164,6 @@ TEST(FdPassing, ServeTimesOutWhenNobodyComes) {
   ASSERT_TRUE(server.open(&name, &why)) << why;
   EXPECT_FALSE(server.serve(0, 1, {getpid() + 1}, 50, &why));
   EXPECT_NE(why.find("timed out"), std::string::npos) << why;
-}
-
-// The registrar under the real cache, on this process's own PD.
-class VerbsRegistrarTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    v_ = load_verbs();
-    ASSERT_NE(v_, nullptr) << verbs_unavailable_reason();
-    std::string why;
-    ASSERT_EQ(Device::open(*v_, NetOptions{}, 16, &dev_, &why), Status::ok) << why;
-    reg_ = std::make_unique<VerbsRegistrar>(*v_, dev_->pd());
-    rcache::Options o;
-    o.alignment = 16;
-    cache_ = rcache::RegCache::create(*reg_, o, &why);
-    ASSERT_NE(cache_, nullptr) << why;
-  }
-  void TearDown() override {
-    cache_.reset();
-    if (reg_) {
-      EXPECT_EQ(reg_->registered(), reg_->deregistered());  // nothing leaked
-    }
-  }
-  static constexpr unsigned kAccess = rcache::kLocalWrite | rcache::kRemoteRead;
-  const Verbs* v_ = nullptr;
-  std::shared_ptr<Device> dev_;
-  std::unique_ptr<VerbsRegistrar> reg_;
-  std::unique_ptr<rcache::RegCache> cache_;
-};
-
-// The seed's bug class: the address put into an SGE must be the user's
-// pointer, whatever the alignment and offset, and the MR must cover it.
-TEST_F(VerbsRegistrarTest, AddressIsTheUsersPointerAtEveryAlignmentAndOffset) {
-  for (std::size_t align : {16u, 64u, 4096u}) {
-    for (std::size_t off : {1u, 3u, 17u}) {
-      const std::size_t len = 1000;
-      void* base = std::aligned_alloc(align, 3 * 4096);
-      ASSERT_NE(base, nullptr);
-      const char* p = static_cast<const char*>(base) + off;
-      rcache::Ref ref = cache_->get(p, len, kAccess);
-      ASSERT_TRUE(ref);
-      const rcache::KeyInfo k = ref.key_for(p);
-      ASSERT_TRUE(k.valid);
-      EXPECT_EQ(k.addr, reinterpret_cast<std::uintptr_t>(p)) << align << "+" << off;
-      EXPECT_NE(ref.registered_begin(), reinterpret_cast<std::uintptr_t>(p));  // rounded out
-      EXPECT_EQ(ref.key_for(p + len).addr, reinterpret_cast<std::uintptr_t>(p + len));
-      EXPECT_FALSE(ref.key_for(p - 1).valid);  // outside the request: refused
-      ref.reset();
-      cache_->purge();
-      std::free(base);
-    }
-  }
-  EXPECT_EQ(reg_->refused(), 0u);
-}
-
-TEST_F(VerbsRegistrarTest, SubBufferOfACachedRegionHitsWithItsOwnAddress) {
-  std::vector<char> buf(64 * 1024);
-  rcache::Ref whole = cache_->get(buf.data(), buf.size(), kAccess);
-  ASSERT_TRUE(whole);
-  const std::uint64_t before = reg_->registered();
-  rcache::Ref part = cache_->get(buf.data() + 4099, 333, kAccess);
-  ASSERT_TRUE(part);
-  EXPECT_EQ(reg_->registered(), before);  // served by the cached region
-  EXPECT_EQ(part.lkey(), whole.lkey());
-  EXPECT_EQ(part.key_for(buf.data() + 4099).addr,
-            reinterpret_cast<std::uintptr_t>(buf.data() + 4099));
-}
-
-TEST_F(VerbsRegistrarTest, RefusalLeavesNothingBehind) {
-  // A range that is not mapped: ibv_reg_mr must refuse it (EFAULT).
-  void* hole = mmap(nullptr, 8192, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(hole, MAP_FAILED);
-  ASSERT_EQ(munmap(hole, 8192), 0);
-  rcache::Ref ref = cache_->get(hole, 100, kAccess);
-  EXPECT_FALSE(ref);
-  EXPECT_GE(reg_->refused(), 1u);  // the cache may retry once after a purge
-  EXPECT_FALSE(reg_->last_error().empty());
-  EXPECT_EQ(cache_->stats().live_registrations, 0u);
 }
 
 }  // namespace
