@@ -37,6 +37,10 @@ struct Capabilities {
   std::uint64_t shm_auto_limit = UINT64_MAX;
   // In auto mode, the hierarchical engine serves bytes per peer below this.
   std::uint64_t hier_auto_limit = 0;
+  // With rdma: every node shares one PD among its ranks and each rank has a
+  // registration cache on it, so the leaders' writes may read the ranks' send
+  // buffers (path zcopy, docs/zerocopy.md). Agreed at set-up by every rank.
+  bool zcopy = false;
 };
 
 struct Decision {

@@ -119,6 +119,16 @@ constexpr Spec kSwitches[] = {
      .description = "RDMA devices and ports the inter-node engine may use: all, or a list "
                     "such as mlx5_0:1,mlx5_1:1.",
      .scope = Scope::AllEqual},
+    {.name = "NET_ZCOPY_THRESHOLD",
+     .type = Type::Size,
+     .default_text = "64K",
+     .description = "Multi-node teams whose leaders use RDMA: bytes per peer from which the "
+                    "fixed rules let the leaders' writes read the ranks' send buffers "
+                    "directly (zero-copy through the node's shared PD and each rank's "
+                    "registration cache, docs/zerocopy.md) instead of staging them; tuning "
+                    "measures it as path zcopy. 0 = never (no shared PD is set up).",
+     .verbosity = Verbosity::Tuner,
+     .scope = Scope::AllEqual},
     {.name = "NET_GID_INDEX",
      .type = Type::Int,
      .default_text = "-1",
@@ -308,6 +318,7 @@ Settings settings_from(const Registry& r) {
   s.net_timeout_ms = static_cast<std::uint32_t>(r.get_int("NET_TIMEOUT"));
   s.net_qp_timeout = static_cast<std::uint8_t>(r.get_int("NET_QP_TIMEOUT"));
   s.net_retry_count = static_cast<std::uint8_t>(r.get_int("NET_RETRY_COUNT"));
+  s.net_zcopy_threshold = r.get_size("NET_ZCOPY_THRESHOLD");
   s.net_verbs_library = r.get_string("NET_VERBS_LIBRARY");
   s.rcache_align = r.get_size("RCACHE_ALIGN");
   s.rcache_max_regions = r.get_int("RCACHE_MAX_REGIONS");

@@ -41,6 +41,9 @@ struct Settings {
   std::uint8_t net_qp_timeout = 14;
   std::uint8_t net_retry_count = 7;
   std::string net_verbs_library = "libibverbs.so.1";
+  // Zero-copy send side (docs/zerocopy.md): bytes per peer from which the
+  // fixed rules take it; 0 = never, and no shared PD is set up.
+  std::uint64_t net_zcopy_threshold = 65536;
   // Registration cache (rcache/), see docs/rcache.md.
   std::uint64_t rcache_align = 16;
   std::int64_t rcache_max_regions = 0;

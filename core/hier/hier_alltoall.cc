@@ -7,7 +7,22 @@
 
 namespace mlxa2a::hier {
 
+NodeCopyCounters& node_copy_counters() noexcept {
+  static NodeCopyCounters c;
+  return c;
+}
+
 namespace {
+
+// The trailer's size: a GatherSource per local rank, cache-line rounded.
+std::size_t publish_bytes(int local_size) {
+  const std::size_t b = static_cast<std::size_t>(local_size) * sizeof(GatherSource);
+  return (b + 63) / 64 * 64;
+}
+
+void count(std::atomic<std::uint64_t>& c, std::size_t bytes) noexcept {
+  c.fetch_add(bytes, std::memory_order_relaxed);
+}
 
 // Copies the node's `count` members' blocks: block i between base + i * stride
 // (staging side) and the user buffer's block for member i of the node.
@@ -62,7 +77,8 @@ std::size_t HierAlltoall::area_bytes(int team_size, int local_size,
   chunk = chunk >= 64 ? chunk / 64 * 64 : 64;
   // 0 on overflow: the stage's set-up then fails with Status::too_large.
   return (shm::layout::Size(static_cast<std::size_t>(local_size)) *
-          static_cast<std::size_t>(team_size) * chunk)
+              static_cast<std::size_t>(team_size) * chunk +
+          publish_bytes(local_size))
       .value();
 }
 
@@ -82,13 +98,15 @@ shm::Status HierAlltoall::create(std::span<const int> node_ids, std::span<const 
     // The stage was built over the node communicator: its local ranks must be
     // the plan's (split with key = team rank), or blocks would land wrongly.
     if (stage->local_rank() != p.local_rank() || stage->local_size() != p.local_size() ||
-        stage->in_bytes() < p.area_bytes() || stage->out_bytes() < p.area_bytes() ||
+        stage->in_bytes() < p.area_bytes() + publish_bytes(p.local_size()) ||
+        stage->out_bytes() < p.area_bytes() ||
         (p.leader() && !transport)) {
       return shm::Status::invalid_argument;
     }
     for (int l = 0; l < p.local_size(); ++l) self->all_local_.push_back(l);
     self->leaders_ = self->map_.leaders(p.node());
     self->messages_.reserve(static_cast<std::size_t>(self->map_.nodes()));
+    self->gathers_.reserve(static_cast<std::size_t>(self->map_.nodes()));
     self->stage_ = std::move(stage);
     self->transport_ = std::move(transport);
     out = std::move(self);
@@ -106,16 +124,35 @@ shm::Status HierAlltoall::fail(shm::Status st) noexcept {
 
 void HierAlltoall::abandon() noexcept { (void)fail(shm::Status::broken); }
 
-shm::Status HierAlltoall::run(const void* send, void* recv, std::size_t bytes) noexcept {
+shm::Status HierAlltoall::run(const void* send, void* recv, std::size_t bytes,
+                              SendRegistration* zero_copy) noexcept {
   if (broken_) return shm::Status::broken;
   if (bytes == 0) return shm::Status::ok;  // every rank returns here alike
   if (send == nullptr || recv == nullptr) return shm::Status::invalid_argument;
   const auto* s = static_cast<const char*>(send);
   auto* r = static_cast<char*>(recv);
+  if (!zero_copy) return run_rounds(s, r, bytes, nullptr);
+  GatherSource mine;
+  const std::size_t total = static_cast<std::size_t>(map_.size()) * bytes;
+  if (!zero_copy->acquire(s, total, &mine)) {
+    mine = GatherSource{};
+    mine.staged = 1;  // this call stages this rank's blocks; the others still gather
+    node_copy_counters().staged_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  }
+  const shm::Status st = run_rounds(s, r, bytes, &mine);
+  // Only now: the last round's wait_released covered the writes reading the
+  // buffer (or the call failed, and no leader of this node writes any more
+  // from it: a failed transport is broken).
+  zero_copy->release();
+  return st;
+}
+
+shm::Status HierAlltoall::run_rounds(const char* send, char* recv, std::size_t bytes,
+                                     const GatherSource* mine) noexcept {
   const std::size_t max = plan_.max_chunk();
   for (std::size_t off = 0; off < bytes; off += max) {
     const std::size_t chunk = bytes - off < max ? bytes - off : max;
-    const shm::Status st = round(s, r, bytes, off, chunk);
+    const shm::Status st = round(send, recv, bytes, off, chunk, mine);
     if (st != shm::Status::ok) return st;
   }
   return shm::Status::ok;
@@ -123,7 +160,7 @@ shm::Status HierAlltoall::run(const void* send, void* recv, std::size_t bytes) n
 
 // One round: bytes [off, off + chunk) of every block.
 shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes, std::size_t off,
-                                std::size_t chunk) noexcept {
+                                std::size_t chunk, const GatherSource* mine) noexcept {
   const Plan& p = plan_;
   const int nodes = map_.nodes();
   const std::size_t local = static_cast<std::size_t>(p.local_rank());
@@ -132,22 +169,36 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
   char* in = stage_->in();
   char* out = stage_->out();
 
-  // Fan-in: my blocks for node m's members go to in-section m, row `local`.
+  // Fan-in: my blocks for node m's members go to in-section m, row `local`;
+  // zero-copy: only my own node's (the leader gathers the rest from `send`).
+  const bool gather = mine && !mine->staged;
+  std::size_t copied = 0;
   for (int m = 0; m < nodes; ++m) {
     const std::size_t lm = static_cast<std::size_t>(map_.node_size(m));
+    if (gather && m != p.node()) {
+      count(node_copy_counters().zero_copy, lm * chunk);
+      continue;
+    }
     move_blocks(map_, m, const_cast<char*>(send), bytes, off,
                 in + p.section(m, chunk) + local * lm * chunk, chunk, chunk, false);
+    copied += lm * chunk;
   }
+  if (mine) trailer(in)[local] = *mine;  // read by the leader after wait_arrived
   if (shm::Status st = stage_->arrive(); st != shm::Status::ok) return fail(st);
 
   if (p.leader()) {
     if (shm::Status st = stage_->wait_arrived(all_local_); st != shm::Status::ok) return fail(st);
     messages_.clear();
+    gathers_.clear();
     for (int m = 0; m < nodes; ++m) {
       if (m == p.node() || p.handled_by(m) != p.leader_index()) continue;
       const std::size_t at = p.section(m, chunk);
       messages_.push_back(Message{m, p.partner(m), in + at, out + at, p.message_bytes(m, chunk),
                                   p.remote_section(m, chunk), stage_->parity()});
+      if (mine) {  // reserved for every node in create(): no reallocation, no throw
+        gathers_.push_back(Gather{{trailer(in), lsize}, map_.members(m), bytes, off, chunk});
+        messages_.back().gather = &gathers_.back();
+      }
     }
     if (!messages_.empty()) {
       if (transport_->exchange(messages_) != shm::Status::ok) {
@@ -164,7 +215,9 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
     char* area = m == p.node() ? in : out;
     move_blocks(map_, m, recv, bytes, off, area + p.section(m, chunk) + local * chunk,
                 lsize * chunk, chunk, true);
+    copied += static_cast<std::size_t>(map_.node_size(m)) * chunk;
   }
+  count(node_copy_counters().copied, copied);
   return shm::Status::ok;
 }
 

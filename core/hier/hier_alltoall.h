@@ -27,6 +27,7 @@
 
 #include "core/hier/plan.h"
 #include "core/hier/transport.h"
+#include "core/hier/zero_copy.h"
 #include "core/shm/node_stage.h"
 
 namespace mlxa2a::hier {
@@ -42,13 +43,21 @@ class HierAlltoall {
                                           std::unique_ptr<HierAlltoall>& out) noexcept;
   // The stage's areas of both parities, for a transport's creation.
   static StageAreas areas_of(const shm::NodeStage& stage) noexcept;
-  // The area size a node's stage needs (in and out alike), before creation.
+  // The area size a node's stage needs (in and out alike), before creation:
+  // the sections plus the zero-copy trailer (publish_bytes).
   static std::size_t area_bytes(int team_size, int local_size,
                                 std::size_t stage_bytes_per_rank) noexcept;
   HierAlltoall(const HierAlltoall&) = delete;
   HierAlltoall& operator=(const HierAlltoall&) = delete;
 
-  [[nodiscard]] shm::Status run(const void* send, void* recv, std::size_t bytes_per_peer) noexcept;
+  // zero_copy (docs/zerocopy.md): when given, this rank registers its send
+  // buffer through it and publishes it in the in-area's trailer instead of
+  // copying its blocks for remote nodes; the leader's transport then gathers
+  // them straight from the buffer. Every rank of a node must pass one or
+  // none alike (the team decides per call, alike on every rank), only with a
+  // transport that gathers() on a node with one leader.
+  [[nodiscard]] shm::Status run(const void* send, void* recv, std::size_t bytes_per_peer,
+                                SendRegistration* zero_copy = nullptr) noexcept;
   // As NodeAlltoall::abandon(): for a rank that cannot take part in a run()
   // its node's peers have entered.
   void abandon() noexcept;
@@ -62,8 +71,15 @@ class HierAlltoall {
  private:
   HierAlltoall(std::span<const int> node_ids, std::span<const int> leads, int rank,
                std::size_t stage_bytes_per_rank);
+  // mine: this rank's published send buffer (zero-copy rounds), else null.
   shm::Status round(const char* send, char* recv, std::size_t bytes, std::size_t off,
-                    std::size_t chunk) noexcept;
+                    std::size_t chunk, const GatherSource* mine) noexcept;
+  shm::Status run_rounds(const char* send, char* recv, std::size_t bytes,
+                         const GatherSource* mine) noexcept;
+  // The in-area's trailer: one GatherSource per local rank, after the sections.
+  GatherSource* trailer(char* in) const noexcept {
+    return reinterpret_cast<GatherSource*>(in + plan_.area_bytes());
+  }
   shm::Status fail(shm::Status st) noexcept;
 
   NodeMap map_;
@@ -73,6 +89,7 @@ class HierAlltoall {
   std::vector<int> all_local_;  // 0 .. local_size-1
   std::vector<int> leaders_;    // my node's leaders (local ranks)
   std::vector<Message> messages_;
+  std::vector<Gather> gathers_;  // zero-copy rounds: messages_[i].gather = &gathers_[i]
   bool broken_ = false;
 };
 

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 
 #include "core/status.h"
@@ -39,6 +40,26 @@ struct StageAreas {
   std::size_t bytes = 0;
 };
 
+// Zero-copy (docs/zerocopy.md): one local rank's send buffer as its
+// leader's NIC reads it, published by the rank in the node's in-area trailer.
+struct GatherSource {
+  std::uint64_t addr = 0;    // NIC address of the buffer's first byte: the user's pointer
+  std::uint32_t lkey = 0;    // key of the registration covering the buffer
+  std::uint32_t staged = 0;  // 1: not registered; its rows were copied into the in-area
+};
+
+// Where a zero-copy message's bytes are: the in-area section's layout (block
+// [a][b] = source a's bytes for dest_ranks[b]) read from the sources' own
+// buffers at dest_ranks[b] * bytes_per_peer + offset, chunk bytes per block;
+// a staged source's row is in the section (Message::send) as usual.
+struct Gather {
+  std::span<const GatherSource> sources;  // the node's ranks, local order
+  std::span<const int> dest_ranks;        // the remote node's members (team ranks)
+  std::size_t bytes_per_peer = 0;
+  std::size_t offset = 0;
+  std::size_t chunk = 0;
+};
+
 struct Message {
   int node;                   // the remote node (NodeMap numbering)
   int leader;                 // which of its leaders (index in NodeMap::leaders(node))
@@ -47,6 +68,9 @@ struct Message {
   std::size_t bytes;          // both directions
   std::size_t remote_offset;  // where `send` lands in the partner's out-area
   int parity;                 // which areas (0/1) this round uses, on both ends
+  // Zero-copy: the bytes are gathered from the ranks' buffers (only when the
+  // transport gathers()); null: they are `send`'s.
+  const Gather* gather = nullptr;
 };
 
 class LeaderTransport {
@@ -55,6 +79,8 @@ class LeaderTransport {
   [[nodiscard]] virtual Status exchange(std::span<const Message> messages) noexcept = 0;
   // "pmpi" or "rdma", for traces. Static text.
   virtual const char* name() const noexcept = 0;
+  // Whether exchange() takes Messages with a Gather (zero-copy).
+  virtual bool gathers() const noexcept { return false; }
 };
 
 }  // namespace mlxa2a::hier

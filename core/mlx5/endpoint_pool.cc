@@ -100,7 +100,7 @@ Status EndpointPool::endpoint(const ProcessId& remote, Endpoint** ep, bool* crea
     if (endpoints_.size() >= kMaxEndpoints) return Status::unavailable;
     auto e = std::make_unique<Endpoint>();
     const Status st =
-        QueuePair::create(device_, {kSendDepth, kRecvDepth, kInline}, &e->qp);
+        QueuePair::create(device_, {kSendDepth, kRecvDepth, kInline, kSendSge}, &e->qp);
     if (st != Status::ok) return st;
     g_qps_created.fetch_add(1, std::memory_order_relaxed);
     e->psn = (e->qp->qpn() * 2654435761u) & 0xffffff;

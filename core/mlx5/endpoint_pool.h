@@ -77,6 +77,9 @@ class EndpointPool {
   static constexpr std::uint32_t kSendDepth = 64;
   static constexpr std::uint32_t kRecvDepth = 64;
   static constexpr std::uint32_t kInline = 128;
+  // SGEs per send WR for zero-copy gathers (capped by the device's max_sge):
+  // a block layout needs one per local rank, round robin one per block.
+  static constexpr std::uint32_t kSendSge = 16;
   static constexpr std::size_t kMaxEndpoints = 1024;
 
   static EndpointPool* get(const NetOptions& opt, std::string* why) noexcept;

@@ -24,14 +24,13 @@
 
 #include <infiniband/verbs.h>
 
+#include "core/hier/transport.h"
+
 namespace mlxa2a::mlx5 {
 
 // One rank's send buffer as the rank published it: the NIC address of the
 // buffer's first byte and the lkey of the registration covering it.
-struct SendBuffer {
-  std::uint64_t addr = 0;
-  std::uint32_t lkey = 0;
-};
+using SendBuffer = hier::GatherSource;
 
 // A work request's share of an SGE list.
 struct WrSpan {

@@ -238,6 +238,61 @@ Status RdmaLeaderTransport::post(const Peer& peer, const hier::Message& m) noexc
   return Status::ok;
 }
 
+std::uint32_t RdmaLeaderTransport::gather_sge() const noexcept {
+  std::uint32_t n = 0;
+  for (const Peer& p : peers_) {
+    if (p.ep && (n == 0 || p.ep->qp->send_sge() < n)) n = p.ep->qp->send_sge();
+  }
+  return n == 0 ? 1 : n;
+}
+
+Status RdmaLeaderTransport::post_gather(const Peer& peer, const hier::Message& m) noexcept {
+  const hier::Gather& g = *m.gather;
+  const int par = m.parity & 1;
+  const char* in = areas_.in[par];
+  const std::size_t row = g.dest_ranks.size() * g.chunk;  // one source's share of the message
+  if (m.bytes == 0 || m.bytes != g.sources.size() * row || m.send < in ||
+      m.send + m.bytes > in + areas_.bytes || m.remote_offset + m.bytes > peer.out_bytes) {
+    return Status::invalid_argument;
+  }
+  try {
+    sges_.clear();
+    for (std::size_t a = 0; a < g.sources.size(); ++a) {
+      const hier::GatherSource& src = g.sources[a];
+      if (src.staged) {  // its row was copied into the section as usual
+        sges_.push_back({reinterpret_cast<std::uintptr_t>(m.send + a * row),
+                         static_cast<std::uint32_t>(row), in_mr_[par]->lkey()});
+        continue;
+      }
+      gather_message({&src, 1}, g.dest_ranks, g.bytes_per_peer, g.offset, g.chunk, &one_);
+      sges_.insert(sges_.end(), one_.begin(), one_.end());
+    }
+    split_wrs(sges_, peer.ep->qp->send_sge(), kPiece, &spans_);
+    if (spans_.size() > kMaxGatherWrs) return Status::invalid_argument;  // set-up rules it out
+    wrs_.assign(spans_.size(), ibv_send_wr{});
+  } catch (...) {  // allocation only
+    return Status::net_failed;
+  }
+  for (std::size_t w = 0; w < spans_.size(); ++w) {
+    const bool last = w + 1 == spans_.size();
+    ibv_send_wr& wr = wrs_[w];
+    wr.wr_id = static_cast<std::uint64_t>(slot_id_) << 1;
+    wr.sg_list = &sges_[spans_[w].first_sge];
+    wr.num_sge = static_cast<int>(spans_[w].num_sge);
+    // As post(): the last WR carries the arrival and the one completion.
+    wr.opcode = last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+    wr.send_flags = last ? IBV_SEND_SIGNALED : 0;
+    wr.imm_data = htonl((peer.slot << 1) | static_cast<std::uint32_t>(par));
+    wr.wr.rdma.remote_addr = peer.out_addr[par] + m.remote_offset + spans_[w].offset;
+    wr.wr.rdma.rkey = peer.rkey[par];
+    wr.next = last ? nullptr : &wrs_[w + 1];
+  }
+  ibv_send_wr* bad = nullptr;
+  if (Verbs::post_send(peer.ep->qp->get(), wrs_.data(), &bad) != 0) return Status::net_failed;
+  EndpointPool::count_writes(spans_.size(), m.bytes);
+  return Status::ok;
+}
+
 Status RdmaLeaderTransport::exchange(std::span<const hier::Message> messages) noexcept {
   if (broken_) return Status::net_failed;
   if (messages.empty()) return Status::ok;
@@ -252,7 +307,8 @@ Status RdmaLeaderTransport::exchange(std::span<const hier::Message> messages) no
     if (r >= peers_.size() || !peers_[r].ep || (m.parity & 1) != par) {
       return fail(Status::invalid_argument);
     }
-    if (const Status st = post(peers_[r], m); st != Status::ok) {
+    if (const Status st = m.gather ? post_gather(peers_[r], m) : post(peers_[r], m);
+        st != Status::ok) {
       MLXA2A_LOG(Warn, "RDMA: posting a write to node %d failed", m.node);
       return fail(st);
     }

@@ -33,6 +33,7 @@
 #include "core/bootstrap.h"
 #include "core/hier/transport.h"
 #include "core/mlx5/endpoint_pool.h"
+#include "core/mlx5/gather.h"
 #include "core/mlx5/options.h"
 
 namespace mlxa2a::mlx5 {
@@ -49,6 +50,14 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
 
   Status exchange(std::span<const hier::Message> messages) noexcept override;
   const char* name() const noexcept override { return "rdma"; }
+  // Zero-copy messages (hier::Gather): SGE lists over the ranks' buffers,
+  // split into at most kMaxGatherWrs WRs of gather_sge() SGEs each.
+  bool gathers() const noexcept override { return true; }
+  // The fewest SGEs per WR any of this transport's queue pairs was granted.
+  std::uint32_t gather_sge() const noexcept;
+  // Bound on a message's WRs: they must fit the send queue at once (the
+  // unsignalled ones are retired only by the last, signalled one).
+  static constexpr std::size_t kMaxGatherWrs = EndpointPool::kSendDepth;
   // QPs this transport's set-up created (0 when every pair was connected already).
   int qps_created() const { return qps_created_; }
 
@@ -63,6 +72,8 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   RdmaLeaderTransport(EndpointPool* pool, const hier::StageAreas& areas, const NetOptions& opt)
       : pool_(pool), areas_(areas), opt_(opt) {}
   Status post(const Peer& peer, const hier::Message& m) noexcept;
+  // A zero-copy message: builds sges_/wrs_ from m.gather, then posts.
+  Status post_gather(const Peer& peer, const hier::Message& m) noexcept;
   Status fail(Status st) noexcept;
 
   EndpointPool* pool_;
@@ -74,6 +85,10 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   std::vector<Peer> peers_;  // per member; ep == nullptr for members we do not exchange with
   Slot slot_;
   std::uint32_t slot_id_ = 0;
+  std::vector<ibv_sge> sges_;  // post_gather's lists, kept to reuse their capacity
+  std::vector<ibv_sge> one_;
+  std::vector<WrSpan> spans_;
+  std::vector<ibv_send_wr> wrs_;
   std::uint64_t expect_arrived_[2] = {0, 0};
   std::uint64_t expect_sent_ = 0;
   int qps_created_ = 0;

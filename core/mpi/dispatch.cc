@@ -42,18 +42,18 @@ std::string comm_label(MPI_Comm comm) {
 }
 
 void trace_call(const AlltoallArgs& a, std::uint64_t bytes, const CommState* st, Path path,
-                const char* reason) {
+                const char* reason, const char* suffix = "") {
   int size = -1, rank = -1;
   if (a.comm != MPI_COMM_NULL) {
     PMPI_Comm_size(a.comm, &size);
     PMPI_Comm_rank(a.comm, &rank);
   }
-  log::trace("%s comm=%s%s np=%d rank=%d bytes_per_peer=%llu in_place=%d path=%.*s reason=%s",
+  log::trace("%s comm=%s%s np=%d rank=%d bytes_per_peer=%llu in_place=%d path=%.*s reason=%s%s",
              a.entry, a.comm == MPI_COMM_NULL ? "MPI_COMM_NULL" : comm_label(a.comm).c_str(),
              st ? (" id=" + std::to_string(st->id) + " call=" + std::to_string(st->calls)).c_str()
                 : "",
              size, rank, static_cast<unsigned long long>(bytes), a.sendbuf == MPI_IN_PLACE,
-             static_cast<int>(to_string(path).size()), to_string(path).data(), reason);
+             static_cast<int>(to_string(path).size()), to_string(path).data(), reason, suffix);
 }
 
 // Falls through to PMPI, tracing why when asked.
@@ -142,10 +142,12 @@ int run_route(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, EngineR
     return fall_through(a, trace, bytes, &st, reason);
   }
   // The hierarchical engine with its leaders over RDMA is traced and counted
-  // as path rdma; every other engine route as shm.
-  const bool rdma = route == Candidate::rdma;
+  // as path rdma (zero-copy with the word "zcopy" after the reason); every
+  // other engine route as shm.
+  const bool zcopy = route == Candidate::zcopy;
+  const bool rdma = route == Candidate::rdma || zcopy;
   ++(rdma ? t_counts.rdma : t_counts.shm);
-  if (trace) trace_call(a, bytes, &st, rdma ? Path::Rdma : Path::Shm, reason);
+  if (trace) trace_call(a, bytes, &st, rdma ? Path::Rdma : Path::Shm, reason, zcopy ? " zcopy" : "");
   return plain ? shm_alltoall_contiguous(a, *st.team, bytes, route)
                : shm_alltoall(a, *st.team, bytes, route);
 }
@@ -153,7 +155,12 @@ int run_route(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, EngineR
 // The engine path the fixed rules take for this size (first in the trials).
 Candidate engine_default(const Team& team, std::uint64_t bytes) {
   const shm::NodeAlltoall* node = team.node_alltoall();
-  if (!node) return team.caps().rdma ? Candidate::rdma : Candidate::hier;
+  if (!node) {
+    if (!team.caps().rdma) return Candidate::hier;
+    // Zero-copy from MLXA2A_NET_ZCOPY_THRESHOLD up (an all-equal switch).
+    const std::uint64_t from = Runtime::instance().settings().net_zcopy_threshold;
+    return team.caps().zcopy && from != 0 && bytes >= from ? Candidate::zcopy : Candidate::rdma;
+  }
   switch (node->path_for(bytes)) {
     case shm::Path::line: return Candidate::line;
     case shm::Path::cma: return Candidate::cma;
@@ -300,7 +307,7 @@ int alltoall_impl(const AlltoallArgs& a) {
     return fall_through(a, trace, bytes, st, "bytes per peer above 2 GiB: PMPI");
   }
   const EngineRoute route =
-      d.path == Path::Rdma ? EngineRoute{Candidate::rdma} : EngineRoute{std::nullopt};
+      d.path == Path::Rdma ? EngineRoute{engine_default(*st->team, bytes)} : EngineRoute{std::nullopt};
   const bool plain = plain_call(a, bytes);
   if (plain) st->repeat = {a.sendtype, a.recvtype, a.sendcount, a.recvcount, bytes, d.reason, route};
   return run_route(a, *st, bytes, route, trace, d.reason, plain);

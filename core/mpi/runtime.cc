@@ -9,11 +9,13 @@
 #include <string_view>
 
 #include "core/config/registry.h"
+#include "core/hier/zero_copy.h"
 #include "core/log.h"
 #include "core/mpi/comm_state.h"
 #include "core/mpi/dispatch.h"
 #if MLXA2A_HAVE_VERBS
 #include "core/mlx5/endpoint_pool.h"
+#include "core/mlx5/zcopy_sender.h"
 #endif
 #include "core/mpi/engine_pool.h"
 #include "core/mpi/tuning.h"
@@ -41,6 +43,28 @@ RdmaCounters rdma_counters() {
 #else
   return {};
 #endif
+}
+
+struct ZeroCopyStats {
+  std::uint64_t copied = 0, zero_copy = 0, staged = 0;
+  std::uint64_t hits = 0, misses = 0, evictions = 0, invalidations = 0, refused = 0;
+};
+
+ZeroCopyStats zero_copy_stats() {
+  const hier::NodeCopyCounters& n = hier::node_copy_counters();
+  ZeroCopyStats z;
+  z.copied = n.copied.load(std::memory_order_relaxed);
+  z.zero_copy = n.zero_copy.load(std::memory_order_relaxed);
+  z.staged = n.staged_fallbacks.load(std::memory_order_relaxed);
+#if MLXA2A_HAVE_VERBS
+  const mlx5::ZeroCopyCounters& c = mlx5::zero_copy_counters();
+  z.hits = c.hits.load(std::memory_order_relaxed);
+  z.misses = c.misses.load(std::memory_order_relaxed);
+  z.evictions = c.evictions.load(std::memory_order_relaxed);
+  z.invalidations = c.invalidations.load(std::memory_order_relaxed);
+  z.refused = c.refused.load(std::memory_order_relaxed);
+#endif
+  return z;
 }
 
 void shutdown_rdma() {
@@ -273,6 +297,19 @@ void Runtime::before_finalize() {
                static_cast<unsigned long long>(c.rdma), static_cast<unsigned long long>(r.writes),
                static_cast<unsigned long long>(r.bytes),
                static_cast<unsigned long long>(r.qps_created), r.qps_live, r.mrs_live);
+    // Process-wide (every thread's calls): the hierarchical engine's copies
+    // and what zero-copy read in their place (docs/zerocopy.md).
+    const ZeroCopyStats z = zero_copy_stats();
+    log::trace("stats zcopy: bytes_copied_on_node=%llu bytes_zero_copy=%llu staged_fallbacks=%llu "
+               "cache_hits=%llu cache_misses=%llu cache_evictions=%llu "
+               "cache_invalidations=%llu registrations_refused=%llu",
+               static_cast<unsigned long long>(z.copied),
+               static_cast<unsigned long long>(z.zero_copy),
+               static_cast<unsigned long long>(z.staged), static_cast<unsigned long long>(z.hits),
+               static_cast<unsigned long long>(z.misses),
+               static_cast<unsigned long long>(z.evictions),
+               static_cast<unsigned long long>(z.invalidations),
+               static_cast<unsigned long long>(z.refused));
     log::trace("stats MPI_Alltoall tuning on the finalizing thread: trial calls=%llu "
                "agreements=%llu agreement time=%.1f us",
                static_cast<unsigned long long>(c.trials),

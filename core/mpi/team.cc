@@ -13,6 +13,8 @@
 #include "core/mpi/topology.h"
 #if MLXA2A_HAVE_VERBS
 #include "core/mlx5/rdma_transport.h"
+#include "core/mlx5/zcopy_sender.h"
+#include "core/rcache_options.h"
 #endif
 
 namespace mlxa2a::core::mpi {
@@ -72,6 +74,9 @@ shm::Status Team::run(const char* send, char* recv, std::size_t bytes,
                         : path == Candidate::copy ? shm::Path::copy
                                                   : shm::Path::cma;
     return shm_->run(send, recv, bytes, p);
+  }
+  if (path == Candidate::zcopy && hier_ && zcopy_ && caps_.zcopy) {
+    return hier_->run(send, recv, bytes, zcopy_.get());
   }
   // hier and rdma: the hierarchical engine, whose leaders use the transport
   // agreed at set-up (caps().rdma says which).
@@ -317,17 +322,36 @@ bool Team::setup_hier(MPI_Comm comm, MPI_Comm node_comm, std::size_t stage_bytes
     // set-up is collective over the leaders), then agreed on by every rank
     // together with the other failures, so all ranks pick the same transport.
     std::unique_ptr<hier::LeaderTransport> rdma;
-    int flags[2] = {failed, 1};  // {set-up failed, RDMA failed}
+    int flags[3] = {failed, 1, 1};  // {set-up failed, RDMA failed, zero-copy failed}
     if (lead && leaders.get() != MPI_COMM_NULL) {
       flags[1] = try_rdma(leaders.get(), map, rank, stage.get(), first_rank, &rdma) ? 0 : 1;
     } else if (!lead) {
       flags[1] = 0;  // only leaders have a say
     }
-    int any[2] = {1, 1};
-    if (PMPI_Allreduce(flags, any, 2, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) failed = 1;
+    // Zero-copy (docs/zerocopy.md): nodes with one leader, switch not 0;
+    // the same on every rank of a node, so all of it runs the collective.
+    zcopy_why_ = "MLXA2A_NET_ZCOPY_THRESHOLD is 0";
+    if (Runtime::instance().settings().net_zcopy_threshold != 0) {
+      const std::vector<int>& node_leaders = map.leaders(node);
+      if (node_leaders.size() != 1) {
+        zcopy_why_ = "a node has several leaders";
+      } else {
+        flags[2] = try_zcopy(node_comm, map, rank, node_leaders[0], lead && flags[1] == 0) ? 0 : 1;
+      }
+    }
+    int any[3] = {1, 1, 1};
+    if (PMPI_Allreduce(flags, any, 3, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) failed = 1;
     failed |= any[0];
     caps_.rdma = !any[1];
     if (any[1] && rdma_why_.empty()) rdma_why_ = "RDMA unavailable on another leader";
+    caps_.zcopy = caps_.rdma && !any[2];
+    if (caps_.zcopy) {
+      zcopy_why_.clear();
+    } else {
+      zcopy_.reset();
+      if (!caps_.rdma) zcopy_why_ = "no RDMA";
+      else if (!flags[2]) zcopy_why_ = "unavailable on another node";
+    }
     if (!failed) {
       std::unique_ptr<hier::LeaderTransport> transport;
       if (lead && caps_.rdma) {
@@ -353,10 +377,16 @@ bool Team::setup_hier(MPI_Comm comm, MPI_Comm node_comm, std::size_t stage_bytes
   }
   if (any_failed) {
     hier_.reset();
+    zcopy_.reset();
     caps_.rdma = false;
+    caps_.zcopy = false;
   }
   if (!any_failed && !caps_.rdma) {
     MLXA2A_LOG(Info, "multi-node team: leaders exchange over PMPI (%s)", rdma_why_.c_str());
+  }
+  if (!any_failed && caps_.rdma && !caps_.zcopy) {
+    MLXA2A_LOG(Info, "multi-node team: no zero-copy path, ranks stage their blocks (%s)",
+               zcopy_why_.c_str());
   }
   return !any_failed;
 }
@@ -392,6 +422,7 @@ bool Team::try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank,
     const Status st = mlx5::RdmaLeaderTransport::create(boot, areas, first_rank, peers, opt, &t,
                                                         &rdma_why_);
     if (st != Status::ok) return false;
+    rdma_gather_sge_ = t->gather_sge();
     *out = std::move(t);
     return true;
   } catch (...) {  // allocation only
@@ -401,6 +432,54 @@ bool Team::try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank,
 #else
   (void)leaders, (void)map, (void)rank, (void)stage, (void)first_rank, (void)out;
   rdma_why_ = "built without verbs headers";
+  return false;
+#endif
+}
+
+bool Team::try_zcopy(MPI_Comm node_comm, const hier::NodeMap& map, int rank, int leader,
+                     bool rdma_ok) noexcept {
+#if MLXA2A_HAVE_VERBS
+  try {
+    const config::Settings& s = Runtime::instance().settings();
+    const mlx5::Verbs* v = mlx5::load_verbs(s.net_verbs_library.c_str());
+    std::shared_ptr<mlx5::Device> dev;
+    const int node = map.node_of(rank);
+    if (map.leaders(node)[0] == map.index_in_node(rank) && rdma_ok) {
+      // A message lists at most one SGE per block (the node's ranks x the
+      // remote node's); its WRs must fit the send queue at once.
+      std::size_t blocks = 0;
+      for (int m = 0; m < map.nodes(); ++m) {
+        blocks = std::max(blocks, static_cast<std::size_t>(map.node_size(node)) *
+                                      static_cast<std::size_t>(map.node_size(m)));
+      }
+      const std::size_t sge = rdma_gather_sge_ == 0 ? 1 : rdma_gather_sge_;
+      if ((blocks + sge - 1) / sge <= mlx5::RdmaLeaderTransport::kMaxGatherWrs) {
+        std::string why;
+        if (mlx5::EndpointPool* pool = mlx5::EndpointPool::get(mlx5::NetOptions{}, &why)) {
+          dev = pool->device();
+        }
+      }
+    }
+    mlx5::SharedPdOptions pd_opt;
+    pd_opt.leader = leader;
+    pd_opt.timeout_ms = static_cast<int>(std::min<std::uint32_t>(s.net_timeout_ms, 60000));
+    std::string error;
+    const rcache::Options cache_opt = rcache_options(s, &error);
+    MpiGroupBootstrap boot(node_comm);
+    std::unique_ptr<mlx5::ZeroCopySender> sender;
+    if (mlx5::ZeroCopySender::create(v, boot, std::move(dev), pd_opt, cache_opt, &sender,
+                                     &zcopy_why_) != Status::ok) {
+      return false;
+    }
+    zcopy_ = std::move(sender);
+    return true;
+  } catch (...) {  // allocation only
+    zcopy_why_ = "out of memory";
+    return false;
+  }
+#else
+  (void)node_comm, (void)map, (void)rank, (void)leader, (void)rdma_ok;
+  zcopy_why_ = "built without verbs headers";
   return false;
 #endif
 }

@@ -37,6 +37,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,6 +87,8 @@ class Team {
   bool oversubscribed() const { return oversubscribed_; }
   // Why the leaders do not exchange over RDMA ("" when they do).
   const std::string& rdma_why() const { return rdma_why_; }
+  // Why the team has no zero-copy path ("" when caps().zcopy).
+  const std::string& zcopy_why() const { return zcopy_why_; }
   // Ranks on the team's largest node (0 when the node map is unknown).
   int ranks_per_node() const noexcept;
 
@@ -95,7 +98,8 @@ class Team {
   [[nodiscard]] shm::Status run(const char* send, char* recv, std::size_t bytes_per_peer) noexcept;
   // run() through one engine path (measured selection, docs/tune.md): line,
   // copy or cma on the single-node engine, hier on the hierarchical one. Every
-  // rank must pass the same candidate; one the team cannot take runs as run().
+  // rank must pass the same candidate; one the team cannot take runs as run()
+  // (zcopy without caps().zcopy: the staged hierarchical engine).
   [[nodiscard]] shm::Status run(const char* send, char* recv, std::size_t bytes_per_peer,
                                 tuning::Candidate path) noexcept;
   // For a rank that cannot take part in a run() its peers have entered.
@@ -135,6 +139,12 @@ class Team {
   bool try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank,
                 const shm::NodeStage* stage, const std::vector<int>& first_rank,
                 std::unique_ptr<hier::LeaderTransport>* out) noexcept;
+  // Zero-copy's set-up, collective over node_comm (every rank of the node,
+  // whatever failed before): the node's shared PD and this rank's cache.
+  // leader: the node's leader's local rank; rdma_ok: on the leader, whether
+  // its RDMA transport is up. false (zcopy_why_ says why) if unavailable.
+  bool try_zcopy(MPI_Comm node_comm, const hier::NodeMap& map, int rank, int leader,
+                 bool rdma_ok) noexcept;
 
   Capabilities caps_;
   int size_ = 1;
@@ -145,8 +155,12 @@ class Team {
   EnginePool::Members pool_key_;  // where shm_ goes when the team is gone (empty: nowhere)
   std::vector<int> node_ids_;      // per rank: its node's first rank; empty if unknown
   std::string rdma_why_;
+  std::string zcopy_why_;
+  std::uint32_t rdma_gather_sge_ = 0;  // leader: SGEs per WR its RDMA transport's QPs take
   std::unique_ptr<shm::NodeAlltoall> shm_;
   std::unique_ptr<hier::HierAlltoall> hier_;
+  // This rank's zero-copy registrations (core/mlx5/zcopy_sender.h); only with caps_.zcopy.
+  std::unique_ptr<hier::SendRegistration> zcopy_;
   struct Buffer {
     std::unique_ptr<char[]> data;
     std::size_t size = 0;

@@ -17,7 +17,8 @@ using tuning::Candidate;
 // Trace reasons of trial calls, by Candidate.
 constexpr const char* kTrialReason[] = {"tuning: trial of pmpi", "tuning: trial of line",
                                         "tuning: trial of copy", "tuning: trial of cma",
-                                        "tuning: trial of hier", "tuning: trial of rdma"};
+                                        "tuning: trial of hier", "tuning: trial of rdma",
+                                        "tuning: trial of zcopy"};
 static_assert(std::size(kTrialReason) == tuning::kCandidateKinds);
 
 // Lookups see the file as it was read at start only: a decision made during
@@ -117,6 +118,9 @@ std::vector<Candidate> TeamTuning::candidates(unsigned cls, Candidate fixed) con
   // set-up, so its hierarchical engine is one candidate: rdma or hier.
   if (team_.caps().hier && team_.hier_alltoall()) {
     add(team_.caps().rdma ? Candidate::rdma : Candidate::hier);
+    // Zero-copy is its own candidate: its cost (registration, gathers)
+    // differs from the staged fan-in's.
+    if (team_.caps().zcopy) add(Candidate::zcopy);
   }
   return list;
 }

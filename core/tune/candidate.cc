@@ -7,7 +7,7 @@ namespace mlxa2a::core::tuning {
 
 namespace {
 constexpr std::string_view kNames[kCandidateKinds] = {"pmpi", "line", "copy", "cma", "hier",
-                                                           "rdma"};
+                                                           "rdma", "zcopy"};
 }
 
 std::string_view to_string(Candidate c) { return kNames[static_cast<std::size_t>(c)]; }

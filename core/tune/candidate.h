@@ -20,8 +20,9 @@ enum class Candidate : std::uint8_t {
   cma,   // single-node engine, process_vm_readv from the peers' buffers
   hier,  // multi-node: shared-memory fan-in/fan-out, leaders over PMPI
   rdma,  // multi-node: the same, leaders write over RDMA (core/mlx5)
+  zcopy,  // multi-node, RDMA: leaders' writes read the ranks' send buffers (docs/zerocopy.md)
 };
-inline constexpr std::size_t kCandidateKinds = 6;
+inline constexpr std::size_t kCandidateKinds = 7;
 
 std::string_view to_string(Candidate c);
 std::optional<Candidate> candidate_from_string(std::string_view s);

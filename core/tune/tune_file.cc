@@ -60,7 +60,7 @@ std::string parse_line(std::string_view line, FileEntry* out) {
   }
   out->size_class = size_class(*bytes);
   const auto path = candidate_from_string(value[kPath]);
-  if (!path) return "path must be pmpi, line, copy, cma, hier or rdma";
+  if (!path) return "path must be pmpi, line, copy, cma, hier, rdma or zcopy";
   out->path = *path;
   return {};
 }

@@ -2,6 +2,7 @@
 // fd_passing.h) over fakeverbs, without MPI: forked processes form one node
 // with a pipe GroupBootstrap (fork_group.h).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,15 +34,21 @@ struct Outcome {
 
 // Runs SharedPd::setup on `n` forked members (member 0 leads); member
 // `no_verbs` (if >= 0) loads a verbs library that does not exist. Each member
-// checks that its result equals what `check` expects; returns exit codes.
+// checks that its result equals what `check` expects; member `no_memlock`
+// (if >= 0) may pin nothing (RLIMIT_MEMLOCK 0). Returns exit codes.
 std::vector<int> run_node(int n, const SharedPdOptions& opt, int no_verbs,
-                          const std::function<int(int, const Outcome&)>& check) {
+                          const std::function<int(int, const Outcome&)>& check,
+                          int no_memlock = -1) {
   test::ForkGroupWiring wiring(n);
   const auto res = shm::test::run_forked(
       n,
       [&](ForkBootstrap& boot) {
         const int me = boot.local_rank();
         test::ForkGroup group(wiring, me);
+        if (me == no_memlock) {
+          const rlimit zero{0, 0};
+          FT_CHECK(setrlimit(RLIMIT_MEMLOCK, &zero) == 0);
+        }
         const Verbs* v =
             load_verbs(me == no_verbs ? "libmlxa2a-no-such-verbs.so.1" : "libibverbs.so.1");
         std::shared_ptr<Device> dev;
@@ -71,7 +78,7 @@ std::vector<int> run_node(int n, const SharedPdOptions& opt, int no_verbs,
 
 TEST(SharedPd, EveryRankImportsTheLeadersPd) {
   SharedPdOptions opt;
-  opt.probe_registration = false;  // fakeverbs refuses it (next test)
+  opt.probe_registration = false;  // the hand-over alone
   for (int code : run_node(3, opt, -1, [](int me, const Outcome& o) {
          if (o.status != Status::ok) std::fprintf(stderr, "member %d: %s\n", me, o.why.c_str());
          FT_CHECK(o.status == Status::ok);
@@ -96,18 +103,33 @@ TEST(SharedPd, LeaderOtherThanMemberZero) {
   }
 }
 
-// fakeverbs refuses ibv_reg_mr by an importer (EOPNOTSUPP, FIDELITY.md "One PD
-// shared among processes"); real mlx5 accepts it. The probe must catch the
-// refusal and every member must agree on the staged path with that reason.
-// When fakeverbs models importer registrations this test must flip to ok.
-TEST(SharedPd, RegistrationRefusalIsAgreedOnEveryMember) {
-  for (int code : run_node(3, SharedPdOptions{}, -1, [](int, const Outcome& o) {
-         FT_CHECK(o.status == Status::unavailable);
-         FT_CHECK(o.why.find("member 1: ibv_reg_mr on the imported PD refused") == 0);
+// fakeverbs models importer registrations (FIDELITY.md "One PD shared among
+// processes"), as real mlx5 does: the probe registers a page on the imported
+// PD on every member and the node agrees on ok.
+TEST(SharedPd, ProbeRegistrationSucceedsOnEveryMember) {
+  for (int code : run_node(3, SharedPdOptions{}, -1, [](int me, const Outcome& o) {
+         if (o.status != Status::ok) std::fprintf(stderr, "member %d: %s\n", me, o.why.c_str());
+         FT_CHECK(o.status == Status::ok);
+         FT_CHECK(o.imported == (me != 0));
          return 0;
        })) {
     EXPECT_EQ(code, 0);
   }
+}
+
+// A provider or kernel may import the PD yet refuse registrations on it; here
+// member 1 has RLIMIT_MEMLOCK 0 (fakeverbs enforces it per process: ENOMEM).
+// The probe must catch the refusal and every member must agree on the staged
+// path with that member's reason.
+TEST(SharedPd, RegistrationRefusalIsAgreedOnEveryMember) {
+  const std::vector<int> codes = run_node(
+      3, SharedPdOptions{}, -1, [](int, const Outcome& o) {
+        FT_CHECK(o.status == Status::unavailable);
+        FT_CHECK(o.why.find("member 1: ibv_reg_mr on the imported PD refused") == 0);
+        return 0;
+      },
+      /*no_memlock=*/1);
+  for (int code : codes) EXPECT_EQ(code, 0);
 }
 
 TEST(SharedPd, MissingImportOnOneMemberIsAgreedWithoutWaiting) {

@@ -35,8 +35,9 @@ Options for special cases:
   --shim-env VAR=VAL   set VAR in the runs with mlxa2a only (repeatable), e.g. a
                        fault to inject and what the program should then expect
   --allow-warnings     mlxa2a may log warnings (fault tests)
-  --expect-stat NAME=N the ranks' MLXA2A_COLL_STATS "stats rdma:" field NAME
-                       sums to N (repeatable), e.g. writes_posted, qps_created
+  --expect-stat NAME=N the ranks' MLXA2A_COLL_STATS "stats rdma:" or "stats
+                       zcopy:" field NAME sums to N (NAME>=N: at least N;
+                       repeatable), e.g. writes_posted, qps_created, bytes_zero_copy
   --forbid-reason RE   no traced call may give a reason matching RE
   --same-decisions     every call on MPI_COMM_WORLD took the same path on every
                        rank, tuning trials and measured decisions included
@@ -123,8 +124,17 @@ def stats_of(text):
 
 def rdma_stat(text, name):
     """A field of the "stats rdma:" line, 0 when absent."""
-    m = re.search(r"\] coll: stats rdma: .*\b" + re.escape(name) + r"=(\d+)", text, re.M)
+    m = re.search(r"\] coll: stats (?:rdma|zcopy): .*\b" + re.escape(name) + r"=(\d+)", text,
+                  re.M)
     return int(m.group(1)) if m else 0
+
+
+def stat_rule(kv):
+    """NAME=N or NAME>=N (an --expect-stat) as (name, op, n)."""
+    m = re.fullmatch(r"(\w+)(>=|=)(\d+)", kv)
+    if not m:
+        sys.exit(f"bad --expect-stat {kv!r}")
+    return m.group(1), m.group(2), int(m.group(3))
 
 
 def main():
@@ -193,7 +203,7 @@ def main():
         env.update(shim_env)
         if args.untraced_check or args.expect_stat:
             env["MLXA2A_COLL_STATS"] = "1"
-        stat_sums = {kv.split("=", 1)[0]: 0 for kv in args.expect_stat}
+        stat_sums = {stat_rule(kv)[0]: 0 for kv in args.expect_stat}
         run = launch(args, env, args.prog)
         calls, errs, ok = parse(run.stdout)
         if run.returncode != 0 or not ok:
@@ -272,10 +282,10 @@ def main():
         if stray:
             sys.exit("FAIL: lines were logged before the rank was known")
         for kv in args.expect_stat:
-            name, want = kv.split("=", 1)
-            if stat_sums[name] != int(want):
+            name, op, want = stat_rule(kv)
+            if not (stat_sums[name] >= want if op == ">=" else stat_sums[name] == want):
                 sys.exit(f"FAIL: MLXA2A_COLL_STATS {name} sums to {stat_sums[name]} over the "
-                         f"ranks, expected {want}")
+                         f"ranks, expected {op}{want}")
         if args.untraced_check:
             env = {"LD_PRELOAD": args.shim, "MLXA2A_COLL_STATS": "1",
                    "MLXA2A_LOG_FILE": os.path.join(tmp, "stats.%r"), **fixed_rules}

@@ -75,6 +75,19 @@ TEST(Registry, BadValueWarnsOnceAndKeepsTheLowerSource) {
   EXPECT_EQ(r.find("ENABLE")->source, Source::Default);
 }
 
+TEST(Registry, ZeroCopyThresholdRejectsBadSizes) {
+  for (const char* bad : {"-1", "64Q", "lots"}) {
+    Registry r(all_switches());
+    r.load({{"MLXA2A_NET_ZCOPY_THRESHOLD", bad}});
+    EXPECT_TRUE(has_warning(r, "MLXA2A_NET_ZCOPY_THRESHOLD=")) << bad;
+    EXPECT_EQ(r.get_size("NET_ZCOPY_THRESHOLD"), 65536u) << bad;
+  }
+  Registry r(all_switches());
+  r.load({{"MLXA2A_NET_ZCOPY_THRESHOLD", "1"}});
+  EXPECT_TRUE(r.warnings().empty());
+  EXPECT_EQ(settings_from(r).net_zcopy_threshold, 1u);
+}
+
 TEST(Registry, UnknownNamesAreWarnedWithASuggestion) {
   Registry r(all_switches());
   r.load({{"MLXA2A_COLL_TRACES", "info"}, {"MLXA2A_WHATEVER", "1"}});
