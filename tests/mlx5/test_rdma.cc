@@ -16,6 +16,7 @@
 #include "core/mlx5/endpoint_pool.h"
 #include "core/mlx5/rdma_transport.h"
 #include "tests/mlx5/fork_group.h"
+#include "tests/mlx5/rdma_fixture.h"
 #include "tests/shm/fork_team.h"
 #include "tests/shm/pattern.h"
 
@@ -26,8 +27,6 @@ using hier::HierAlltoall;
 using hier::NodeMap;
 using hier::Plan;
 using shm::test::ForkBootstrap;
-
-constexpr std::size_t kStagePerRank = 4096;  // small: larger sizes run in rounds
 
 struct Case {
   const char* name;
@@ -45,86 +44,24 @@ struct Script {
   bool second_team = false;       // build a second transport: its QPs must be reused
 };
 
-int leader_group_rank(const NodeMap& map, const Plan& plan, std::vector<int>* first_rank) {
-  int at = 0;
-  for (int m = 0; m < map.nodes(); ++m) {
-    first_rank->push_back(at);
-    at += map.leader_count(m);
-  }
-  return (*first_rank)[static_cast<std::size_t>(plan.node())] + plan.leader_index();
-}
-
-int leader_count(const NodeMap& map) {
-  int n = 0;
-  for (int m = 0; m < map.nodes(); ++m) n += map.leader_count(m);
-  return n;
-}
-
-NetOptions test_options() {
-  NetOptions opt;
-  opt.timeout_ms = 1500;
-  opt.qp_timeout = 8;  // 1 ms per retry: a dead peer is reported in ~10 ms
-  opt.retry_count = 3;
-  opt.oversubscribed = true;  // more processes than cores
-  return opt;
-}
-
-// Builds this rank's stage and, on leaders, its RDMA transport.
-int build(ForkBootstrap& boot, int rank, const Case& c, const Script& s,
-          const test::ForkGroupWiring& wiring, std::unique_ptr<HierAlltoall>* engine,
-          Status want_transport, int* qps_created) {
-  const int n = static_cast<int>(c.node_of.size());
-  const NodeMap map(c.node_of, c.leads);
-  const Plan plan(map, rank, kStagePerRank);
-  shm::Options sopt;
-  sopt.oversubscribed = true;
-  sopt.timeout_ms = 20000;
-  const std::size_t area = HierAlltoall::area_bytes(n, boot.local_size(), kStagePerRank);
-  std::unique_ptr<shm::NodeStage> stage;
-  FT_CHECK_STATUS(shm::NodeStage::create(boot, sopt, area, area, stage), Status::ok);
-  std::unique_ptr<RdmaLeaderTransport> rdma;
-  if (plan.leader()) {
-    std::vector<int> first_rank;
-    const int me = leader_group_rank(map, plan, &first_rank);
-    std::vector<int> peers;
-    for (int m = 0; m < map.nodes(); ++m) {
-      if (m != plan.node() && plan.handled_by(m) == plan.leader_index()) {
-        peers.push_back(first_rank[static_cast<std::size_t>(m)] + plan.partner(m));
-      }
-    }
-    test::ForkGroup group(wiring, me);
-    NetOptions opt = test_options();
-    if (s.library && plan.node() == s.fault_node) opt.verbs_library = s.library;
-    std::string why;
-    const Status st = RdmaLeaderTransport::create(group, HierAlltoall::areas_of(*stage),
-                                                  first_rank, peers, opt, &rdma, &why);
-    if (st != want_transport) {
-      std::fprintf(stderr, "rank %d: transport: %s (%s)\n", rank, to_string(st), why.c_str());
-      return 1;
-    }
-    if (st != Status::ok) return 42;  // refused as expected
-    *qps_created += rdma->qps_created();
-  } else if (want_transport != Status::ok) {
-    return 42;
-  }
-  FT_CHECK_STATUS(HierAlltoall::create(c.node_of, c.leads, rank, kStagePerRank, std::move(stage),
-                                       std::move(rdma), *engine),
-                  Status::ok);
-  return 0;
-}
-
 int run_rank(ForkBootstrap& boot, int rank, const Case& c, const Script& s,
              const test::ForkGroupWiring& wiring) {
   setenv("FAKEVERBS_LINK", c.link, 1);
   const NodeMap map(c.node_of, c.leads);
   const int n = static_cast<int>(c.node_of.size());
-  const Plan plan(map, rank, kStagePerRank);
+  const Plan plan(map, rank, test::kStagePerRank);
   const bool faulty = plan.node() == s.fault_node;
   if (s.fault && faulty) setenv("FAKEVERBS_FAULT", s.fault, 1);
   const Status want = s.library ? Status::unavailable : Status::ok;
   std::unique_ptr<HierAlltoall> engine;
   int qps = 0;
-  if (const int rc = build(boot, rank, c, s, wiring, &engine, want, &qps); rc != 0) return rc;
+  NetOptions opt = test::test_options();
+  if (s.library && faulty) opt.verbs_library = s.library;
+  if (const int rc = test::build_rdma_hier(boot, rank, c.node_of, c.leads, opt, wiring, &engine,
+                                           want, &qps);
+      rc != 0) {
+    return rc;
+  }
 
   // Remote nodes this leader writes to: one write per round each.
   int handled = 0;
@@ -155,7 +92,9 @@ int run_rank(ForkBootstrap& boot, int rank, const Case& c, const Script& s,
     const long live = EndpointPool::stats().qps_live;
     std::unique_ptr<HierAlltoall> again;
     int created = 0;
-    if (const int rc = build(boot, rank, c, s, wiring, &again, Status::ok, &created); rc != 0) {
+    if (const int rc = test::build_rdma_hier(boot, rank, c.node_of, c.leads, opt, wiring, &again,
+                                             Status::ok, &created);
+        rc != 0) {
       return rc;
     }
     FT_CHECK(created == 0);
@@ -179,7 +118,7 @@ int run_rank(ForkBootstrap& boot, int rank, const Case& c, const Script& s,
 
 void run_case(const Case& c, const Script& s, int want_exit, double deadline_s = 30) {
   const NodeMap map(c.node_of, c.leads);
-  test::ForkGroupWiring wiring(leader_count(map));
+  test::ForkGroupWiring wiring(test::leader_count(map));
   ASSERT_TRUE(wiring.ok());
   const auto res = shm::test::run_forked_nodes(
       c.node_of, [&](ForkBootstrap& boot, int rank) { return run_rank(boot, rank, c, s, wiring); },
