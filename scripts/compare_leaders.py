@@ -12,8 +12,13 @@ of osu_alltoall's average latency and the CPU time per call: the job's CPU time
 3N iterations minus that of a run of N, divided by the 2N * np calls between
 them, so start-up and MPI_Init cancel out.
 
+--zcopy compares the staged RDMA path (MLXA2A_NET_ZCOPY_THRESHOLD=0) with
+zero-copy (threshold 1: the leaders' writes read the ranks' send buffers,
+docs/zerocopy.md) instead, both through the verbs library.
+
 Usage: scripts/compare_leaders.py --build DIR [--np 4] [--layout 2]
            [--rounds 5] [--sizes 1:4096 | 1,64,4096] [--iters 200] [--mpi ompi|mpich]
+           [--zcopy]
 """
 import argparse
 import os
@@ -28,13 +33,16 @@ def run(args, mode, size, iters):
     b = args.build
     env = dict(os.environ, LD_PRELOAD=f"{b}/shim/libmlxa2a-{args.mpi}.so",
                MLXA2A_DEBUG_NODE_SIZE=args.layout, MLXA2A_TUNE="0-inf:shm", FAKEVERBS_QUIET="1",
-               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    env["MLXA2A_NET_VERBS_LIBRARY"] = (f"{b}/tests/fakeverbs/lib/libibverbs.so.1" if mode == "rdma"
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               MLXA2A_NET_ZCOPY_THRESHOLD="1" if mode == "zcopy" else "0")
+    if mode == "zcopy":
+        env["MLXA2A_TUNE"] = "0-inf:rdma"  # takes zcopy from the threshold up
+    env["MLXA2A_NET_VERBS_LIBRARY"] = (f"{b}/tests/fakeverbs/lib/libibverbs.so.1" if mode != "pmpi"
                                        else "libmlxa2a-no-such-verbs.so.1")
     if args.mpi == "ompi":
         cmd = ["mpirun.openmpi", "--oversubscribe", "--bind-to", "none"]
         for k in ("LD_PRELOAD", "MLXA2A_DEBUG_NODE_SIZE", "MLXA2A_TUNE", "FAKEVERBS_QUIET",
-                  "MLXA2A_NET_VERBS_LIBRARY"):
+                  "MLXA2A_NET_VERBS_LIBRARY", "MLXA2A_NET_ZCOPY_THRESHOLD"):
             cmd += ["-x", k]
     else:
         cmd = ["mpiexec.mpich"]
@@ -68,7 +76,9 @@ def main():
     ap.add_argument("--sizes", default="1:4096")
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--mpi", default="ompi", choices=["ompi", "mpich"])
+    ap.add_argument("--zcopy", action="store_true")
     args = ap.parse_args()
+    base, other = ("rdma", "zcopy") if args.zcopy else ("pmpi", "rdma")
     if ":" in args.sizes:
         lo, hi = (int(x) for x in args.sizes.split(":"))
         sizes = []
@@ -79,16 +89,16 @@ def main():
         sizes = [int(x) for x in args.sizes.split(",")]
     print(f"# {args.mpi} np={args.np} layout={args.layout} rounds={args.rounds} "
           f"iters={args.iters}; medians; CPU us per rank-call (3N-run minus N-run)")
-    print("# bytes  pmpi-leaders(us)  rdma(us)  ratio  pmpi-cpu(us)  rdma-cpu(us)  cpu-ratio")
+    print(f"# bytes  {base}(us)  {other}(us)  ratio  {base}-cpu(us)  {other}-cpu(us)  cpu-ratio")
     for size in sizes:
-        res = {"pmpi": [], "rdma": []}
+        res = {base: [], other: []}
         for _ in range(args.rounds):
-            for mode in ("pmpi", "rdma"):
+            for mode in (base, other):
                 res[mode].append(measure(args, mode, size))
         lat = {k: statistics.median(v[0] for v in res[k]) for k in res}
         cpu = {k: statistics.median(v[1] for v in res[k]) for k in res}
-        print(f"{size:7d}  {lat['pmpi']:16.2f}  {lat['rdma']:8.2f}  {lat['rdma'] / lat['pmpi']:5.2f}"
-              f"  {cpu['pmpi']:12.2f}  {cpu['rdma']:12.2f}  {cpu['rdma'] / cpu['pmpi']:9.2f}")
+        print(f"{size:7d}  {lat[base]:10.2f}  {lat[other]:10.2f}  {lat[other] / lat[base]:5.2f}"
+              f"  {cpu[base]:12.2f}  {cpu[other]:12.2f}  {cpu[other] / cpu[base]:9.2f}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "core/log.h"
@@ -147,7 +148,11 @@ int run_route(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, EngineR
   const bool zcopy = route == Candidate::zcopy;
   const bool rdma = route == Candidate::rdma || zcopy;
   ++(rdma ? t_counts.rdma : t_counts.shm);
-  if (trace) trace_call(a, bytes, &st, rdma ? Path::Rdma : Path::Shm, reason, zcopy ? " zcopy" : "");
+  if (trace) {
+    const bool named = std::strstr(reason, "zcopy") != nullptr;  // "tuned: zcopy", ...
+    trace_call(a, bytes, &st, rdma ? Path::Rdma : Path::Shm, reason,
+               zcopy && !named ? " zcopy" : "");
+  }
   return plain ? shm_alltoall_contiguous(a, *st.team, bytes, route)
                : shm_alltoall(a, *st.team, bytes, route);
 }
@@ -307,7 +312,8 @@ int alltoall_impl(const AlltoallArgs& a) {
     return fall_through(a, trace, bytes, st, "bytes per peer above 2 GiB: PMPI");
   }
   const EngineRoute route =
-      d.path == Path::Rdma ? EngineRoute{engine_default(*st->team, bytes)} : EngineRoute{std::nullopt};
+      d.path == Path::Rdma ? EngineRoute{engine_default(*st->team, bytes)}
+                           : EngineRoute{std::nullopt};
   const bool plain = plain_call(a, bytes);
   if (plain) st->repeat = {a.sendtype, a.recvtype, a.sendcount, a.recvcount, bytes, d.reason, route};
   return run_route(a, *st, bytes, route, trace, d.reason, plain);

@@ -11,7 +11,10 @@
 //   failed on some rank; it never throws. A multi-node team then builds its
 //   hierarchical engine, collectively: the node's staging segment over the
 //   node communicator, a leaders' communicator (PMPI_Comm_split), and ONE
-//   PMPI_Allreduce that agrees whether that worked everywhere. The node
+//   PMPI_Allreduce that agrees whether that worked everywhere (and whether
+//   every node shares its leader's PD for zero-copy: the node's ranks set
+//   that up collectively over the node communicator first,
+//   docs/zerocopy.md). The node
 //   communicator used for set-up is freed before it returns. A communicator
 //   of one rank makes no MPI call at all.
 // * Team::derive() builds the team of a communicator made by MPI_Comm_split

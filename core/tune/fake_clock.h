@@ -22,7 +22,7 @@ namespace mlxa2a::core::tuning {
 
 inline constexpr std::string_view kFakeClockSyntax =
     "groups separated by ';' of [RANK:]PATH=MICROSECONDS[,PATH=...], PATH = pmpi, line, copy, "
-    "cma, hier or rdma, e.g. pmpi=5,copy=2;1:copy=50";
+    "cma, hier, rdma or zcopy, e.g. pmpi=5,copy=2;1:copy=50";
 
 class FakeClock {
  public:
