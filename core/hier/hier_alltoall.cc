@@ -14,12 +14,6 @@ NodeCopyCounters& node_copy_counters() noexcept {
 
 namespace {
 
-// The trailer's size: a GatherSource per local rank, cache-line rounded.
-std::size_t publish_bytes(int local_size) {
-  const std::size_t b = static_cast<std::size_t>(local_size) * sizeof(GatherSource);
-  return (b + 63) / 64 * 64;
-}
-
 void count(std::atomic<std::uint64_t>& c, std::size_t bytes) noexcept {
   c.fetch_add(bytes, std::memory_order_relaxed);
 }
@@ -58,6 +52,11 @@ void move_blocks(const NodeMap& map, int node, char* user, std::size_t bytes, st
 HierAlltoall::HierAlltoall(std::span<const int> node_ids, std::span<const int> leads, int rank,
                            std::size_t stage_bytes_per_rank)
     : map_(node_ids, leads), plan_(map_, rank, stage_bytes_per_rank) {}
+
+std::size_t HierAlltoall::publish_bytes(int local_size) noexcept {
+  const std::size_t b = static_cast<std::size_t>(local_size) * sizeof(GatherSource);
+  return (b + 63) / 64 * 64;
+}
 
 StageAreas HierAlltoall::areas_of(const shm::NodeStage& stage) noexcept {
   StageAreas a;

@@ -47,6 +47,8 @@ class HierAlltoall {
   // the sections plus the zero-copy trailer (publish_bytes).
   static std::size_t area_bytes(int team_size, int local_size,
                                 std::size_t stage_bytes_per_rank) noexcept;
+  // The in-area's zero-copy trailer: a GatherSource per local rank, 64-byte rounded.
+  static std::size_t publish_bytes(int local_size) noexcept;
   HierAlltoall(const HierAlltoall&) = delete;
   HierAlltoall& operator=(const HierAlltoall&) = delete;
 

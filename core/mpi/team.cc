@@ -467,8 +467,11 @@ bool Team::try_zcopy(MPI_Comm node_comm, const hier::NodeMap& map, int rank, int
     const rcache::Options cache_opt = rcache_options(s, &error);
     MpiGroupBootstrap boot(node_comm);
     std::unique_ptr<mlx5::ZeroCopySender> sender;
+    const bool fits = dev != nullptr;
     if (mlx5::ZeroCopySender::create(v, boot, std::move(dev), pd_opt, cache_opt, &sender,
                                      &zcopy_why_) != Status::ok) {
+      // The node only hears "the leader has no device"; the leader says why.
+      if (rdma_ok && !fits) zcopy_why_ = "a message's blocks need more WRs than the send queue";
       return false;
     }
     zcopy_ = std::move(sender);

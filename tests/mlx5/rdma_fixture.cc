@@ -7,7 +7,8 @@
 
 namespace mlxa2a::test {
 
-int leader_group_rank(const hier::NodeMap& map, const hier::Plan& plan, std::vector<int>* first_rank) {
+int leader_group_rank(const hier::NodeMap& map, const hier::Plan& plan,
+                      std::vector<int>* first_rank) {
   int at = 0;
   for (int m = 0; m < map.nodes(); ++m) {
     first_rank->push_back(at);
