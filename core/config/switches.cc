@@ -121,12 +121,13 @@ constexpr Spec kSwitches[] = {
      .scope = Scope::AllEqual},
     {.name = "NET_ZCOPY_THRESHOLD",
      .type = Type::Size,
-     .default_text = "64K",
+     .default_text = "0",
      .description = "Multi-node teams whose leaders use RDMA: bytes per peer from which the "
                     "fixed rules let the leaders' writes read the ranks' send buffers "
                     "directly (zero-copy through the node's shared PD and each rank's "
                     "registration cache, docs/zerocopy.md) instead of staging them; tuning "
-                    "measures it as path zcopy. 0 = never (no shared PD is set up).",
+                    "measures it as path zcopy. 0 = never (no shared PD is set up; the default "
+                    "until RegCache creation is safe with concurrent threads). Suggested: 64K.",
      .verbosity = Verbosity::Tuner,
      .scope = Scope::AllEqual},
     {.name = "NET_GID_INDEX",

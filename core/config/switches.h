@@ -43,7 +43,7 @@ struct Settings {
   std::string net_verbs_library = "libibverbs.so.1";
   // Zero-copy send side (docs/zerocopy.md): bytes per peer from which the
   // fixed rules take it; 0 = never, and no shared PD is set up.
-  std::uint64_t net_zcopy_threshold = 65536;
+  std::uint64_t net_zcopy_threshold = 0;
   // Registration cache (rcache/), see docs/rcache.md.
   std::uint64_t rcache_align = 16;
   std::int64_t rcache_max_regions = 0;
