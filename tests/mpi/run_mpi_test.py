@@ -93,15 +93,19 @@ class Cluster:
         subprocess.run([CLUSTER, "down", self.state])
 
     def command(self, args, extra_env, prog):
-        cmd = [CLUSTER, "launch", "--state", self.state, "--family", args.family, "--ranks",
+        cmd = [CLUSTER, "launch", "--state", self.state, "--family", args.family,
+               "--mpirun", args.mpirun, "--ranks",
                ",".join(map(str, self.ranks)), "--timeout", str(TIMEOUT)]
         if args.family == "mpich":
             # MPICH 4.0.2 over UCX tcp can hang in MPI_Finalize (scripts/cluster
             # supervise()): bounded once every rank's CALLS and rank 0's RESULT
             # line are out, and only if gdb finds every rank in PMPI_Finalize.
             cmd += ["--done-pattern", r"^(CALLS \d+ \d+|RESULT \w+)$",
-                    "--done-count", str(sum(self.ranks) + 1), "--finalize-grace", "10"]
-        for k, v in extra_env.items():
+                    "--done-count", str(sum(self.ranks) + 1), "--finalize-grace", "5"]
+        # Remote hosts start from a clean environment (as over ssh): the
+        # test's MLXA2A_* switches travel explicitly (mpirun -x / -genv).
+        forwarded = {k: v for k, v in os.environ.items() if k.startswith("MLXA2A_")}
+        for k, v in dict(forwarded, **extra_env).items():
             cmd += ["--env", f"{k}={v}"]
         return cmd + ["--"] + prog
 
