@@ -135,7 +135,12 @@ cores=$(nproc 2>/dev/null || echo 1)
 cluster_state=""
 if [ -n "$hosts" ]; then
   "$top/scripts/cluster" check || exit $?
-  cluster_state=$("$top/scripts/cluster" up --hosts "$(tr ',' '\n' <<<"$hosts" | wc -l)" --watch $$)
+  # Each host has its own /tmp: what the jobs run from there must be exposed.
+  expose=(--expose "$build")
+  for p in "${OSU_ALLTOALL_OMPI:-}" "${OSU_ALLTOALL_MPICH:-}" "${MLXA2A_LIBDIR:-}"; do
+    [[ $p != */* ]] || expose+=(--expose "$p")  # (a bare name is found on PATH)
+  done
+  cluster_state=$("$top/scripts/cluster" up --hosts "$(tr ',' '\n' <<<"$hosts" | wc -l)" --watch $$ "${expose[@]}")
   trap '"$top/scripts/cluster" down "$cluster_state"; [ -n "$keep" ] || rm -rf "$out_dir"' EXIT
 fi
 if [ "$(id -u)" = 0 ]; then
@@ -204,7 +209,7 @@ run_one() {
     cmd=("$top/scripts/cluster" launch --state "$cluster_state" --family "$fam" --ranks "$hosts"
          --timeout "$run_timeout")
     # MPICH 4.0.2 over UCX tcp may hang in MPI_Finalize: bounded once the
-    # last size's line is out (scripts/cluster supervise()).
+    # last size's line is out (scripts/cluster_supervise.py).
     [ "$fam" = ompi ] || cmd+=(--done-pattern "^${sizes#*:} " --finalize-grace 5)
     if [ "$mode" = mlxa2a ]; then
       cmd+=(--env "LD_PRELOAD=$shim")

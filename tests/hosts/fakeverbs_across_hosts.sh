@@ -31,7 +31,7 @@ pingpong() {
 export -f pingpong
 export cluster lib
 
-"$cluster" run --hosts 2 -- bash -c '
+"$cluster" run --hosts 2 --expose "$lib" -- bash -c '
   set -u
   out=$(pingpong 20) || { echo "$out"; echo "FAIL: pingpong across hosts through the shared rendezvous directory"; exit 1; }
   echo "$out" | grep -q "20 iters" || { echo "$out"; echo "FAIL: no 20 iterations"; exit 1; }

@@ -76,14 +76,16 @@ class Cluster:
     """A pretend cluster for one test (scripts/cluster), removed on exit; its
     holders also remove it if this process dies without cleaning up."""
 
-    def __init__(self, ranks):
+    def __init__(self, ranks, expose):
         self.ranks = ranks
         check = subprocess.run([CLUSTER, "check"], stderr=subprocess.PIPE, text=True)
         if check.returncode != 0:
             print(check.stderr.strip())
             sys.exit(77)
+        # Every host has its own /tmp: a build tree there must be exposed.
         up = subprocess.run([CLUSTER, "up", "--hosts", str(len(ranks)), "--watch",
-                             str(os.getpid())], stdout=subprocess.PIPE, text=True)
+                             str(os.getpid())] + [a for p in expose for a in ("--expose", p)],
+                            stdout=subprocess.PIPE, text=True)
         if up.returncode != 0:
             sys.exit("FAIL: could not make the pretend cluster")
         self.state = up.stdout.strip()
@@ -97,8 +99,8 @@ class Cluster:
                "--mpirun", args.mpirun, "--ranks",
                ",".join(map(str, self.ranks)), "--timeout", str(TIMEOUT)]
         if args.family == "mpich":
-            # MPICH 4.0.2 over UCX tcp can hang in MPI_Finalize (scripts/cluster
-            # supervise()): bounded once every rank's CALLS and rank 0's RESULT
+            # MPICH 4.0.2 over UCX tcp can hang in MPI_Finalize (scripts/
+            # cluster_supervise.py): bounded once every rank's CALLS and rank 0's RESULT
             # line are out, and only if gdb finds every rank in PMPI_Finalize.
             cmd += ["--done-pattern", r"^(CALLS \d+ \d+|RESULT \w+)$",
                     "--done-count", str(sum(self.ranks) + 1), "--finalize-grace", "5"]
@@ -250,7 +252,7 @@ def main():
                      "must come from MPI")
         # meson's SIGTERM on a timeout must still remove the cluster.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit("FAIL: terminated"))
-        args.cluster = Cluster(ranks)
+        args.cluster = Cluster(ranks, [args.shim, args.prog[0]])
         try:
             check(args)
         finally:
