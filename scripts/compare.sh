@@ -30,6 +30,8 @@ Options:
                    family that has a benchmark and a launcher)
   --env VAR=VAL    set for the with-mlxa2a runs only (repeatable), for
                    example --env MLXA2A_TUNE=0-inf:pmpi
+  --launcher-arg A pass A to the launcher in every run (repeatable), for
+                   example --launcher-arg --hostfile --launcher-arg hosts
   --check          also validate every received byte (osu -c); a failure
                    fails the comparison
   --build DIR      mlxa2a build directory (default \$BUILD_DIR or
@@ -75,6 +77,7 @@ run_timeout=600
 keep=""
 extra_env=()
 hosts=""
+launcher_extra=()
 while [ $# -gt 0 ]; do
   opt=$1
   case "$opt" in
@@ -100,6 +103,7 @@ while [ $# -gt 0 ]; do
       [[ $val =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || usage_error "--env wants VAR=VALUE, not '$val'"
       extra_env+=("$val") ;;
     --build) build=$val ;;
+    --launcher-arg) launcher_extra+=("$val") ;;
     --timeout) positive_int "$opt" "$val"; run_timeout=$val ;;
     --keep) keep=$val ;;
     --hosts)
@@ -201,8 +205,8 @@ run_one() {
   launcher=$(family_launcher "$fam")
   log=$out_dir/$fam-$mode-$round.out
   err=$out_dir/$fam-$mode-$round.err
-  local launcher_args=(-np "$np")
-  if [ "$fam" = ompi ] && [ "$np" -gt "$cores" ]; then
+  local launcher_args=("${launcher_extra[@]+"${launcher_extra[@]}"}" -np "$np")
+  if [ "$fam" = ompi ] && [ "$np" -gt "$cores" ] && [[ " ${launcher_extra[*]-} " != *" --oversubscribe "* ]]; then
     launcher_args+=(--oversubscribe)
   fi
   if [ -n "$hosts" ]; then
