@@ -11,6 +11,12 @@
 //           every call that succeeds must deliver the right data (the team
 //           stopped using RDMA: containment); nothing may hang. Without it,
 //           no error.
+//   leak N  one call on MPI_COMM_WORLD, then N cycles of MPI_Comm_split
+//           (even/odd halves), one call on the half, MPI_Comm_free: the
+//           runner checks from MLXA2A_COLL_STATS that QPs were created once
+//           (reused by every later half) and that only world's MRs are live
+//           at finalize, whatever N (tests/mpi/meson.build; 10,000 by hand,
+//           bench/RESULTS.md).
 // Prints the lines run_mpi_test.py reads: CALLS <rank> <n>, RESULT PASS|FAIL.
 #include <mpi.h>
 
@@ -89,13 +95,26 @@ int fault() {
   return !(errors > 0 && other == errors && last_error < kCalls - 2 && wrong_after == 0);
 }
 
+int leak(int cycles) {
+  int wrong = 0, failed = 0;
+  failed |= call(MPI_COMM_WORLD, 8, 0, &wrong) != MPI_SUCCESS;
+  for (int i = 0; i < cycles; ++i) {
+    MPI_Comm half = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, g_world_rank % 2, g_world_rank, &half);
+    failed |= call(half, 8, i + 1, &wrong) != MPI_SUCCESS;
+    MPI_Comm_free(&half);
+  }
+  return failed || wrong;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
   const bool is_fault = argc > 1 && std::strcmp(argv[1], "fault") == 0;
-  const int failed = is_fault ? fault() : counts();
+  const bool is_leak = argc > 2 && std::strcmp(argv[1], "leak") == 0;
+  const int failed = is_fault ? fault() : is_leak ? leak(std::atoi(argv[2])) : counts();
   std::printf("CALLS %d %d\n", g_world_rank, g_calls);
   std::fflush(stdout);
   int any = 0;
