@@ -12,8 +12,34 @@ namespace mlxa2a::core::mpi {
 
 Containment::~Containment() {
   // Inside MPI_Finalize communicators may no longer be freed (as
-  // MpiLeaderTransport); a pending agreement is given up with it.
-  if (Runtime::instance().state() == mpi::State::Finalised) comm_.abandon();
+  // MpiLeaderTransport).
+  if (Runtime::instance().state() == mpi::State::Finalised) {
+    comm_.abandon();
+    return;
+  }
+  // A communicator must not be freed under a pending collective (Open MPI's
+  // libnbc then crashes in MPI_Finalize): let the agreement complete — every
+  // rank that failed posts within about one NET_TIMEOUT — or, failing that,
+  // leave the communicator allocated.
+  if (phase_ == Phase::pending && request_ != MPI_REQUEST_NULL) {
+    const std::uint32_t t = Runtime::instance().settings().net_timeout_ms;
+    if (!wait(std::chrono::milliseconds(2ull * t))) {
+      MLXA2A_LOG(Warn, "RDMA containment: the agreement did not complete before the "
+                       "communicator was freed; its duplicate is left allocated");
+      comm_.abandon();
+    }
+  }
+}
+
+bool Containment::wait(std::chrono::milliseconds limit) noexcept {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  for (int done = 0;;) {
+    if (PMPI_Test(&request_, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+    if (done) return true;
+    if (Clock::now() - start > limit) return false;
+    sched_yield();
+  }
 }
 
 bool Containment::arm(MPI_Comm comm) noexcept {
@@ -45,17 +71,14 @@ void Containment::fail(std::uint64_t call, const char* what) noexcept {
 }
 
 void Containment::agree(std::uint32_t timeout_ms) noexcept {
-  using Clock = std::chrono::steady_clock;
   // Every rank normally joins within one NET_TIMEOUT of this rank's wait
   // (ranks whose call succeeded fail their next one after at most that
   // long, plus the skew entering it): four is generous.
   const auto limit = std::chrono::milliseconds(4ull * timeout_ms);
-  const Clock::time_point start = Clock::now();
-  bool ok = request_ != MPI_REQUEST_NULL;
-  for (int done = 0; ok && !done;) {
-    if (PMPI_Test(&request_, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) ok = false;
-    if (done || !ok) break;
-    if (Clock::now() - start > limit) {
+  bool ok = request_ != MPI_REQUEST_NULL && wait(limit);
+  if (!ok && request_ != MPI_REQUEST_NULL) {
+    int done = 0;
+    if (PMPI_Test(&request_, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
       MLXA2A_LOG(Error,
                  "RDMA containment: the communicator's other ranks did not confirm the failure "
                  "of engine call %llu within %lld ms; aborting rather than hanging or pairing "
@@ -63,7 +86,6 @@ void Containment::agree(std::uint32_t timeout_ms) noexcept {
                  static_cast<unsigned long long>(failed_), static_cast<long long>(limit.count()));
       PMPI_Abort(comm_.get(), MPI_ERR_OTHER);
     }
-    sched_yield();
   }
   if (!ok) {
     // Only a broken MPI gets here; PMPI then reports what is wrong.

@@ -23,11 +23,15 @@
 //   longer would hang it, going on alone would pair its calls wrongly.
 // * Selection itself never changes (calls routed to PMPI stay PMPI, tuning
 //   state stays equal on every rank); only the engine is replaced.
+// * Destruction (communicator freed) waits up to 2 x MLXA2A_NET_TIMEOUT for a
+//   pending agreement (a communicator must not be freed under a pending
+//   collective), then leaves the duplicate allocated.
 // * Not thread-safe: used only by calls on the team's communicator.
 #pragma once
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -56,6 +60,8 @@ class Containment {
  private:
   enum class Phase { idle, pending, agreed };
   void agree(std::uint32_t timeout_ms) noexcept;
+  // Tests request_ until it completes (true) or limit passes or MPI fails.
+  bool wait(std::chrono::milliseconds limit) noexcept;
 
   OwnedComm comm_;
   Phase phase_ = Phase::idle;

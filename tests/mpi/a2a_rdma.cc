@@ -9,8 +9,10 @@
 //           the run with mlxa2a and a FAKEVERBS_FAULT) every rank must see
 //           MPI_ERR_OTHER on one or more calls and none on the last two;
 //           every call that succeeds must deliver the right data (the team
-//           stopped using RDMA: containment); nothing may hang. Without it,
-//           no error.
+//           stopped using RDMA: containment); nothing may hang. With
+//           A2A_EXPECT_ERROR=last the fault hits the last call: errors, and
+//           a clean MPI_Finalize with the agreement still pending. Without
+//           it, no error.
 //   leak N  one call on MPI_COMM_WORLD, then N cycles of MPI_Comm_split
 //           (even/odd halves), one call on the half, MPI_Comm_free: the
 //           runner checks from MLXA2A_COLL_STATS that QPs were created once
@@ -69,7 +71,9 @@ int counts() {
 
 int fault() {
   const char* expect = std::getenv("A2A_EXPECT_ERROR");
-  const bool want_error = expect && std::strcmp(expect, "1") == 0;
+  // "last": the fault hits the last call; only a clean finalize is asked.
+  const bool last = expect && std::strcmp(expect, "last") == 0;
+  const bool want_error = last || (expect && std::strcmp(expect, "1") == 0);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   constexpr int kCalls = 8;
   int errors = 0, other = 0, first_error = -1, last_error = -1, wrong_after = 0;
@@ -92,7 +96,7 @@ int fault() {
   if (!want_error) return errors != 0 || wrong_after != 0;
   // Errors (not necessarily consecutive: a rank whose call succeeded fails
   // its next engine call instead), none on the last two: the team recovered.
-  return !(errors > 0 && other == errors && last_error < kCalls - 2 && wrong_after == 0);
+  return !(errors > 0 && other == errors && (last || last_error < kCalls - 2) && wrong_after == 0);
 }
 
 int leak(int cycles) {
