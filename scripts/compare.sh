@@ -30,12 +30,18 @@ Options:
                    family that has a benchmark and a launcher)
   --env VAR=VAL    set for the with-mlxa2a runs only (repeatable), for
                    example --env MLXA2A_TUNE=0-inf:pmpi
+  --launcher-arg A pass A to the launcher in every run (repeatable), for
+                   example --launcher-arg --hostfile --launcher-arg hosts
   --check          also validate every received byte (osu -c); a failure
                    fails the comparison
   --build DIR      mlxa2a build directory (default \$BUILD_DIR or
                    <repo>/build)
   --timeout SEC    limit per run (default 600)
   --keep DIR       keep every run's output in DIR
+  --hosts R1,R2,.. run on a pretend cluster (scripts/cluster, docs/hosts.md,
+                   needs root): R1 ranks on host h0, R2 on h1, ...; --np is
+                   their sum. Launched by each MPI's own launcher over the
+                   cluster's ssh agent; the shim goes in by LD_PRELOAD.
   -h, --help       this help
 
 Benchmarks: <build>/bench/osu_alltoall-{ompi,mpich}, or OSU's own osu_alltoall
@@ -70,6 +76,8 @@ build=${BUILD_DIR:-$top/build}
 run_timeout=600
 keep=""
 extra_env=()
+hosts=""
+launcher_extra=()
 while [ $# -gt 0 ]; do
   opt=$1
   case "$opt" in
@@ -95,11 +103,18 @@ while [ $# -gt 0 ]; do
       [[ $val =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || usage_error "--env wants VAR=VALUE, not '$val'"
       extra_env+=("$val") ;;
     --build) build=$val ;;
+    --launcher-arg) launcher_extra+=("$val") ;;
     --timeout) positive_int "$opt" "$val"; run_timeout=$val ;;
     --keep) keep=$val ;;
+    --hosts)
+      [[ $val =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || usage_error "--hosts wants ranks per host like 2,2, not '$val'"
+      hosts=$val ;;
     *) usage_error "unknown option '$opt'" ;;
   esac
 done
+if [ -n "$hosts" ]; then
+  np=$(( ${hosts//,/+} ))
+fi
 [ -d "$build" ] || die "build directory $build not found (run scripts/build.sh or pass --build)"
 build=$(cd "$build" && pwd)
 
@@ -121,6 +136,17 @@ else
 fi
 
 cores=$(nproc 2>/dev/null || echo 1)
+cluster_state=""
+if [ -n "$hosts" ]; then
+  "$top/scripts/cluster" check || exit $?
+  # Each host has its own /tmp: what the jobs run from there must be exposed.
+  expose=(--expose "$build")
+  for p in "${OSU_ALLTOALL_OMPI:-}" "${OSU_ALLTOALL_MPICH:-}" "${MLXA2A_LIBDIR:-}"; do
+    [[ $p != */* ]] || expose+=(--expose "$p")  # (a bare name is found on PATH)
+  done
+  cluster_state=$("$top/scripts/cluster" up --hosts "$(tr ',' '\n' <<<"$hosts" | wc -l)" --watch $$ "${expose[@]}")
+  trap '"$top/scripts/cluster" down "$cluster_state"; [ -n "$keep" ] || rm -rf "$out_dir"' EXIT
+fi
 if [ "$(id -u)" = 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
@@ -179,11 +205,22 @@ run_one() {
   launcher=$(family_launcher "$fam")
   log=$out_dir/$fam-$mode-$round.out
   err=$out_dir/$fam-$mode-$round.err
-  local launcher_args=(-np "$np")
-  if [ "$fam" = ompi ] && [ "$np" -gt "$cores" ]; then
+  local launcher_args=("${launcher_extra[@]+"${launcher_extra[@]}"}" -np "$np")
+  if [ "$fam" = ompi ] && [ "$np" -gt "$cores" ] && [[ " ${launcher_extra[*]-} " != *" --oversubscribe "* ]]; then
     launcher_args+=(--oversubscribe)
   fi
-  if [ "$mode" = pmpi ]; then
+  if [ -n "$hosts" ]; then
+    cmd=("$top/scripts/cluster" launch --state "$cluster_state" --family "$fam" --ranks "$hosts"
+         --timeout "$run_timeout")
+    # MPICH 4.0.2 over UCX tcp may hang in MPI_Finalize: bounded once the
+    # last size's line is out (scripts/cluster_supervise.py).
+    [ "$fam" = ompi ] || cmd+=(--done-pattern "^${sizes#*:} " --finalize-grace 5)
+    if [ "$mode" = mlxa2a ]; then
+      cmd+=(--env "LD_PRELOAD=$shim")
+      for kv in "${extra_env[@]+"${extra_env[@]}"}"; do cmd+=(--env "$kv"); done
+    fi
+    cmd+=(-- "$bench" "${bench_args[@]}")
+  elif [ "$mode" = pmpi ]; then
     cmd=(timeout "$run_timeout" "$launcher" "${launcher_args[@]}" "$bench" "${bench_args[@]}")
   else
     if [ "$fam" = ompi ]; then
@@ -224,6 +261,7 @@ run_one() {
 # host, so each table gets its own reading.
 host_floor() {
   local tool=$build/bench/handoff_floor spin=2000 line
+  [ -z "$hosts" ] || { echo "n/a (pretend hosts $hosts; kernel TCP between them)"; return; }
   [ -x "$tool" ] || { echo "unknown ($tool not built)"; return; }
   [ "$np" -le "$cores" ] || spin=16  # mlxa2a's setting when ranks outnumber cores
   if line=$("$tool" -n "$np" -s "$spin" -r 3 2>&1); then
@@ -238,9 +276,9 @@ print_table() {
   local fam=$1 shim=$2 env_text="none"
   [ ${#extra_env[@]} = 0 ] || env_text="${extra_env[*]}"
   echo
-  echo "# mlxa2a vs PMPI: $(family_label "$fam"), np=$np, $rounds rounds alternating without/with mlxa2a"
+  echo "# mlxa2a vs PMPI: $(family_label "$fam"), np=$np${hosts:+ on pretend hosts $hosts}, $rounds rounds alternating without/with mlxa2a"
   echo "# benchmark: $(family_bench "$fam") ${bench_args[*]}"
-  echo "# shim: $shim (through mlxa2a-run); with-mlxa2a env: $env_text"
+  echo "# shim: $shim (${hosts:+LD_PRELOAD, chosen by }mlxa2a-run); with-mlxa2a env: $env_text"
   echo "# host: $(uname -n), $cores cores, load average $load_at_start at start"
   echo "# host floor, measured now: $(host_floor)"
   echo "# median over rounds of the per-size average latency; ratio = mlxa2a / PMPI"

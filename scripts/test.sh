@@ -3,7 +3,9 @@
 # warnings as errors (scripts/build.sh) and runs the test suites.
 #   scripts/test.sh                  every suite
 #   scripts/test.sh --suite unit     only one suite (unit, rcache, shm, fakeverbs,
-#                                    mpi, mpi-ompi, mpi-mpich); repeatable
+#                                    mpi, mpi-ompi, mpi-mpich, hosts, hosts-ompi,
+#                                    hosts-mpich); repeatable. hosts: MPI jobs on
+#                                    pretend hosts (docs/hosts.md; root, else skipped)
 #   scripts/test.sh --no-setup       skip apt-get (packages already present)
 # Without --suite it also builds the registration cache and shared-memory tests
 # with AddressSanitizer + UndefinedBehaviorSanitizer (in ${BUILD_DIR}-sanitize)
@@ -23,7 +25,7 @@ while [ $# -gt 0 ]; do
       if [ "$2" = sanitize ]; then plain=0; else suites+=(--suite "$2"); sanitize=0; fi
       shift 2 ;;
     --no-setup) setup=0; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -125,6 +125,24 @@ bool plain_call(const AlltoallArgs& a, std::uint64_t bytes) {
          (a.sendtype == a.recvtype || is_plain_named(a.sendtype));
 }
 
+// A call routed to the engine of a team whose RDMA exchange failed earlier
+// (core/mpi/containment.h): PMPI, or at once MPI_ERR_OTHER for a call some
+// other rank failed, so that every rank's first PMPI call is the same call.
+int contained_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, bool trace) {
+  if (bytes == 0) return MPI_SUCCESS;  // as the engine: no peer takes part
+  if (st.team->contained_call(bytes)) {
+    return fall_through(a, trace, bytes, &st, st.team->contained_why().c_str());
+  }
+  ++t_counts.pmpi;
+  if (trace) {
+    trace_call(a, bytes, &st, Path::Pmpi,
+               "RDMA containment: another rank failed this call, so it fails here too");
+  }
+  MLXA2A_LOG(Error, "%s fails: another rank's RDMA exchange failed this call", a.entry);
+  PMPI_Comm_call_errhandler(a.comm, MPI_ERR_OTHER);
+  return MPI_ERR_OTHER;
+}
+
 // Serves a call whose path is decided: route pmpi, an engine path, or (nullopt)
 // the engine's own choice by size. plain: plain_call(a, bytes).
 // A measured pmpi route on a team whose engine compares sizes checks them
@@ -142,6 +160,7 @@ int run_route(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, EngineR
     }
     return fall_through(a, trace, bytes, &st, reason);
   }
+  if (st.team->contained()) return contained_call(a, st, bytes, trace);
   // The hierarchical engine with its leaders over RDMA is traced and counted
   // as path rdma (zero-copy with the word "zcopy" after the reason); every
   // other engine route as shm.

@@ -58,7 +58,13 @@ Team::~Team() { EnginePool::instance().give(std::move(shm_), std::move(pool_key_
 
 shm::Status Team::run(const char* send, char* recv, std::size_t bytes) noexcept {
   if (shm_) return shm_->run(send, recv, bytes);
-  if (hier_) return hier_->run(send, recv, bytes);
+  if (hier_) {
+    if (bytes != 0) ++engine_calls_;  // run() returns at once on 0, alike on every rank
+    const shm::Status st = hier_->run(send, recv, bytes);
+    // invalid_argument is refused before anything is shared (a local misuse).
+    if (st != shm::Status::ok && st != shm::Status::invalid_argument) contain(st);
+    return st;
+  }
   if (size_ == 1) {  // one rank: the whole exchange is a copy
     std::memcpy(recv, send, bytes);
     return shm::Status::ok;
@@ -98,7 +104,24 @@ int Team::ranks_per_node() const noexcept {
 
 void Team::abandon() noexcept {
   if (shm_) shm_->abandon();
-  if (hier_) hier_->abandon();
+  if (hier_) {
+    // Counted as the engine call it stands for: the peers' one fails.
+    ++engine_calls_;
+    hier_->abandon();
+    contain(shm::Status::broken);
+  }
+}
+
+void Team::contain(shm::Status st) noexcept {
+  // Only RDMA teams: with PMPI leaders the engine stays broken (docs/hier.md).
+  if (caps_.rdma) containment_.fail(engine_calls_, shm::to_string(st));
+}
+
+bool Team::contained_call(std::size_t bytes) noexcept {
+  if (bytes == 0) return true;  // numbered like run(), which needs no peer for it
+  ++engine_calls_;
+  return containment_.substitute(engine_calls_, Runtime::instance().settings().net_timeout_ms) ==
+         Containment::Outcome::pmpi;
 }
 
 bool Team::resync(MPI_Comm comm) noexcept {
@@ -374,6 +397,16 @@ bool Team::setup_hier(MPI_Comm comm, MPI_Comm node_comm, std::size_t stage_bytes
   int any_failed = 1;
   if (PMPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) {
     any_failed = 1;
+  }
+  // The containment agreement's communicator (RDMA teams only; every rank
+  // knows caps_.rdma alike); without it the team does not use RDMA.
+  if (!any_failed && caps_.rdma) {
+    int armed = containment_.arm(comm) ? 1 : 0, all_armed = 0;
+    if (PMPI_Allreduce(&armed, &all_armed, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS ||
+        !all_armed) {
+      any_failed = 1;
+      rdma_why_ = "containment set-up failed";
+    }
   }
   if (any_failed) {
     hier_.reset();

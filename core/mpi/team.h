@@ -35,6 +35,10 @@
 //   unlinked during set-up, so nothing is left in /dev/shm).
 // * Thread safety: none needed — a Team is used only by collective calls on its
 //   communicator, which MPI requires to be serialised.
+// * Containment: when a run() (or abandon()) of a team whose leaders exchange
+//   over RDMA fails, the team starts an agreement with all its ranks
+//   (core/mpi/containment.h); every later call the selection sends to its
+//   engine then goes through contained_call() instead.
 #pragma once
 
 #include <mpi.h>
@@ -48,6 +52,7 @@
 #include "core/config/switches.h"
 #include "core/hier/hier_alltoall.h"
 #include "core/mpi/engine_pool.h"
+#include "core/mpi/containment.h"
 #include "core/selection.h"
 #include "core/shm/node_alltoall.h"
 #include "core/tune/candidate.h"
@@ -127,6 +132,13 @@ class Team {
   // caller tells by it whether a failed call was a mismatch, which every rank
   // saw, rather than a local failure.
   std::uint64_t resyncs() const noexcept { return resyncs_; }
+  // Whether the engine failed on some rank (RDMA teams; containment.h).
+  bool contained() const noexcept { return containment_.engaged(); }
+  // For a call routed to the engine once contained(): true to serve it
+  // through PMPI, false to fail it at once (a peer failed it). Collective in
+  // that it may wait for every rank's failure; bytes as for run().
+  bool contained_call(std::size_t bytes) noexcept;
+  const std::string& contained_why() const noexcept { return containment_.why(); }
 
   // Rank-local scratch space for packing MPI_IN_PLACE and non-contiguous data;
   // grows on demand and is kept for the next call. nullptr if allocation failed.
@@ -149,8 +161,13 @@ class Team {
   bool try_zcopy(MPI_Comm node_comm, const hier::NodeMap& map, int rank, int leader,
                  bool rdma_ok) noexcept;
 
+  // After a failed engine call on an RDMA team: agree, then no engine.
+  void contain(shm::Status st) noexcept;
+
   Capabilities caps_;
   int size_ = 1;
+  std::uint64_t engine_calls_ = 0;  // hierarchical runs, alike on every rank
+  Containment containment_;
   bool oversubscribed_ = false;
   bool setup_pending_ = false;     // derived single-node team without its segment yet
   std::uint64_t resyncs_ = 0;

@@ -199,6 +199,9 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   MPI_Barrier(MPI_COMM_WORLD);
   if (g_world_rank == 0) std::printf("RESULT %s\n", failures ? "FAIL" : "PASS");
+  // Out before MPI_Finalize: a launcher may have to end a job that hangs in
+  // there (scripts/cluster, MPICH over UCX tcp).
+  std::fflush(stdout);
   MPI_Finalize();
   return failures ? 1 : 0;
 }

@@ -43,6 +43,7 @@ program a2a_f08
   call MPI_Comm_free(sub)
   call MPI_Allreduce(fails, total, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD)
   print '(A,I0,A,I0)', 'CALLS ', rank, ' ', calls
+  flush(6)
   call MPI_Barrier(MPI_COMM_WORLD)
   if (rank == 0) then
     if (total == 0) then
@@ -51,5 +52,7 @@ program a2a_f08
       print '(A)', 'RESULT FAIL'
     end if
   end if
+  ! Out before MPI_Finalize (see a2a_check.cc).
+  flush(6)
   call MPI_Finalize()
 end program a2a_f08

@@ -52,6 +52,7 @@ program a2a_legacy
   call MPI_COMM_FREE(sub, ierr)
   call MPI_ALLREDUCE(fails, total, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
   print '(A,I0,A,I0)', 'CALLS ', rank, ' ', calls
+  flush(6)
   call MPI_BARRIER(MPI_COMM_WORLD, ierr)
   if (rank == 0) then
     if (total == 0) then
@@ -60,5 +61,7 @@ program a2a_legacy
       print '(A)', 'RESULT FAIL'
     end if
   end if
+  ! Out before MPI_Finalize (see a2a_check.cc).
+  flush(6)
   call MPI_FINALIZE(ierr)
 end program a2a_legacy

@@ -5,9 +5,20 @@
 //           writes per call (M(M-1) per communicator of M nodes) and the QPs
 //           created (the duplicate and the half whose leaders are world's
 //           leaders create none) from MLXA2A_COLL_STATS.
-//   fault   MPI_ERRORS_RETURN, 6 calls; with A2A_EXPECT_ERROR=1 (set for
+//   fault   MPI_ERRORS_RETURN, 8 calls; with A2A_EXPECT_ERROR=1 (set for
 //           the run with mlxa2a and a FAKEVERBS_FAULT) every rank must see
-//           MPI_ERR_OTHER, and nothing may hang; without it, no error.
+//           MPI_ERR_OTHER on one or more calls and none on the last two;
+//           every call that succeeds must deliver the right data (the team
+//           stopped using RDMA: containment); nothing may hang. With
+//           A2A_EXPECT_ERROR=last the fault hits the last call: errors, and
+//           a clean MPI_Finalize with the agreement still pending. Without
+//           it, no error.
+//   leak N  one call on MPI_COMM_WORLD, then N cycles of MPI_Comm_split
+//           (even/odd halves), one call on the half, MPI_Comm_free: the
+//           runner checks from MLXA2A_COLL_STATS that QPs were created once
+//           (reused by every later half) and that only world's MRs are live
+//           at finalize, whatever N (tests/mpi/meson.build; 10,000 by hand,
+//           bench/RESULTS.md).
 // Prints the lines run_mpi_test.py reads: CALLS <rank> <n>, RESULT PASS|FAIL.
 #include <mpi.h>
 
@@ -60,22 +71,44 @@ int counts() {
 
 int fault() {
   const char* expect = std::getenv("A2A_EXPECT_ERROR");
-  const bool want_error = expect && std::strcmp(expect, "1") == 0;
+  // "last": the fault hits the last call; only a clean finalize is asked.
+  const bool last = expect && std::strcmp(expect, "last") == 0;
+  const bool want_error = last || (expect && std::strcmp(expect, "1") == 0);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  int wrong = 0, errors = 0, other = 0;
-  for (int i = 0; i < 6; ++i) {
+  constexpr int kCalls = 8;
+  int errors = 0, other = 0, first_error = -1, last_error = -1, wrong_after = 0;
+  for (int i = 0; i < kCalls; ++i) {
+    int wrong = 0;  // counted only for calls that succeed
     const int rc = call(MPI_COMM_WORLD, 16, i, &wrong);
     if (rc != MPI_SUCCESS) {
       int cls = 0;
       MPI_Error_class(rc, &cls);
       ++errors;
       other += cls == MPI_ERR_OTHER;
-      wrong = 0;  // a failed call's buffer is undefined
+      if (first_error < 0) first_error = i;
+      last_error = i;
+    } else {
+      wrong_after += wrong;
     }
   }
-  std::fprintf(stderr, "rank %d: %d errors (%d MPI_ERR_OTHER)\n", g_world_rank, errors, other);
-  if (want_error) return !(errors > 0 && other == errors);
-  return errors != 0 || wrong != 0;
+  std::fprintf(stderr, "rank %d: %d errors (%d MPI_ERR_OTHER) at calls %d-%d, %d wrong bytes\n",
+               g_world_rank, errors, other, first_error, last_error, wrong_after);
+  if (!want_error) return errors != 0 || wrong_after != 0;
+  // Errors (not necessarily consecutive: a rank whose call succeeded fails
+  // its next engine call instead), none on the last two: the team recovered.
+  return !(errors > 0 && other == errors && (last || last_error < kCalls - 2) && wrong_after == 0);
+}
+
+int leak(int cycles) {
+  int wrong = 0, failed = 0;
+  failed |= call(MPI_COMM_WORLD, 8, 0, &wrong) != MPI_SUCCESS;
+  for (int i = 0; i < cycles; ++i) {
+    MPI_Comm half = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, g_world_rank % 2, g_world_rank, &half);
+    failed |= call(half, 8, i + 1, &wrong) != MPI_SUCCESS;
+    MPI_Comm_free(&half);
+  }
+  return failed || wrong;
 }
 
 }  // namespace
@@ -84,7 +117,8 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
   const bool is_fault = argc > 1 && std::strcmp(argv[1], "fault") == 0;
-  const int failed = is_fault ? fault() : counts();
+  const bool is_leak = argc > 2 && std::strcmp(argv[1], "leak") == 0;
+  const int failed = is_fault ? fault() : is_leak ? leak(std::atoi(argv[2])) : counts();
   std::printf("CALLS %d %d\n", g_world_rank, g_calls);
   std::fflush(stdout);
   int any = 0;

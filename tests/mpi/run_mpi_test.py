@@ -47,6 +47,16 @@ Measured selection (MLXA2A_TUNE_SAMPLES) times real calls, so its decisions
 vary from run to run; unless the test's environment sets MLXA2A_TUNE_SAMPLES
 (usually with MLXA2A_DEBUG_TUNE_TIMES, whose made-up timings decide
 deterministically), the runs use MLXA2A_TUNE_SAMPLES=0: the fixed rules.
+  --hosts 2,1          run on a pretend cluster (scripts/cluster, docs/hosts.md):
+                       that many ranks on each pretend host, launched by the
+                       MPI's own launcher through the cluster's ssh agent; the
+                       traces go to a directory all hosts share, every host's
+                       private /dev/shm must hold nothing of mlxa2a's after
+                       the run, and without root the test is skipped (77)
+  --expect-nodes N     (with --hosts; traces at debug level) the world team's
+                       node map has N nodes and no team has more: the map came
+                       from MPI_COMM_TYPE_SHARED, not from a virtual-node switch
+  --expect-host-team   some team of >= 2 ranks lies within one host (nodes=1)
 Usage: run_mpi_test.py --mpirun PATH --family ompi|mpich --shim LIB --np N PROG [ARGS...]
 """
 import argparse
@@ -55,14 +65,77 @@ import os
 import re
 import subprocess
 import sys
+import signal
 import tempfile
 
 TIMEOUT = int(os.environ.get("MLXA2A_TEST_TIMEOUT", "300"))
+CLUSTER = os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "scripts",
+                       "cluster")
+
+
+class Cluster:
+    """A pretend cluster for one test (scripts/cluster), removed on exit; its
+    holders also remove it if this process dies without cleaning up."""
+
+    def __init__(self, ranks, expose):
+        self.ranks = ranks
+        check = subprocess.run([CLUSTER, "check"], stderr=subprocess.PIPE, text=True)
+        if check.returncode != 0:
+            print(check.stderr.strip())
+            sys.exit(77)
+        # Every host has its own /tmp: a build tree there must be exposed.
+        up = subprocess.run([CLUSTER, "up", "--hosts", str(len(ranks)), "--watch",
+                             str(os.getpid())] + [a for p in expose for a in ("--expose", p)],
+                            stdout=subprocess.PIPE, text=True)
+        if up.returncode != 0:
+            sys.exit("FAIL: could not make the pretend cluster")
+        self.state = up.stdout.strip()
+        self.shared = os.path.join(self.state, "shared")
+
+    def close(self):
+        subprocess.run([CLUSTER, "down", self.state])
+
+    def command(self, args, extra_env, prog):
+        cmd = [CLUSTER, "launch", "--state", self.state, "--family", args.family,
+               "--mpirun", args.mpirun, "--ranks",
+               ",".join(map(str, self.ranks)), "--timeout", str(TIMEOUT)]
+        if args.family == "mpich":
+            # MPICH 4.0.2 over UCX tcp can hang in MPI_Finalize (scripts/
+            # cluster_supervise.py): bounded once every rank's CALLS and rank 0's RESULT
+            # line are out, and only if gdb finds every rank in PMPI_Finalize.
+            cmd += ["--done-pattern", r"^(CALLS \d+ \d+|RESULT \w+)$",
+                    "--done-count", str(sum(self.ranks) + 1), "--finalize-grace", "5"]
+        # Remote hosts start from a clean environment (as over ssh): the
+        # test's MLXA2A_* switches travel explicitly (mpirun -x / -genv).
+        forwarded = {k: v for k, v in os.environ.items() if k.startswith("MLXA2A_")}
+        for k, v in dict(forwarded, **extra_env).items():
+            cmd += ["--env", f"{k}={v}"]
+        return cmd + ["--"] + prog
+
+    def shm_leftovers(self):
+        """Everything named mlxa2a-* in any host's /dev/shm (each host is
+        private to this test, so nothing there may outlive the job)."""
+        left = set()
+        for i in range(len(self.ranks)):
+            p = subprocess.run([CLUSTER, "exec", "--state", self.state, f"h{i}", "ls", "-A",
+                                "/dev/shm"], stdout=subprocess.PIPE, text=True, check=True)
+            left |= {f"h{i}:/dev/shm/{n}" for n in p.stdout.split() if n.startswith("mlxa2a-")}
+        return left
 
 
 def launch(args, extra_env, prog):
     env = dict(os.environ)
     env.update(extra_env)
+    if args.cluster:
+        cmd = args.cluster.command(args, extra_env, prog)
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+        for line in p.stderr.splitlines():
+            if line.startswith("cluster:"):
+                print(line)  # e.g. a bounded MPICH finalize hang: visible in the log
+        if p.returncode == 124:
+            sys.exit(f"FAIL: {p.stderr.strip()}")
+        return p
     cmd = [args.mpirun]
     if args.family == "ompi":
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
@@ -92,9 +165,11 @@ def launch(args, extra_env, prog):
 SHM_NAME = re.compile(r"^mlxa2a-%d-(\d+)-" % os.getuid())
 
 
-def shm_leftovers():
+def shm_leftovers(args):
     """mlxa2a segments of our uid whose creator pid is dead (live ones may
     belong to concurrent jobs)."""
+    if args.cluster:
+        return args.cluster.shm_leftovers()
     try:
         names = os.listdir("/dev/shm")
     except OSError:
@@ -169,11 +244,52 @@ def main():
     ap.add_argument("--expect-stat", action="append", default=[])
     ap.add_argument("--forbid-reason")
     ap.add_argument("--same-decisions", action="store_true")
+    ap.add_argument("--hosts")
+    ap.add_argument("--expect-nodes", type=int)
+    ap.add_argument("--expect-host-team", action="store_true")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     if args.timeout:
         global TIMEOUT
         TIMEOUT = args.timeout
+    args.cluster = None
+    if args.hosts:
+        ranks = [int(r) for r in args.hosts.split(",")]
+        if sum(ranks) != args.np or args.rank0_env or args.wrong_family:
+            sys.exit("run_mpi_test: --hosts must add up to --np; no --rank0-env/--wrong-family")
+        if "MLXA2A_DEBUG_NODE_SIZE" in os.environ:
+            sys.exit("FAIL: MLXA2A_DEBUG_NODE_SIZE is set: on pretend hosts the node map "
+                     "must come from MPI")
+        # meson's SIGTERM on a timeout must still remove the cluster.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit("FAIL: terminated"))
+        args.cluster = Cluster(ranks, [args.shim, args.prog[0]])
+        try:
+            check(args)
+        finally:
+            args.cluster.close()
+    else:
+        check(args)
+
+
+def team_lines(text):
+    return [(int(np), int(nodes)) for np, nodes in
+            re.findall(r"\] coll: team id=\d+ np=(\d+) nodes=(\d+) ", text)]
+
+
+def check_nodes(args, rank, text):
+    teams = team_lines(text)
+    world = [nodes for np, nodes in teams if np == args.np]
+    if args.expect_nodes is not None:
+        if not world or any(n != args.expect_nodes for n in world):
+            sys.exit(f"FAIL: rank {rank}: world teams have nodes={world}, expected "
+                     f"{args.expect_nodes} (from MPI_COMM_TYPE_SHARED)")
+        over = [t for t in teams if t[1] > args.expect_nodes]
+        if over:
+            sys.exit(f"FAIL: rank {rank}: teams (np, nodes) {over} span more nodes than hosts")
+    return any(np >= 2 and nodes == 1 for np, nodes in teams)
+
+
+def check(args):
 
     ref = launch(args, {}, args.prog)
     ref_calls, ref_errs, ref_ok = parse(ref.stdout)
@@ -181,7 +297,7 @@ def main():
         print(ref.stdout, ref.stderr)
         sys.exit("FAIL: the reference run (no mlxa2a) failed")
 
-    shm_before = shm_leftovers()
+    shm_before = shm_leftovers(args)
     planted = None
     if args.plant_stale_segment:
         dead = subprocess.Popen(["true"])
@@ -197,8 +313,11 @@ def main():
     shim_env = dict(kv.split("=", 1) for kv in args.shim_env)
     fixed_rules = ({} if "MLXA2A_TUNE_SAMPLES" in os.environ or "MLXA2A_TUNE_SAMPLES" in shim_env
                    else {"MLXA2A_TUNE_SAMPLES": "0"})
-    with tempfile.TemporaryDirectory(prefix="mlxa2a-mpitest-") as tmp:
-        env = {"LD_PRELOAD": args.shim, "MLXA2A_COLL_TRACE": "info",
+    host_team = False
+    with tempfile.TemporaryDirectory(prefix="mlxa2a-mpitest-",
+                                     dir=args.cluster.shared if args.cluster else None) as tmp:
+        env = {"LD_PRELOAD": args.shim,
+               "MLXA2A_COLL_TRACE": "debug" if args.cluster else "info",
                "MLXA2A_LOG_FILE": os.path.join(tmp, "trace.%r"), **fixed_rules}
         env.update(shim_env)
         if args.untraced_check or args.expect_stat:
@@ -230,6 +349,7 @@ def main():
             if traced != n:
                 print(text)
                 sys.exit(f"FAIL: rank {rank} made {n} MPI_Alltoall calls, {traced} traced")
+            host_team |= check_nodes(args, rank, text)
             if args.expect_reason:
                 reasons = re.findall(r"\] coll: \S+ .* reason=(.*)$", text, re.M)
                 wrong = [r for r in reasons if not re.search(args.expect_reason, r)]
@@ -320,13 +440,16 @@ def main():
                  f"{len(warned)}:\n" + "\n".join(warned))
     if args.expect_some_reason and not some_reason:
         sys.exit(f"FAIL: no traced call gave a reason matching {args.expect_some_reason!r}")
+    if args.expect_host_team and not host_team:
+        sys.exit("FAIL: no team of two or more ranks within one host")
     if args.expect_path and not some_path:
         sys.exit(f"FAIL: no rank took path={args.expect_path}")
-    left = sorted(shm_leftovers() - shm_before)
+    left = sorted(shm_leftovers(args) - shm_before)
     if left:
         sys.exit(f"FAIL: left in /dev/shm after MPI_Finalize: {left}")
     total = sum(calls.values())
-    print(f"PASS: {args.family} np={args.np} {os.path.basename(args.prog[0])}: "
+    print(f"PASS: {args.family} np={args.np}" + (f" on hosts {args.hosts}" if args.hosts else "") +
+          f" {os.path.basename(args.prog[0])}: "
           f"{total} calls traced, error classes {len(errs)} equal"
           + (f", path={args.expect_path} checked" if args.expect_path else ""))
 
