@@ -9,7 +9,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdarg>
+#include <cstdint>
+#include <iterator>
 #include <cstring>
 #include <mutex>
 
@@ -18,7 +21,17 @@
 namespace mlxa2a::rcache::detail {
 namespace {
 
-constexpr size_t kJumpLen = 13;  // movabs $target, %r11 ; jmp *%r11
+// Each libc entry point gets a 5-byte relative jump (E9 rel32) to a stub near libc
+// that jumps on to the hook (movabs $hook, %r11 ; jmp *%r11). Only the first 5 bytes
+// change, written with one aligned 8-byte atomic store: a thread blocked inside the
+// function's system call (madvise of a large range can take long) returns to an
+// offset past them and finishes the original code. A 13-byte absolute jump written
+// in place, as before, covered that return address: such a thread resumed in the
+// middle of the new instruction and crashed (SIGSEGV in madvise, seen when a thread
+// created the first cache while others freed memory).
+constexpr size_t kPatchLen = 8;   // the aligned word the jump is stored in
+constexpr size_t kRelJumpLen = 5;  // E9 rel32
+constexpr size_t kStubLen = 16;   // 13 bytes of code, padded
 uintptr_t page_size() { return static_cast<uintptr_t>(sysconf(_SC_PAGESIZE)); }
 uintptr_t page_up(uintptr_t v) { return (v + page_size() - 1) & ~(page_size() - 1); }
 
@@ -120,7 +133,7 @@ struct Patch {
   const char* name;
   void* hook;
   uint8_t* target = nullptr;
-  uint8_t code[kJumpLen] = {};
+  uint8_t code[kPatchLen] = {};  // the word at target once patched
 };
 
 Patch g_patches[] = {
@@ -143,17 +156,42 @@ bool looks_patched(const uint8_t* p) {
 
 std::string write_code(uint8_t* target, const uint8_t* code) {
   const uintptr_t first = reinterpret_cast<uintptr_t>(target) & ~(page_size() - 1);
-  const uintptr_t last = page_up(reinterpret_cast<uintptr_t>(target) + kJumpLen);
-  void* page = reinterpret_cast<void*>(first);
-  if (mprotect(page, last - first, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+  void* page = reinterpret_cast<void*>(first);  // an aligned word never crosses a page
+  if (mprotect(page, page_size(), PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
     return std::string("mprotect(libc text, RWX) failed: ") + strerror(errno);
   }
-  memcpy(target, code, kJumpLen);
-  __builtin___clear_cache(reinterpret_cast<char*>(target), reinterpret_cast<char*>(target + kJumpLen));
-  if (mprotect(page, last - first, PROT_READ | PROT_EXEC) != 0) {
+  uint64_t word;
+  memcpy(&word, code, sizeof word);
+  __atomic_store_n(reinterpret_cast<uint64_t*>(target), word, __ATOMIC_SEQ_CST);
+  __builtin___clear_cache(reinterpret_cast<char*>(target), reinterpret_cast<char*>(target + kPatchLen));
+  if (mprotect(page, page_size(), PROT_READ | PROT_EXEC) != 0) {
     return std::string("mprotect(libc text, RX) failed: ") + strerror(errno);
   }
   return {};
+}
+
+// One page within +-2 GiB of `near` (a rel32 jump from libc reaches it), or nullptr.
+// The kernel ignores a hint it cannot honour, so each candidate is checked.
+uint8_t* page_near(uintptr_t near) {
+  const uintptr_t step = uintptr_t{1} << 20;
+  const uintptr_t reach = (uintptr_t{1} << 31) - 2 * step;
+  for (uintptr_t d = step; d < reach; d += step) {
+    for (const bool below : {true, false}) {
+      if (below && near < d + step) continue;
+      const uintptr_t hint = ((below ? near - d : near + d)) & ~(page_size() - 1);
+      void* p = mmap(reinterpret_cast<void*>(hint), page_size(), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+      if (p == MAP_FAILED) continue;
+      if (p == reinterpret_cast<void*>(hint)) return static_cast<uint8_t*>(p);
+      munmap(p, page_size());
+    }
+  }
+  return nullptr;
+}
+
+bool reaches(const uint8_t* from_next, const uint8_t* to) {
+  const auto diff = reinterpret_cast<intptr_t>(to) - reinterpret_cast<intptr_t>(from_next);
+  return diff >= INT32_MIN && diff <= INT32_MAX;
 }
 
 std::string install_locked() {
@@ -173,18 +211,41 @@ std::string install_locked() {
         sym == nullptr) {
       return std::string("cannot resolve libc ") + p.name;
     }
-    if (sym->st_size < kJumpLen) return std::string("libc ") + p.name + " is too short to patch";
+    if (sym->st_size < kPatchLen) return std::string("libc ") + p.name + " is too short to patch";
     p.target = static_cast<uint8_t*>(fn);
+    if (reinterpret_cast<uintptr_t>(p.target) % kPatchLen != 0) {
+      return std::string("libc ") + p.name + " is not 8-byte aligned (no atomic patch)";
+    }
     if (looks_patched(p.target)) {
       return std::string("libc ") + p.name + " is already patched by someone else (libucm?)";
     }
+  }
+  uint8_t* stubs = page_near(reinterpret_cast<uintptr_t>(g_patches[0].target));
+  if (stubs == nullptr) return "no free page within 2 GiB of libc for the jump stubs";
+  static_assert(std::size(g_patches) * kStubLen <= 4096);
+  for (size_t i = 0; i < std::size(g_patches); ++i) {
+    Patch& p = g_patches[i];
+    uint8_t* stub = stubs + i * kStubLen;
+    if (!reaches(p.target + kRelJumpLen, stub)) {
+      munmap(stubs, page_size());
+      return std::string("libc ") + p.name + " is out of a 32-bit jump's reach of the stubs";
+    }
     const auto dest = reinterpret_cast<uint64_t>(p.hook);
-    p.code[0] = 0x49;
-    p.code[1] = 0xBB;
-    memcpy(p.code + 2, &dest, sizeof dest);
-    p.code[10] = 0x41;
-    p.code[11] = 0xFF;
-    p.code[12] = 0xE3;
+    stub[0] = 0x49;  // movabs $hook, %r11
+    stub[1] = 0xBB;
+    memcpy(stub + 2, &dest, sizeof dest);
+    stub[10] = 0x41;  // jmp *%r11
+    stub[11] = 0xFF;
+    stub[12] = 0xE3;
+    const auto rel = static_cast<int32_t>(reinterpret_cast<intptr_t>(stub) -
+                                          reinterpret_cast<intptr_t>(p.target + kRelJumpLen));
+    memcpy(p.code, p.target, kPatchLen);  // bytes 5..7 stay the original code
+    p.code[0] = 0xE9;
+    memcpy(p.code + 1, &rel, sizeof rel);
+  }
+  if (mprotect(stubs, page_size(), PROT_READ | PROT_EXEC) != 0) {
+    munmap(stubs, page_size());
+    return std::string("mprotect(jump stubs, RX) failed: ") + strerror(errno);
   }
   for (Patch& p : g_patches) {
     std::string err = write_code(p.target, p.code);
@@ -207,7 +268,7 @@ std::string install_libc_patches() {
 
 bool libc_patches_intact() noexcept {
   for (const Patch& p : g_patches) {
-    if (p.target != nullptr && memcmp(p.target, p.code, kJumpLen) != 0) return false;
+    if (p.target != nullptr && memcmp(p.target, p.code, kPatchLen) != 0) return false;
   }
   return true;
 }

@@ -50,7 +50,8 @@ if [ "$sanitize" = 1 ]; then
     meson setup "$san" "$top" -Dwerror=true -Dbuildtype=debugoptimized \
       -Db_sanitize=address,undefined -Db_lundef=false
   fi
-  ninja -C "$san" tests/rcache/test_rcache_patch tests/rcache/test_rcache_ucm tests/shm/test_shm
+  ninja -C "$san" tests/rcache/test_rcache_patch tests/rcache/test_rcache_patch_race \
+    tests/rcache/test_rcache_ucm tests/shm/test_shm
   # Any sanitizer report fails the test instead of only being printed.
   ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     meson test -C "$san" --no-rebuild --print-errorlogs --suite rcache --suite shm || status=$?
