@@ -127,7 +127,7 @@ constexpr Spec kSwitches[] = {
                     "directly (zero-copy through the node's shared PD and each rank's "
                     "registration cache, docs/zerocopy.md) instead of staging them; tuning "
                     "measures it as path zcopy. 0 = never (no shared PD is set up; the default "
-                    "until RegCache creation is safe with concurrent threads). Suggested: 64K.",
+                    "until measured on a ConnectX). Suggested: 64K.",
      .verbosity = Verbosity::Tuner,
      .scope = Scope::AllEqual},
     {.name = "NET_GID_INDEX",
