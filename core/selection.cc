@@ -41,7 +41,7 @@ Decision select(std::uint64_t bytes, const config::tune::Table& tune, const Capa
 
 namespace {
 
-// Where PMPI beats our engines, by layout (bench/RESULTS.md, 2 cores).
+// Where PMPI beats our engines, by layout (bench/results/single-node.md, 2 cores).
 // With more ranks than cores, Open MPI's own alltoall catches up once each
 // rank moves about 2 MiB (bytes per peer * ranks): np=8 at 256 KiB per peer
 // measured 0.93-1.12x, np=4 at 1 MiB 1.07-1.30x, while np=4 at 512 KiB kept

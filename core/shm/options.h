@@ -37,7 +37,7 @@ struct Options {
 
   // [layout] The same threshold when `oversubscribed`. Each process_vm_readv
   // then competes for a core with the very peer it reads from; measured on 2
-  // cores at np=4 and np=8 (bench/RESULTS.md), copying through a large slot
+  // cores at np=4 and np=8 (bench/results/single-node.md), copying through a large slot
   // beat or tied CMA at every size from 64 KiB to 1 MiB per peer. 0 = never
   // (the suggested value).
   std::size_t cma_threshold_oversubscribed = 0;

@@ -18,7 +18,7 @@
 //           runner checks from MLXA2A_COLL_STATS that QPs were created once
 //           (reused by every later half) and that only world's MRs are live
 //           at finalize, whatever N (tests/mpi/meson.build; 10,000 by hand,
-//           bench/RESULTS.md).
+//           bench/results/multi-node.md).
 // Prints the lines run_mpi_test.py reads: CALLS <rank> <n>, RESULT PASS|FAIL.
 #include <mpi.h>
 
