@@ -54,22 +54,33 @@ bool wait_readable(int fd, Clock::time_point end, const char* what, std::string*
   }
 }
 
-bool send_fd(int sock, int fd, std::string* why) {
+// One byte of payload plus room for one descriptor (SCM_RIGHTS), the
+// message both ends of the hand-over use. Not copyable: msg points into it.
+struct FdMessage {
   char byte = 'F';
   iovec iov{&byte, 1};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+
+  FdMessage() {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+  }
+  FdMessage(const FdMessage&) = delete;
+  FdMessage& operator=(const FdMessage&) = delete;
+};
+
+bool send_fd(int sock, int fd, std::string* why) {
+  FdMessage m;
+  cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
   ssize_t rc;
-  do rc = sendmsg(sock, &msg, MSG_NOSIGNAL);
+  do rc = sendmsg(sock, &m.msg, MSG_NOSIGNAL);
   while (rc < 0 && errno == EINTR);
   if (rc != 1) {
     *why = errno_text("sendmsg(SCM_RIGHTS)");
@@ -166,20 +177,13 @@ bool receive_fd(const SocketName& name, int timeout_ms, UniqueFd* out, std::stri
     return false;
   }
   if (!wait_readable(sock.get(), end, "waiting for the leader's command fd", why)) return false;
-  char byte = 0;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+  FdMessage m;
   ssize_t rc;
-  do rc = recvmsg(sock.get(), &msg, MSG_CMSG_CLOEXEC);
+  do rc = recvmsg(sock.get(), &m.msg, MSG_CMSG_CLOEXEC);
   while (rc < 0 && errno == EINTR);
-  cmsghdr* c = rc == 1 ? CMSG_FIRSTHDR(&msg) : nullptr;
+  cmsghdr* c = rc == 1 ? CMSG_FIRSTHDR(&m.msg) : nullptr;
   if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
-      c->cmsg_len != CMSG_LEN(sizeof(int)) || (msg.msg_flags & MSG_CTRUNC)) {
+      c->cmsg_len != CMSG_LEN(sizeof(int)) || (m.msg.msg_flags & MSG_CTRUNC)) {
     *why = rc < 0 ? errno_text("recvmsg") : "the leader closed the socket without a descriptor";
     return false;
   }
