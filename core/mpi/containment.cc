@@ -22,8 +22,7 @@ Containment::~Containment() {
   // rank that failed posts within about one NET_TIMEOUT — or, failing that,
   // leave the communicator allocated.
   if (phase_ == Phase::pending && request_ != MPI_REQUEST_NULL) {
-    const std::uint32_t t = Runtime::instance().settings().net_timeout_ms;
-    if (!wait(std::chrono::milliseconds(2ull * t))) {
+    if (!wait(std::chrono::milliseconds(2ull * timeout_ms_))) {
       MLXA2A_LOG(Warn, "RDMA containment: the agreement did not complete before the "
                        "communicator was freed; its duplicate is left allocated");
       comm_.abandon();
@@ -42,7 +41,8 @@ bool Containment::wait(std::chrono::milliseconds limit) noexcept {
   }
 }
 
-bool Containment::arm(MPI_Comm comm) noexcept {
+bool Containment::arm(MPI_Comm comm, std::uint32_t timeout_ms) noexcept {
+  timeout_ms_ = timeout_ms;
   if (PMPI_Comm_dup(comm, comm_.out()) != MPI_SUCCESS) {
     comm_.abandon();
     return false;
@@ -70,11 +70,11 @@ void Containment::fail(std::uint64_t call, const char* what) noexcept {
              static_cast<unsigned long long>(call), what);
 }
 
-void Containment::agree(std::uint32_t timeout_ms) noexcept {
+void Containment::agree() noexcept {
   // Every rank normally joins within one NET_TIMEOUT of this rank's wait
   // (ranks whose call succeeded fail their next one after at most that
   // long, plus the skew entering it): four is generous.
-  const auto limit = std::chrono::milliseconds(4ull * timeout_ms);
+  const auto limit = std::chrono::milliseconds(4ull * timeout_ms_);
   bool ok = request_ != MPI_REQUEST_NULL && wait(limit);
   if (!ok && request_ != MPI_REQUEST_NULL) {
     int done = 0;
@@ -113,8 +113,8 @@ void Containment::agree(std::uint32_t timeout_ms) noexcept {
   MLXA2A_LOG(Info, "%s", text);
 }
 
-Containment::Outcome Containment::substitute(std::uint64_t call, std::uint32_t timeout_ms) noexcept {
-  if (phase_ == Phase::pending) agree(timeout_ms);
+Containment::Outcome Containment::substitute(std::uint64_t call) noexcept {
+  if (phase_ == Phase::pending) agree();
   return call <= last_ ? Outcome::fail : Outcome::pmpi;
 }
 

@@ -6,7 +6,8 @@
 // Contract
 // * arm() is collective over the team's communicator (one PMPI_Comm_dup: the
 //   agreement's private communicator, so the agreement never matches a
-//   collective of the user's). Team calls it once its leaders agreed on RDMA.
+//   collective of the user's). HierEngine calls it once its leaders agreed on
+//   RDMA, with MLXA2A_NET_TIMEOUT (timeout_ms), which bounds every wait below.
 // * fail(call) on a rank whose engine call number `call` failed or was
 //   abandoned (engine calls are numbered alike on every rank): posts one
 //   PMPI_Iallreduce(MAX) of {call, -call} and returns at once, so the rank
@@ -49,21 +50,22 @@ class Containment {
   Containment& operator=(const Containment&) = delete;
 
   // false if the duplicate could not be made (then the team must not use RDMA).
-  [[nodiscard]] bool arm(MPI_Comm comm) noexcept;
+  [[nodiscard]] bool arm(MPI_Comm comm, std::uint32_t timeout_ms) noexcept;
   bool armed() const noexcept { return comm_.get() != MPI_COMM_NULL; }
   void fail(std::uint64_t call, const char* what) noexcept;
   bool engaged() const noexcept { return phase_ != Phase::idle; }
-  [[nodiscard]] Outcome substitute(std::uint64_t call, std::uint32_t timeout_ms) noexcept;
+  [[nodiscard]] Outcome substitute(std::uint64_t call) noexcept;
   // What failed and when, for traces; set once the agreement completed.
   const std::string& why() const noexcept { return why_; }
 
  private:
   enum class Phase { idle, pending, agreed };
-  void agree(std::uint32_t timeout_ms) noexcept;
+  void agree() noexcept;
   // Tests request_ until it completes (true) or limit passes or MPI fails.
   bool wait(std::chrono::milliseconds limit) noexcept;
 
   OwnedComm comm_;
+  std::uint32_t timeout_ms_ = 0;  // MLXA2A_NET_TIMEOUT, from arm()
   Phase phase_ = Phase::idle;
   MPI_Request request_ = MPI_REQUEST_NULL;
   long long mine_[2] = {0, 0};

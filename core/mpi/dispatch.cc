@@ -130,8 +130,9 @@ bool plain_call(const AlltoallArgs& a, std::uint64_t bytes) {
 // other rank failed, so that every rank's first PMPI call is the same call.
 int contained_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, bool trace) {
   if (bytes == 0) return MPI_SUCCESS;  // as the engine: no peer takes part
-  if (st.team->contained_call(bytes)) {
-    return fall_through(a, trace, bytes, &st, st.team->contained_why().c_str());
+  Engine& engine = *st.team->engine();  // contained(): there is one
+  if (engine.contained_call(bytes)) {
+    return fall_through(a, trace, bytes, &st, engine.contained_why().c_str());
   }
   ++t_counts.pmpi;
   if (trace) {
@@ -178,18 +179,7 @@ int run_route(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, EngineR
 
 // The engine path the fixed rules take for this size (first in the trials).
 Candidate engine_default(const Team& team, std::uint64_t bytes) {
-  const shm::NodeAlltoall* node = team.node_alltoall();
-  if (!node) {
-    if (!team.caps().rdma) return Candidate::hier;
-    // Zero-copy from MLXA2A_NET_ZCOPY_THRESHOLD up (an all-equal switch).
-    const std::uint64_t from = Runtime::instance().settings().net_zcopy_threshold;
-    return team.caps().zcopy && from != 0 && bytes >= from ? Candidate::zcopy : Candidate::rdma;
-  }
-  switch (node->path_for(bytes)) {
-    case shm::Path::line: return Candidate::line;
-    case shm::Path::cma: return Candidate::cma;
-    default: return Candidate::copy;
-  }
+  return team.engine() ? team.engine()->default_route(bytes) : Candidate::pmpi;
 }
 
 // A call of a size class MLXA2A_TUNE leaves to auto, on a team with an engine:
@@ -313,7 +303,7 @@ int alltoall_impl(const AlltoallArgs& a) {
   // a new segment) at the first call that may use it — the same call on
   // every rank.
   if (st->team->setup_pending()) {
-    const bool ok = st->team->complete_setup(a.comm);
+    const bool ok = st->team->complete_setup(a.comm, rt.settings());
     // The set-up agreed on the team's capabilities (RDMA may have turned out
     // unavailable): select again, alike on every rank.
     st->caps = st->team->caps();

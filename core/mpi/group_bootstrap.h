@@ -1,14 +1,19 @@
-// GroupBootstrap over an MPI communicator: PMPI_Allgather, set-up only.
+// The set-up bootstraps over an MPI communicator: GroupBootstrap
+// (core/bootstrap.h) through PMPI_Allgather, and the shm Bootstrap
+// (core/shm/bootstrap.h) through PMPI_Bcast/PMPI_Barrier on a node
+// communicator. Set-up only.
 //
-// Contract: borrows comm (the caller keeps it alive for the object's life);
-// the members are the communicator's ranks. Not thread-safe.
+// Contract: both borrow comm (the caller keeps it alive for the object's
+// life); the members are the communicator's ranks. Not thread-safe.
 #pragma once
 
 #include <mpi.h>
 
 #include <climits>
+#include <cstddef>
 
 #include "core/bootstrap.h"
+#include "core/shm/bootstrap.h"
 
 namespace mlxa2a::core::mpi {
 
@@ -30,6 +35,23 @@ class MpiGroupBootstrap final : public GroupBootstrap {
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
+};
+
+class MpiBootstrap final : public shm::Bootstrap {
+ public:
+  MpiBootstrap(MPI_Comm comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {}
+  int local_rank() const override { return rank_; }
+  int local_size() const override { return size_; }
+  bool broadcast(void* buf, std::size_t len, int root) override {
+    // Set-up messages are a few hundred bytes; never near INT_MAX.
+    return PMPI_Bcast(buf, static_cast<int>(len), MPI_BYTE, root, comm_) == MPI_SUCCESS;
+  }
+  bool barrier() override { return PMPI_Barrier(comm_) == MPI_SUCCESS; }
+
+ private:
+  MPI_Comm comm_;
+  int rank_;
+  int size_;
 };
 
 }  // namespace mlxa2a::core::mpi

@@ -23,12 +23,13 @@
 #include <cstdint>
 #include <optional>
 
+#include "core/mpi/datatype.h"
 #include "core/mpi/dispatch.h"
 #include "core/mpi/team.h"
 
 namespace mlxa2a::core::mpi {
 
-// route: an engine path chosen by measurement (Team::run with a candidate),
+// route: an engine path chosen by measurement (Engine::run with a candidate),
 // or nullopt for the engine's own choice by size.
 using EngineRoute = std::optional<tuning::Candidate>;
 
@@ -42,22 +43,10 @@ int shm_alltoall_contiguous(const AlltoallArgs& args, Team& team, std::uint64_t 
                             EngineRoute route = std::nullopt) noexcept;
 
 // For a call that measured selection serves through PMPI on a team whose
-// engine compares sizes (Team::compares_sizes): Team::check_sizes, its
+// engine compares sizes (Team::compares_sizes): Engine::check_sizes, its
 // mismatch reported as by the engine paths (MPI_ERR_TRUNCATE on every rank,
 // the communicator usable afterwards). MPI_SUCCESS: every rank called with
 // bytes_per_peer, PMPI may serve the call.
 int shm_check_sizes(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer) noexcept;
-
-// The size of one element of a predefined datatype that is a single
-// contiguous C scalar (MPI_BYTE, MPI_INT, MPI_DOUBLE, ...; not the pair types,
-// which have padding); 0 for every other type. No MPI call: the common case
-// of an alltoall needs no type query.
-std::size_t predefined_scalar_size(MPI_Datatype type) noexcept;
-
-// True for a predefined (named) datatype whose elements tile without gaps from
-// offset 0 (MPI_INT, MPI_INTEGER, MPI_2INT; not MPI_DOUBLE_INT, which has
-// padding): a buffer of such elements is one contiguous block, and the handle
-// names the same type for the whole job (named types are never freed).
-bool is_plain_named(MPI_Datatype type) noexcept;
 
 }  // namespace mlxa2a::core::mpi

@@ -3,7 +3,7 @@
 //
 // Adding a path is one enumerator here, its name in candidate.cc,
 // one line where core/mpi/tuning.cc lists a team's candidates, and its case
-// where Team::run maps a candidate to an engine.
+// where the engine (core/mpi/shm_engine.cc, hier_engine.cc) maps it to a path.
 #pragma once
 
 #include <cstddef>

@@ -1,0 +1,63 @@
+#include "core/mpi/engine.h"
+
+#include <string>
+
+#include "core/log.h"
+#include "core/mpi/hier_engine.h"
+#include "core/mpi/shm_engine.h"
+#include "core/rcache_options.h"
+
+namespace mlxa2a::core::mpi {
+
+EngineSettings EngineSettings::from(const config::Settings& s) {
+  EngineSettings e;
+  e.cma_threshold = s.shm_cma_threshold;
+  e.cma_threshold_oversubscribed = s.shm_cma_threshold_oversubscribed;
+  e.slot_size = s.shm_slot_size;
+  e.slot_size_oversubscribed = s.shm_slot_size_oversubscribed;
+  e.leaders = s.leaders;
+  e.net_devices = s.net_devices;
+  e.net_gid_index = s.net_gid_index;
+  e.net_timeout_ms = s.net_timeout_ms;
+  e.net_qp_timeout = s.net_qp_timeout;
+  e.net_retry_count = s.net_retry_count;
+  e.net_verbs_library = s.net_verbs_library;
+  e.zcopy_threshold = s.net_zcopy_threshold;
+  // The error is set only if the switch table and rcache disagree, which a
+  // unit test rules out; the defaults then stand.
+  std::string error;
+  e.rcache = rcache_options(s, &error);
+  return e;
+}
+
+const std::string& Engine::no_text() noexcept {
+  static const std::string none;
+  return none;
+}
+
+bool drive_mpi_progress(MPI_Comm comm) noexcept {
+  int flag = 0;
+  PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE);
+  return false;
+}
+
+shm::Options shm_options(const EngineSettings& s, MPI_Comm comm, bool oversubscribed) {
+  shm::Options opt;
+  opt.oversubscribed = oversubscribed;
+  opt.cma_threshold = s.cma_threshold;
+  opt.cma_threshold_oversubscribed = s.cma_threshold_oversubscribed;
+  // The segment holds 2 x ranks x slot bytes: memory per communicator.
+  opt.slot_capacity = s.slot_size;
+  opt.slot_capacity_oversubscribed = s.slot_size_oversubscribed;
+  opt.abort_requested = [comm] { return drive_mpi_progress(comm); };
+  return opt;
+}
+
+std::unique_ptr<Engine> make_engine(const EngineRequest& req, const EngineSettings& s) noexcept {
+  if (req.size == 1) return std::unique_ptr<Engine>(new (std::nothrow) LocalEngine);
+  if (req.nodes == 1) return ShmEngine::create(req, s);
+  if (req.node_ids == nullptr) return nullptr;  // a caller's bug: no node map
+  return HierEngine::create(req, s);
+}
+
+}  // namespace mlxa2a::core::mpi

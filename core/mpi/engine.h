@@ -1,0 +1,154 @@
+// Engine: what a Team runs one MPI_Alltoall on, and the one factory that
+// builds it (docs/ARCHITECTURE.md, "Engines").
+//
+// Engines
+// * LocalEngine: a communicator of one rank; the exchange is a copy.
+// * ShmEngine (core/mpi/shm_engine.h): every rank on one node; the
+//   shared-memory alltoall (core/shm/node_alltoall.h).
+// * HierEngine (core/mpi/hier_engine.h): several nodes; shared-memory fan-in
+//   and fan-out around a leaders' exchange (core/hier) over a LeaderTransport
+//   chosen at set-up: RDMA (core/mlx5) where every leader has it, else PMPI;
+//   with the zero-copy variant where every node shares a PD.
+//
+// Contract
+// * make_engine() is the only place that decides which engine a team gets;
+//   it is collective as the chosen engine's create() (see each header) and
+//   returns nullptr when that engine is not available (the hierarchical one
+//   agrees on it; a single-node team's Allgather follows its set-up).
+// * EngineSettings is a copy of the switches engines use, taken when the
+//   team is created: engine code never reads the process-wide Runtime.
+// * run() is collective over the team (every rank, same bytes_per_peer, same
+//   candidate); contiguous buffers of size() blocks, not overlapping. A
+//   candidate the engine cannot take runs as its default. Never throws.
+// * Not thread-safe: a team's collective calls are serialised by MPI's rules.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/config/switches.h"
+#include "core/mpi/engine_pool.h"
+#include "core/shm/options.h"
+#include "core/shm/status.h"
+#include "core/tune/candidate.h"
+#include "rcache/options.h"
+
+namespace mlxa2a::hier {
+class HierAlltoall;
+}
+namespace mlxa2a::shm {
+class NodeAlltoall;
+}
+
+namespace mlxa2a::core::mpi {
+
+// The switches engines read, copied from config::Settings at team creation.
+struct EngineSettings {
+  // Shared memory (core/shm/options.h).
+  std::uint64_t cma_threshold = 0;
+  std::uint64_t cma_threshold_oversubscribed = 0;
+  std::uint64_t slot_size = 0;  // also the hierarchical engine's staging bytes per rank
+  std::uint64_t slot_size_oversubscribed = 0;
+  // Hierarchical engine.
+  config::LeaderPolicy leaders;                // MLXA2A_LEADERS
+  std::vector<config::Device> net_devices;     // MLXA2A_NET_DEVICES; empty: all
+  int net_gid_index = -1;
+  std::uint32_t net_timeout_ms = 0;
+  std::uint8_t net_qp_timeout = 0;
+  std::uint8_t net_retry_count = 0;
+  std::string net_verbs_library;
+  std::uint64_t zcopy_threshold = 0;  // MLXA2A_NET_ZCOPY_THRESHOLD; 0: no zero-copy
+  rcache::Options rcache;             // zero-copy's registration cache
+
+  static EngineSettings from(const config::Settings& s);
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  Engine() = default;
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // The engine's own choice of path for this size.
+  [[nodiscard]] virtual shm::Status run(const char* send, char* recv,
+                                        std::size_t bytes_per_peer) noexcept = 0;
+  // Through one path (measured selection, docs/tune.md): line, copy or cma
+  // on the single-node engine; hier, rdma or zcopy on the hierarchical one.
+  [[nodiscard]] virtual shm::Status run(const char* send, char* recv, std::size_t bytes_per_peer,
+                                        tuning::Candidate path) noexcept = 0;
+  // The path run() without a candidate takes for this size (the first
+  // candidate of the measured selection). Alike on every rank.
+  virtual tuning::Candidate default_route(std::size_t bytes_per_peer) const noexcept = 0;
+  // For a rank that cannot take part in a run() its peers have entered.
+  virtual void abandon() noexcept = 0;
+
+  // Size comparison (the single-node engine, Team::compares_sizes).
+  virtual bool compares_sizes() const noexcept { return false; }
+  [[nodiscard]] virtual shm::Status check_sizes(std::size_t) noexcept { return shm::Status::ok; }
+  // After a size_mismatch: agree on a restart point (collective over comm).
+  [[nodiscard]] virtual bool resync(MPI_Comm) noexcept { return false; }
+
+  // RDMA containment (core/mpi/containment.h); only the hierarchical engine
+  // with RDMA leaders engages it.
+  virtual bool contained() const noexcept { return false; }
+  virtual bool contained_call(std::size_t) noexcept { return true; }
+  virtual const std::string& contained_why() const noexcept { return no_text(); }
+
+  // What set-up agreed on every rank, for selection and traces: the leaders
+  // exchange over RDMA, the zero-copy path is up; why not ("" when they are);
+  // whether the engine came from the pool (engine_pool.h).
+  virtual bool rdma() const noexcept { return false; }
+  virtual bool zcopy() const noexcept { return false; }
+  virtual const std::string& rdma_why() const noexcept { return no_text(); }
+  virtual const std::string& zcopy_why() const noexcept { return no_text(); }
+  virtual bool reused() const noexcept { return false; }
+
+  // Introspection for selection, tuning and traces; nullptr when not that engine.
+  virtual shm::NodeAlltoall* node_alltoall() const noexcept { return nullptr; }
+  virtual hier::HierAlltoall* hier_alltoall() const noexcept { return nullptr; }
+
+ protected:
+  static const std::string& no_text() noexcept;  // ""
+};
+
+// What make_engine needs to know about the team; all of it agreed or equal
+// on every rank (node_ids), or this rank's own (local_*).
+struct EngineRequest {
+  MPI_Comm comm = MPI_COMM_NULL;       // the team's communicator
+  MPI_Comm node_comm = MPI_COMM_NULL;  // this rank's node, team rank order
+  int size = 1;                        // ranks in comm
+  int local_rank = 0;                  // in node_comm
+  int local_size = 1;
+  bool oversubscribed = false;
+  const std::vector<int>* node_ids = nullptr;  // per rank: its node's first rank (several nodes)
+  int nodes = 1;
+  // A single-node engine may come from the pool (engine_pool.h) under
+  // pool_key (collective over comm: every rank passes from_pool alike), and
+  // goes back there when the team is gone (empty key: never pooled).
+  bool from_pool = false;
+  EnginePool::Members pool_key;
+};
+
+// While a rank waits in an engine it makes no MPI call, yet a peer may need
+// this rank's MPI progress to reach the alltoall (e.g. it waits in MPI_Recv
+// for a rendezvous message this rank MPI_Isend'ed before the alltoall - a
+// correct MPI program). Waiters call this about once per millisecond while
+// yielding; PMPI_Iprobe drives the MPI library's progress engine without
+// receiving anything. Always false (never asks the wait to stop).
+bool drive_mpi_progress(MPI_Comm comm) noexcept;
+
+// The shared-memory engine's options for a team (abort callback: drives
+// comm's MPI progress while a rank waits).
+shm::Options shm_options(const EngineSettings& s, MPI_Comm comm, bool oversubscribed);
+
+// The team's engine: LocalEngine for one rank, ShmEngine for one node,
+// HierEngine for several. nullptr (alike on every rank) when set-up failed.
+std::unique_ptr<Engine> make_engine(const EngineRequest& req, const EngineSettings& s) noexcept;
+
+}  // namespace mlxa2a::core::mpi

@@ -1,0 +1,334 @@
+#include "core/mpi/hier_engine.h"
+
+#include <algorithm>
+#include <new>
+
+#include "core/log.h"
+#include "core/mpi/group_bootstrap.h"
+#include "core/mpi/leader_transport.h"
+#include "core/mpi/topology.h"
+#if MLXA2A_HAVE_VERBS
+#include "core/mlx5/rdma_transport.h"
+#include "core/mlx5/zcopy_sender.h"
+#endif
+
+namespace mlxa2a::core::mpi {
+
+namespace {
+
+// Whether this rank leads its node under the policy: needs every local rank's
+// CPU domain for numa/socket (one PMPI_Allgather on the node), else nothing.
+bool choose_leadership(const config::LeaderPolicy& policy, MPI_Comm node_comm, int local_rank,
+                       int local_size, bool* ok) {
+  std::vector<int> domains(static_cast<std::size_t>(local_size), -1);
+  if (policy.needs_domains()) {
+    int mine = cpu_domain(policy.kind == config::LeaderPolicy::Kind::Numa);
+    if (PMPI_Allgather(&mine, 1, MPI_INT, domains.data(), 1, MPI_INT, node_comm) != MPI_SUCCESS) {
+      *ok = false;
+    }
+  }
+  const std::vector<int> leaders = config::choose_leaders(policy, domains);
+  return std::find(leaders.begin(), leaders.end(), local_rank) != leaders.end();
+}
+
+}  // namespace
+
+HierEngine::HierEngine(const EngineSettings& s) : settings_(s) {}
+
+HierEngine::~HierEngine() = default;
+
+std::unique_ptr<HierEngine> HierEngine::create(const EngineRequest& req,
+                                               const EngineSettings& s) noexcept {
+  std::unique_ptr<HierEngine> e;
+  try {
+    e.reset(new HierEngine(s));
+  } catch (...) {
+    // Allocation only: this rank cannot take part in the set-up's collectives,
+    // which an out-of-memory job will not survive anyway.
+    return nullptr;
+  }
+  if (!e->setup(req)) return nullptr;
+  return e;
+}
+
+shm::Status HierEngine::run(const char* send, char* recv, std::size_t bytes) noexcept {
+  if (bytes != 0) ++engine_calls_;  // run() returns at once on 0, alike on every rank
+  const shm::Status st = hier_->run(send, recv, bytes);
+  // invalid_argument is refused before anything is shared (a local misuse).
+  if (st != shm::Status::ok && st != shm::Status::invalid_argument) contain(st);
+  return st;
+}
+
+shm::Status HierEngine::run(const char* send, char* recv, std::size_t bytes,
+                            tuning::Candidate path) noexcept {
+  if (path == tuning::Candidate::zcopy && zcopy_ && zcopy_on_) {
+    return hier_->run(send, recv, bytes, zcopy_.get());
+  }
+  // hier and rdma: the leaders use the transport agreed at set-up.
+  return run(send, recv, bytes);
+}
+
+tuning::Candidate HierEngine::default_route(std::size_t bytes) const noexcept {
+  using tuning::Candidate;
+  if (!rdma_) return Candidate::hier;
+  // Zero-copy from MLXA2A_NET_ZCOPY_THRESHOLD up (an all-equal switch).
+  const std::uint64_t from = settings_.zcopy_threshold;
+  return zcopy_on_ && from != 0 && bytes >= from ? Candidate::zcopy : Candidate::rdma;
+}
+
+void HierEngine::abandon() noexcept {
+  // Counted as the engine call it stands for: the peers' one fails.
+  ++engine_calls_;
+  hier_->abandon();
+  contain(shm::Status::broken);
+}
+
+void HierEngine::contain(shm::Status st) noexcept {
+  // Only RDMA teams: with PMPI leaders the engine stays broken (docs/hier.md).
+  if (rdma_) containment_.fail(engine_calls_, shm::to_string(st));
+}
+
+bool HierEngine::contained_call(std::size_t bytes) noexcept {
+  if (bytes == 0) return true;  // numbered like run(), which needs no peer for it
+  ++engine_calls_;
+  return containment_.substitute(engine_calls_) ==
+         Containment::Outcome::pmpi;
+}
+
+bool HierEngine::setup(const EngineRequest& req) noexcept {
+  // Every step below runs on every rank whatever happened before, so that no
+  // rank skips a collective its peers are in; the Allreduce at the end agrees.
+  const MPI_Comm comm = req.comm, node_comm = req.node_comm;
+  const int size = req.size;
+  const std::vector<int>& node_ids = *req.node_ids;
+  std::size_t stage_bytes = settings_.slot_size;
+  int failed = 0;
+  try {
+    int rank = 0, local_rank = 0, local_size = 1;
+    PMPI_Comm_rank(comm, &rank);
+    if (PMPI_Comm_rank(node_comm, &local_rank) != MPI_SUCCESS ||
+        PMPI_Comm_size(node_comm, &local_size) != MPI_SUCCESS) {
+      failed = 1;
+    }
+    bool ok = true;
+    const bool lead = choose_leadership(settings_.leaders, node_comm, local_rank, local_size, &ok);
+    failed |= !ok;
+    // One Allgather: who leads (the transport addresses every node's leaders)
+    // and the staging size, which sets the rounds and so must be the same on
+    // every rank although the switch is node-local (the largest wins).
+    const std::uint64_t mine[2] = {lead ? 1u : 0u, stage_bytes};
+    std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(size));
+    if (PMPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, comm) != MPI_SUCCESS) {
+      failed = 1;
+    }
+    std::vector<int> leads(static_cast<std::size_t>(size));
+    for (int r = 0; r < size; ++r) {
+      leads[r] = all[2 * r] != 0;
+      stage_bytes = std::max<std::size_t>(stage_bytes, all[2 * r + 1]);
+    }
+    const hier::NodeMap map(node_ids, leads);
+
+    std::unique_ptr<shm::NodeStage> stage;
+    const shm::Options opt = shm_options(settings_, comm, req.oversubscribed);
+    const std::size_t area = hier::HierAlltoall::area_bytes(size, local_size, stage_bytes);
+    MpiBootstrap boot(node_comm, local_rank, local_size);
+    if (const shm::Status st = shm::NodeStage::create(boot, opt, area, area, stage);
+        st != shm::Status::ok) {
+      MLXA2A_LOG_LIMITED(Warn, "hierarchical staging set-up failed (%s)", shm::to_string(st));
+      failed = 1;
+    }
+    // The leaders' communicator, ordered by node, then by leader index.
+    const int node = map.node_of(rank);
+    OwnedComm leaders;
+    if (PMPI_Comm_split(comm, lead ? 0 : MPI_UNDEFINED, map.ranks_before(node) + local_rank,
+                        leaders.out()) != MPI_SUCCESS) {
+      failed = 1;
+    }
+    std::vector<int> first_rank;
+    for (int m = 0, at = 0; m < map.nodes(); ++m) {
+      first_rank.push_back(at);
+      at += map.leader_count(m);
+    }
+    // The RDMA transport: tried by every leader whatever failed before (its
+    // set-up is collective over the leaders), then agreed on by every rank
+    // together with the other failures, so all ranks pick the same transport.
+    std::unique_ptr<hier::LeaderTransport> rdma;
+    int flags[3] = {failed, 1, 1};  // {set-up failed, RDMA failed, zero-copy failed}
+    if (lead && leaders.get() != MPI_COMM_NULL) {
+      flags[1] = try_rdma(leaders.get(), map, rank, req.oversubscribed, stage.get(), first_rank,
+                          &rdma)
+                     ? 0
+                     : 1;
+    } else if (!lead) {
+      flags[1] = 0;  // only leaders have a say
+    }
+    // Zero-copy (docs/zerocopy.md): nodes with one leader, switch not 0;
+    // the same on every rank of a node, so all of it runs the collective.
+    zcopy_why_ = "MLXA2A_NET_ZCOPY_THRESHOLD is 0";
+    if (settings_.zcopy_threshold != 0) {
+      const std::vector<int>& node_leaders = map.leaders(node);
+      if (node_leaders.size() != 1) {
+        zcopy_why_ = "a node has several leaders";
+      } else {
+        flags[2] = try_zcopy(node_comm, map, rank, node_leaders[0], lead && flags[1] == 0) ? 0 : 1;
+      }
+    }
+    int any[3] = {1, 1, 1};
+    if (PMPI_Allreduce(flags, any, 3, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) failed = 1;
+    failed |= any[0];
+    rdma_ = !any[1];
+    if (any[1] && rdma_why_.empty()) rdma_why_ = "RDMA unavailable on another leader";
+    zcopy_on_ = rdma_ && !any[2];
+    if (zcopy_on_) {
+      zcopy_why_.clear();
+    } else {
+      zcopy_.reset();
+      if (!rdma_) zcopy_why_ = "no RDMA";
+      else if (!flags[2]) zcopy_why_ = "unavailable on another node";
+    }
+    if (!failed) {
+      std::unique_ptr<hier::LeaderTransport> transport;
+      if (lead && rdma_) {
+        transport = std::move(rdma);
+      } else if (lead) {
+        transport = std::make_unique<MpiLeaderTransport>(std::move(leaders), std::move(first_rank),
+                                                         req.oversubscribed);
+      }
+      const shm::Status st =
+          hier::HierAlltoall::create(node_ids, leads, rank, stage_bytes, std::move(stage),
+                                     std::move(transport), hier_);
+      if (st != shm::Status::ok) {
+        MLXA2A_LOG_LIMITED(Warn, "hierarchical engine set-up failed (%s)", shm::to_string(st));
+        failed = 1;
+      }
+    }
+  } catch (...) {  // allocation only
+    failed = 1;
+  }
+  int any_failed = 1;
+  if (PMPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) {
+    any_failed = 1;
+  }
+  // The containment agreement's communicator (RDMA teams only; every rank
+  // knows rdma_ alike); without it the team does not use RDMA.
+  if (!any_failed && rdma_) {
+    int armed = containment_.arm(comm, settings_.net_timeout_ms) ? 1 : 0, all_armed = 0;
+    if (PMPI_Allreduce(&armed, &all_armed, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS ||
+        !all_armed) {
+      any_failed = 1;
+      rdma_why_ = "containment set-up failed";
+    }
+  }
+  if (any_failed) {
+    hier_.reset();
+    zcopy_.reset();
+    rdma_ = false;
+    zcopy_on_ = false;
+    return false;
+  }
+  if (!rdma_) {
+    MLXA2A_LOG(Info, "multi-node team: leaders exchange over PMPI (%s)", rdma_why_.c_str());
+  } else if (!zcopy_on_) {
+    MLXA2A_LOG(Info, "multi-node team: no zero-copy path, ranks stage their blocks (%s)",
+               zcopy_why_.c_str());
+  }
+  return true;
+}
+
+bool HierEngine::try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank,
+                          bool oversubscribed, const shm::NodeStage* stage,
+                          const std::vector<int>& first_rank,
+                          std::unique_ptr<hier::LeaderTransport>* out) noexcept {
+#if MLXA2A_HAVE_VERBS
+  try {
+    const EngineSettings& s = settings_;
+    mlx5::NetOptions opt;
+    for (const config::Device& d : s.net_devices) opt.devices.push_back({d.name, d.port});
+    opt.gid_index = s.net_gid_index;
+    opt.timeout_ms = s.net_timeout_ms;
+    opt.qp_timeout = s.net_qp_timeout;
+    opt.retry_count = s.net_retry_count;
+    opt.verbs_library = s.net_verbs_library;
+    opt.oversubscribed = oversubscribed;
+    // Not the team's communicator: a leader waiting for another node makes
+    // no MPI call, yet a local peer may need this rank's MPI progress.
+    opt.idle = [] { drive_mpi_progress(MPI_COMM_WORLD); };
+    const hier::Plan plan(map, rank, 64);
+    std::vector<int> peers;
+    for (int m = 0; m < map.nodes(); ++m) {
+      if (m != plan.node() && plan.handled_by(m) == plan.leader_index()) {
+        peers.push_back(first_rank[static_cast<std::size_t>(m)] + plan.partner(m));
+      }
+    }
+    hier::StageAreas areas;
+    if (stage) areas = hier::HierAlltoall::areas_of(*stage);
+    MpiGroupBootstrap boot(leaders);
+    std::unique_ptr<mlx5::RdmaLeaderTransport> t;
+    const Status st = mlx5::RdmaLeaderTransport::create(boot, areas, first_rank, peers, opt, &t,
+                                                        &rdma_why_);
+    if (st != Status::ok) return false;
+    rdma_gather_sge_ = t->gather_sge();
+    *out = std::move(t);
+    return true;
+  } catch (...) {  // allocation only
+    rdma_why_ = "out of memory";
+    return false;
+  }
+#else
+  (void)leaders, (void)map, (void)rank, (void)oversubscribed, (void)stage, (void)first_rank,
+      (void)out;
+  rdma_why_ = "built without verbs headers";
+  return false;
+#endif
+}
+
+bool HierEngine::try_zcopy(MPI_Comm node_comm, const hier::NodeMap& map, int rank, int leader,
+                           bool rdma_ok) noexcept {
+#if MLXA2A_HAVE_VERBS
+  try {
+    const EngineSettings& s = settings_;
+    const mlx5::Verbs* v = mlx5::load_verbs(s.net_verbs_library.c_str());
+    std::shared_ptr<mlx5::Device> dev;
+    const int node = map.node_of(rank);
+    if (map.leaders(node)[0] == map.index_in_node(rank) && rdma_ok) {
+      // A message lists at most one SGE per block (the node's ranks x the
+      // remote node's); its WRs must fit the send queue at once.
+      std::size_t blocks = 0;
+      for (int m = 0; m < map.nodes(); ++m) {
+        blocks = std::max(blocks, static_cast<std::size_t>(map.node_size(node)) *
+                                      static_cast<std::size_t>(map.node_size(m)));
+      }
+      const std::size_t sge = rdma_gather_sge_ == 0 ? 1 : rdma_gather_sge_;
+      if ((blocks + sge - 1) / sge <= mlx5::RdmaLeaderTransport::kMaxGatherWrs) {
+        std::string why;
+        if (mlx5::EndpointPool* pool = mlx5::EndpointPool::get(mlx5::NetOptions{}, &why)) {
+          dev = pool->device();
+        }
+      }
+    }
+    mlx5::SharedPdOptions pd_opt;
+    pd_opt.leader = leader;
+    pd_opt.timeout_ms = static_cast<int>(std::min<std::uint32_t>(s.net_timeout_ms, 60000));
+    MpiGroupBootstrap boot(node_comm);
+    std::unique_ptr<mlx5::ZeroCopySender> sender;
+    const bool fits = dev != nullptr;
+    if (mlx5::ZeroCopySender::create(v, boot, std::move(dev), pd_opt, s.rcache, &sender,
+                                     &zcopy_why_) != Status::ok) {
+      // The node only hears "the leader has no device"; the leader says why.
+      if (rdma_ok && !fits) zcopy_why_ = "a message's blocks need more WRs than the send queue";
+      return false;
+    }
+    zcopy_ = std::move(sender);
+    return true;
+  } catch (...) {  // allocation only
+    zcopy_why_ = "out of memory";
+    return false;
+  }
+#else
+  (void)node_comm, (void)map, (void)rank, (void)leader, (void)rdma_ok;
+  zcopy_why_ = "built without verbs headers";
+  return false;
+#endif
+}
+
+}  // namespace mlxa2a::core::mpi

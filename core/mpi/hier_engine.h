@@ -1,0 +1,91 @@
+// HierEngine: the engine of a team spread over several nodes — the
+// hierarchical alltoall (core/hier/hier_alltoall.h) with its leaders'
+// transport, the zero-copy variant and RDMA containment. Built only by
+// make_engine (core/mpi/engine.h).
+//
+// Contract
+// * create() is collective over req.comm: the node's staging segment over
+//   req.node_comm, a leaders' communicator (PMPI_Comm_split), the RDMA
+//   transport's set-up among the leaders (core/mlx5/rdma_transport.h), the
+//   zero-copy set-up over the node communicator when MLXA2A_NET_ZCOPY_THRESHOLD
+//   is not 0 (docs/zerocopy.md), and PMPI_Allreduces that agree on the outcome:
+//   every rank gets an engine or none does, and all agree on the transport
+//   (RDMA where every leader has it, else PMPI: LeaderTransport,
+//   core/hier/transport.h) and on zero-copy. Every step runs on every rank
+//   whatever failed before, so no rank skips a collective its peers are in.
+// * RDMA teams arm a Containment (core/mpi/containment.h): a failed or
+//   abandoned run() starts its agreement, and contained()/contained_call()
+//   then serve later calls. With PMPI leaders a failure leaves the engine
+//   broken (docs/hier.md, "Errors").
+// * Engine calls are numbered alike on every rank (0-byte runs are not
+//   calls: they return at once everywhere).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/hier/hier_alltoall.h"
+#include "core/hier/zero_copy.h"
+#include "core/mpi/containment.h"
+#include "core/mpi/engine.h"
+
+namespace mlxa2a::core::mpi {
+
+class HierEngine final : public Engine {
+ public:
+  static std::unique_ptr<HierEngine> create(const EngineRequest& req,
+                                            const EngineSettings& s) noexcept;
+  ~HierEngine() override;
+
+  shm::Status run(const char* send, char* recv, std::size_t bytes) noexcept override;
+  shm::Status run(const char* send, char* recv, std::size_t bytes,
+                  tuning::Candidate path) noexcept override;
+  tuning::Candidate default_route(std::size_t bytes) const noexcept override;
+  void abandon() noexcept override;
+  bool contained() const noexcept override { return containment_.engaged(); }
+  bool contained_call(std::size_t bytes) noexcept override;
+  const std::string& contained_why() const noexcept override { return containment_.why(); }
+  hier::HierAlltoall* hier_alltoall() const noexcept override { return hier_.get(); }
+
+  // Agreed on every rank at set-up: the leaders exchange over RDMA, and the
+  // zero-copy path is up.
+  bool rdma() const noexcept override { return rdma_; }
+  bool zcopy() const noexcept override { return zcopy_on_; }
+  // Why not ("" when it is).
+  const std::string& rdma_why() const noexcept override { return rdma_why_; }
+  const std::string& zcopy_why() const noexcept override { return zcopy_why_; }
+
+ private:
+  explicit HierEngine(const EngineSettings& s);
+  // create()'s body; false if it failed on any rank.
+  bool setup(const EngineRequest& req) noexcept;
+  // A leader's half of the RDMA transport's set-up, collective over the
+  // leaders' communicator; false (rdma_why_ says why) if it failed here.
+  bool try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank, bool oversubscribed,
+                const shm::NodeStage* stage, const std::vector<int>& first_rank,
+                std::unique_ptr<hier::LeaderTransport>* out) noexcept;
+  // Zero-copy's set-up, collective over node_comm (every rank of the node,
+  // whatever failed before): the node's shared PD and this rank's cache.
+  // leader: the node's leader's local rank; rdma_ok: on the leader, whether
+  // its RDMA transport is up. false (zcopy_why_ says why) if unavailable.
+  bool try_zcopy(MPI_Comm node_comm, const hier::NodeMap& map, int rank, int leader,
+                 bool rdma_ok) noexcept;
+  // After a failed engine call on an RDMA team: agree, then no engine.
+  void contain(shm::Status st) noexcept;
+
+  const EngineSettings settings_;
+  // Declared first, so destroyed last: after the engine and its transport.
+  Containment containment_;
+  std::unique_ptr<hier::HierAlltoall> hier_;
+  // This rank's zero-copy registrations (core/mlx5/zcopy_sender.h); only
+  // with zcopy_on_. Destroyed before the engine, as before the split.
+  std::unique_ptr<hier::SendRegistration> zcopy_;
+  std::uint64_t engine_calls_ = 0;  // alike on every rank
+  bool rdma_ = false;
+  bool zcopy_on_ = false;
+  std::string rdma_why_;
+  std::string zcopy_why_;
+  std::uint32_t rdma_gather_sge_ = 0;  // leader: SGEs per WR its RDMA transport's QPs take
+};
+
+}  // namespace mlxa2a::core::mpi

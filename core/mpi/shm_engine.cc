@@ -1,0 +1,79 @@
+#include "core/mpi/shm_engine.h"
+
+#include <array>
+#include <cstring>
+#include <new>
+
+#include "core/log.h"
+#include "core/mpi/group_bootstrap.h"
+
+namespace mlxa2a::core::mpi {
+
+shm::Status LocalEngine::run(const char* send, char* recv, std::size_t bytes) noexcept {
+  if (bytes != 0) std::memcpy(recv, send, bytes);
+  return shm::Status::ok;
+}
+
+std::unique_ptr<ShmEngine> ShmEngine::create(const EngineRequest& req,
+                                             const EngineSettings& s) noexcept {
+  shm::Status st = shm::Status::create_failed;
+  std::unique_ptr<shm::NodeAlltoall> node;
+  bool reused = false;
+  try {
+    const shm::Options opt = shm_options(s, req.comm, req.oversubscribed);
+    // An idle engine of a freed communicator of the same ranks, if every rank
+    // has it (one allreduce); else a new segment.
+    if (req.from_pool) {
+      node = EnginePool::instance().acquire(req.comm, req.pool_key, opt);
+    }
+    if (node) {
+      st = shm::Status::ok;
+      reused = true;
+    } else {
+      MpiBootstrap boot(req.node_comm, req.local_rank, req.local_size);
+      st = shm::NodeAlltoall::create(boot, opt, node);
+    }
+    if (st == shm::Status::ok) {
+      std::unique_ptr<ShmEngine> e(new ShmEngine(std::move(node), req.pool_key, reused));
+      return e;
+    }
+  } catch (...) {  // allocation only
+  }
+  MLXA2A_LOG_LIMITED(Warn, "shared-memory set-up failed (%s); this communicator uses PMPI",
+                     shm::to_string(st));
+  return nullptr;
+}
+
+// A healthy engine outlives its communicator in the pool (engine_pool.h).
+ShmEngine::~ShmEngine() { EnginePool::instance().give(std::move(node_), std::move(pool_key_)); }
+
+shm::Status ShmEngine::run(const char* send, char* recv, std::size_t bytes,
+                           tuning::Candidate path) noexcept {
+  using tuning::Candidate;
+  switch (path) {
+    case Candidate::line: return node_->run(send, recv, bytes, shm::Path::line);
+    case Candidate::copy: return node_->run(send, recv, bytes, shm::Path::copy);
+    case Candidate::cma: return node_->run(send, recv, bytes, shm::Path::cma);
+    default: return run(send, recv, bytes);
+  }
+}
+
+tuning::Candidate ShmEngine::default_route(std::size_t bytes) const noexcept {
+  switch (node_->path_for(bytes)) {
+    case shm::Path::line: return tuning::Candidate::line;
+    case shm::Path::cma: return tuning::Candidate::cma;
+    default: return tuning::Candidate::copy;
+  }
+}
+
+bool ShmEngine::resync(MPI_Comm comm) noexcept {
+  std::array<std::uint64_t, 2> point = node_->sync_point();
+  if (PMPI_Allreduce(MPI_IN_PLACE, point.data(), 2, MPI_UINT64_T, MPI_MAX, comm) != MPI_SUCCESS) {
+    node_->abandon();
+    return false;
+  }
+  node_->resync(point);
+  return true;
+}
+
+}  // namespace mlxa2a::core::mpi
