@@ -16,9 +16,14 @@ them, so start-up and MPI_Init cancel out.
 zero-copy (threshold 1: the leaders' writes read the ranks' send buffers,
 docs/zerocopy.md) instead, both through the verbs library.
 
+--pipeline compares RDMA leaders with rounds one after the other
+(MLXA2A_NET_PIPELINE=n) and pipelined (=y, docs/hier.md "Pipelined rounds"),
+both through the verbs library; --slot sets MLXA2A_SHM_SLOT_SIZE in both (a
+call runs in rounds of slot / np bytes per peer).
+
 Usage: scripts/compare_leaders.py --build DIR [--np 4] [--layout 2]
            [--rounds 5] [--sizes 1:4096 | 1,64,4096] [--iters 200] [--mpi ompi|mpich]
-           [--zcopy]
+           [--zcopy | --pipeline [--slot 16K]]
 """
 import argparse
 import os
@@ -34,7 +39,10 @@ def run(args, mode, size, iters):
     env = dict(os.environ, LD_PRELOAD=f"{b}/shim/libmlxa2a-{args.mpi}.so",
                MLXA2A_DEBUG_NODE_SIZE=args.layout, MLXA2A_TUNE="0-inf:shm", FAKEVERBS_QUIET="1",
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               MLXA2A_NET_ZCOPY_THRESHOLD="1" if mode == "zcopy" else "0")
+               MLXA2A_NET_ZCOPY_THRESHOLD="1" if mode == "zcopy" else "0",
+               MLXA2A_NET_PIPELINE="n" if mode == "serial" else "y")
+    if args.slot:
+        env["MLXA2A_SHM_SLOT_SIZE"] = args.slot
     if mode == "zcopy":
         env["MLXA2A_TUNE"] = "0-inf:rdma"  # takes zcopy from the threshold up
     env["MLXA2A_NET_VERBS_LIBRARY"] = (f"{b}/tests/fakeverbs/lib/libibverbs.so.1" if mode != "pmpi"
@@ -42,8 +50,10 @@ def run(args, mode, size, iters):
     if args.mpi == "ompi":
         cmd = ["mpirun.openmpi", "--oversubscribe", "--bind-to", "none"]
         for k in ("LD_PRELOAD", "MLXA2A_DEBUG_NODE_SIZE", "MLXA2A_TUNE", "FAKEVERBS_QUIET",
-                  "MLXA2A_NET_VERBS_LIBRARY", "MLXA2A_NET_ZCOPY_THRESHOLD"):
+                  "MLXA2A_NET_VERBS_LIBRARY", "MLXA2A_NET_ZCOPY_THRESHOLD", "MLXA2A_NET_PIPELINE"):
             cmd += ["-x", k]
+        if args.slot:
+            cmd += ["-x", "MLXA2A_SHM_SLOT_SIZE"]
     else:
         cmd = ["mpiexec.mpich"]
     warm = 20
@@ -77,8 +87,11 @@ def main():
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--mpi", default="ompi", choices=["ompi", "mpich"])
     ap.add_argument("--zcopy", action="store_true")
+    ap.add_argument("--pipeline", action="store_true")
+    ap.add_argument("--slot", default="")
     args = ap.parse_args()
-    base, other = ("rdma", "zcopy") if args.zcopy else ("pmpi", "rdma")
+    base, other = (("rdma", "zcopy") if args.zcopy else
+                   ("serial", "pipelined") if args.pipeline else ("pmpi", "rdma"))
     if ":" in args.sizes:
         lo, hi = (int(x) for x in args.sizes.split(":"))
         sizes = []
@@ -88,7 +101,8 @@ def main():
     else:
         sizes = [int(x) for x in args.sizes.split(",")]
     print(f"# {args.mpi} np={args.np} layout={args.layout} rounds={args.rounds} "
-          f"iters={args.iters}; medians; CPU us per rank-call (3N-run minus N-run)")
+          f"iters={args.iters} slot={args.slot or 'default'}; medians; "
+          f"CPU us per rank-call (3N-run minus N-run)")
     print(f"# bytes  {base}(us)  {other}(us)  ratio  {base}-cpu(us)  {other}-cpu(us)  cpu-ratio")
     for size in sizes:
         res = {base: [], other: []}

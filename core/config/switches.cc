@@ -130,6 +130,15 @@ constexpr Spec kSwitches[] = {
                     "until measured on a ConnectX). Suggested: 64K.",
      .verbosity = Verbosity::Tuner,
      .scope = Scope::AllEqual},
+    {.name = "NET_PIPELINE",
+     .type = Type::Bool,
+     .default_text = "y",
+     .description = "Multi-node teams: overlap the rounds of a call larger than one staging "
+                    "round - every rank stages round r+1 while its leaders' round-r exchange "
+                    "is in flight (docs/hier.md, 'Pipelined rounds'). n = one round after the "
+                    "other. A protocol choice, so all-equal.",
+     .verbosity = Verbosity::Tuner,
+     .scope = Scope::AllEqual},
     {.name = "NET_GID_INDEX",
      .type = Type::Int,
      .default_text = "-1",
@@ -320,6 +329,7 @@ Settings settings_from(const Registry& r) {
   s.net_qp_timeout = static_cast<std::uint8_t>(r.get_int("NET_QP_TIMEOUT"));
   s.net_retry_count = static_cast<std::uint8_t>(r.get_int("NET_RETRY_COUNT"));
   s.net_zcopy_threshold = r.get_size("NET_ZCOPY_THRESHOLD");
+  s.net_pipeline = r.get_bool("NET_PIPELINE");
   s.net_verbs_library = r.get_string("NET_VERBS_LIBRARY");
   s.rcache_align = r.get_size("RCACHE_ALIGN");
   s.rcache_max_regions = r.get_int("RCACHE_MAX_REGIONS");

@@ -44,6 +44,8 @@ struct Settings {
   // Zero-copy send side (docs/zerocopy.md): bytes per peer from which the
   // fixed rules take it; 0 = never, and no shared PD is set up.
   std::uint64_t net_zcopy_threshold = 0;
+  // Pipelined rounds of the hierarchical engine (docs/hier.md).
+  bool net_pipeline = true;
   // Registration cache (rcache/), see docs/rcache.md.
   std::uint64_t rcache_align = 16;
   std::int64_t rcache_max_regions = 0;

@@ -148,6 +148,7 @@ shm::Status HierAlltoall::run(const void* send, void* recv, std::size_t bytes,
 
 shm::Status HierAlltoall::run_rounds(const char* send, char* recv, std::size_t bytes,
                                      const GatherSource* mine) noexcept {
+  if (pipeline_) return run_pipelined(send, recv, bytes, mine);
   const std::size_t max = plan_.max_chunk();
   for (std::size_t off = 0; off < bytes; off += max) {
     const std::size_t chunk = bytes - off < max ? bytes - off : max;
@@ -157,22 +158,15 @@ shm::Status HierAlltoall::run_rounds(const char* send, char* recv, std::size_t b
   return shm::Status::ok;
 }
 
-// One round: bytes [off, off + chunk) of every block.
-shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes, std::size_t off,
-                                std::size_t chunk, const GatherSource* mine) noexcept {
-  const Plan& p = plan_;
-  const int nodes = map_.nodes();
-  const std::size_t local = static_cast<std::size_t>(p.local_rank());
-  const std::size_t lsize = static_cast<std::size_t>(p.local_size());
-  stage_->begin();
-  char* in = stage_->in();
-  char* out = stage_->out();
-
-  // Fan-in: my blocks for node m's members go to in-section m, row `local`;
+std::size_t HierAlltoall::fan_in(char* in, const char* send, std::size_t bytes, std::size_t off,
+                                 std::size_t chunk, const GatherSource* mine) noexcept {
+  // My blocks for node m's members go to in-section m, row `local`;
   // zero-copy: only my own node's (the leader gathers the rest from `send`).
+  const Plan& p = plan_;
+  const std::size_t local = static_cast<std::size_t>(p.local_rank());
   const bool gather = mine && !mine->staged;
   std::size_t copied = 0;
-  for (int m = 0; m < nodes; ++m) {
+  for (int m = 0; m < map_.nodes(); ++m) {
     const std::size_t lm = static_cast<std::size_t>(map_.node_size(m));
     if (gather && m != p.node()) {
       count(node_copy_counters().zero_copy, lm * chunk);
@@ -183,22 +177,58 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
     copied += lm * chunk;
   }
   if (mine) trailer(in)[local] = *mine;  // read by the leader after wait_arrived
+  return copied;
+}
+
+void HierAlltoall::build_messages(char* in, char* out, int parity, std::size_t bytes,
+                                  std::size_t off, std::size_t chunk, bool zero_copy) noexcept {
+  const Plan& p = plan_;
+  const std::size_t lsize = static_cast<std::size_t>(p.local_size());
+  messages_.clear();
+  gathers_.clear();
+  for (int m = 0; m < map_.nodes(); ++m) {
+    if (m == p.node() || p.handled_by(m) != p.leader_index()) continue;
+    const std::size_t at = p.section(m, chunk);
+    messages_.push_back(Message{m, p.partner(m), in + at, out + at, p.message_bytes(m, chunk),
+                                p.remote_section(m, chunk), parity});
+    if (zero_copy) {  // reserved for every node in create(): no reallocation, no throw
+      gathers_.push_back(Gather{{trailer(in), lsize}, map_.members(m), bytes, off, chunk});
+      messages_.back().gather = &gathers_.back();
+    }
+  }
+}
+
+std::size_t HierAlltoall::fan_out(const char* in, const char* out, char* recv, std::size_t bytes,
+                                  std::size_t off, std::size_t chunk) noexcept {
+  // From node m's source s, my block is [s][local] of section m — in the
+  // in-area for my own node, in the out-area for the others.
+  const Plan& p = plan_;
+  const std::size_t local = static_cast<std::size_t>(p.local_rank());
+  const std::size_t lsize = static_cast<std::size_t>(p.local_size());
+  std::size_t copied = 0;
+  for (int m = 0; m < map_.nodes(); ++m) {
+    const char* area = m == p.node() ? in : out;
+    move_blocks(map_, m, recv, bytes, off,
+                const_cast<char*>(area) + p.section(m, chunk) + local * chunk, lsize * chunk,
+                chunk, true);
+    copied += static_cast<std::size_t>(map_.node_size(m)) * chunk;
+  }
+  return copied;
+}
+
+// One round: bytes [off, off + chunk) of every block.
+shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes, std::size_t off,
+                                std::size_t chunk, const GatherSource* mine) noexcept {
+  const Plan& p = plan_;
+  stage_->begin();
+  char* in = stage_->in();
+  char* out = stage_->out();
+  std::size_t copied = fan_in(in, send, bytes, off, chunk, mine);
   if (shm::Status st = stage_->arrive(); st != shm::Status::ok) return fail(st);
 
   if (p.leader()) {
     if (shm::Status st = stage_->wait_arrived(all_local_); st != shm::Status::ok) return fail(st);
-    messages_.clear();
-    gathers_.clear();
-    for (int m = 0; m < nodes; ++m) {
-      if (m == p.node() || p.handled_by(m) != p.leader_index()) continue;
-      const std::size_t at = p.section(m, chunk);
-      messages_.push_back(Message{m, p.partner(m), in + at, out + at, p.message_bytes(m, chunk),
-                                  p.remote_section(m, chunk), stage_->parity()});
-      if (mine) {  // reserved for every node in create(): no reallocation, no throw
-        gathers_.push_back(Gather{{trailer(in), lsize}, map_.members(m), bytes, off, chunk});
-        messages_.back().gather = &gathers_.back();
-      }
-    }
+    build_messages(in, out, stage_->parity(), bytes, off, chunk, mine != nullptr);
     if (!messages_.empty()) {
       if (transport_->exchange(messages_) != shm::Status::ok) {
         return fail(shm::Status::transport_failed);
@@ -207,14 +237,83 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
     if (shm::Status st = stage_->release(); st != shm::Status::ok) return fail(st);
   }
   if (shm::Status st = stage_->wait_released(leaders_); st != shm::Status::ok) return fail(st);
+  copied += fan_out(in, out, recv, bytes, off, chunk);
+  count(node_copy_counters().copied, copied);
+  return shm::Status::ok;
+}
 
-  // Fan-out: from node m's source s, my block is [s][local] of section m — in
-  // the in-area for my own node, in the out-area for the others.
-  for (int m = 0; m < nodes; ++m) {
-    char* area = m == p.node() ? in : out;
-    move_blocks(map_, m, recv, bytes, off, area + p.section(m, chunk) + local * chunk,
-                lsize * chunk, chunk, true);
-    copied += static_cast<std::size_t>(map_.node_size(m)) * chunk;
+// Pipelined rounds (docs/hier.md "Pipelined rounds"): every rank fills round
+// i+1's in-area while its leaders' round-i exchange is in flight. Round k
+// (stage sequence) may overwrite the areas of round k-2 only once
+//   * fan-in (in-area, parity k): every local rank finished reading k-2
+//     (wait_finished k-2) - its own-node blocks are read from the in-area,
+//     and the leaders' reads of k-2 completed before they released k-2,
+//     which this rank waited for before finishing k-2 itself;
+//   * post (remote out-areas): every local rank finished reading k-1, so a
+//     partner, which posts k+1 only after our write of k arrived, never
+//     overwrites an out-area of parity k+1 we still read.
+shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_t bytes,
+                                        const GatherSource* mine) noexcept {
+  const Plan& p = plan_;
+  const std::size_t max = p.max_chunk();
+  const std::size_t rounds = (bytes + max - 1) / max;
+  auto chunk_of = [&](std::size_t i) { return std::min(max, bytes - i * max); };
+  auto before = [](std::uint64_t k, std::uint64_t d) { return k > d ? k - d : 0; };
+  std::size_t copied = 0;
+
+  // Fills round i's in-area (sequence k) and arrives.
+  auto fill = [&](std::size_t i, std::uint64_t k) {
+    if (shm::Status st = stage_->wait_finished(all_local_, before(k, 2)); st != shm::Status::ok) {
+      return st;
+    }
+    copied += fan_in(stage_->in_area(static_cast<int>(k & 1)), send, bytes, i * max, chunk_of(i),
+                     mine);
+    return stage_->arrive_at(k);
+  };
+  // Leader: round i's writes, once its fan-in is in and round k-1 was read.
+  bool posted = false;
+  auto post = [&](std::size_t i, std::uint64_t k) {
+    if (shm::Status st = stage_->wait_arrived(all_local_, k); st != shm::Status::ok) return st;
+    if (shm::Status st = stage_->wait_finished(all_local_, before(k, 1)); st != shm::Status::ok) {
+      return st;
+    }
+    const int par = static_cast<int>(k & 1);
+    build_messages(stage_->in_area(par), stage_->out_area(par), par, bytes, i * max, chunk_of(i),
+                   mine != nullptr);
+    posted = !messages_.empty();
+    if (posted && transport_->post(messages_) != shm::Status::ok) {
+      return shm::Status::transport_failed;
+    }
+    return shm::Status::ok;
+  };
+
+  std::uint64_t k = stage_->begin();
+  if (shm::Status st = fill(0, k); st != shm::Status::ok) return fail(st);
+  if (p.leader()) {
+    if (shm::Status st = post(0, k); st != shm::Status::ok) return fail(st);
+  }
+  for (std::size_t i = 0; i < rounds; ++i, ++k) {
+    const bool more = i + 1 < rounds;
+    if (more) {
+      const std::uint64_t next = stage_->begin();  // == k + 1
+      if (shm::Status st = fill(i + 1, next); st != shm::Status::ok) return fail(st);
+    }
+    if (p.leader()) {
+      if (posted && transport_->complete() != shm::Status::ok) {
+        return fail(shm::Status::transport_failed);
+      }
+      if (shm::Status st = stage_->release_at(k); st != shm::Status::ok) return fail(st);
+    }
+    if (shm::Status st = stage_->wait_released(leaders_, k); st != shm::Status::ok) {
+      return fail(st);
+    }
+    const int par = static_cast<int>(k & 1);
+    copied += fan_out(stage_->in_area(par), stage_->out_area(par), recv, bytes, i * max,
+                      chunk_of(i));
+    if (shm::Status st = stage_->finish_at(k); st != shm::Status::ok) return fail(st);
+    if (more && p.leader()) {
+      if (shm::Status st = post(i + 1, k + 1); st != shm::Status::ok) return fail(st);
+    }
   }
   count(node_copy_counters().copied, copied);
   return shm::Status::ok;

@@ -13,7 +13,9 @@
 //   times with the same bytes_per_peer. send and recv hold size() blocks of
 //   bytes_per_peer bytes in team rank order and must not overlap. Calls that
 //   exceed one staging round are split into rounds of Plan::max_chunk() bytes
-//   per peer; all ranks compute the same rounds.
+//   per peer; all ranks compute the same rounds. Pipelined (set_pipeline),
+//   a rank fills round r+1's staging area while its leaders' round-r
+//   exchange is in flight (docs/hier.md "Pipelined rounds").
 // * Errors: as NodeAlltoall. A transport failure sets the node's failure flag
 //   so the node's other ranks return Status::peer_failed rather than wait;
 //   leaders of other nodes are left to the transport's own error handling
@@ -63,6 +65,11 @@ class HierAlltoall {
   // As NodeAlltoall::abandon(): for a rank that cannot take part in a run()
   // its node's peers have entered.
   void abandon() noexcept;
+  // Pipelined rounds (MLXA2A_NET_PIPELINE) or one round after the other (the
+  // default). A protocol choice: every rank of the team must set the same,
+  // before its first run().
+  void set_pipeline(bool on) noexcept { pipeline_ = on; }
+  bool pipelined() const noexcept { return pipeline_; }
 
   const Plan& plan() const noexcept { return plan_; }
   // The transport's name ("pmpi", "rdma"), or nullptr on a rank that does not lead.
@@ -78,6 +85,17 @@ class HierAlltoall {
                     std::size_t chunk, const GatherSource* mine) noexcept;
   shm::Status run_rounds(const char* send, char* recv, std::size_t bytes,
                          const GatherSource* mine) noexcept;
+  shm::Status run_pipelined(const char* send, char* recv, std::size_t bytes,
+                            const GatherSource* mine) noexcept;
+  // The steps of a round over the areas `in`/`out` of its parity; the copies
+  // return the bytes they copied.
+  std::size_t fan_in(char* in, const char* send, std::size_t bytes, std::size_t off,
+                     std::size_t chunk, const GatherSource* mine) noexcept;
+  // Leader: messages_ (and gathers_ when zero_copy) for the round.
+  void build_messages(char* in, char* out, int parity, std::size_t bytes, std::size_t off,
+                      std::size_t chunk, bool zero_copy) noexcept;
+  std::size_t fan_out(const char* in, const char* out, char* recv, std::size_t bytes,
+                      std::size_t off, std::size_t chunk) noexcept;
   // The in-area's trailer: one GatherSource per local rank, after the sections.
   GatherSource* trailer(char* in) const noexcept {
     return reinterpret_cast<GatherSource*>(in + plan_.area_bytes());
@@ -93,6 +111,7 @@ class HierAlltoall {
   std::vector<Message> messages_;
   std::vector<Gather> gathers_;  // zero-copy rounds: messages_[i].gather = &gathers_[i]
   bool broken_ = false;
+  bool pipeline_ = false;
 };
 
 }  // namespace mlxa2a::hier

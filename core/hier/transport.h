@@ -77,6 +77,17 @@ class LeaderTransport {
  public:
   virtual ~LeaderTransport() = default;
   [[nodiscard]] virtual Status exchange(std::span<const Message> messages) noexcept = 0;
+  // The exchange in two halves, for pipelined rounds (docs/hier.md
+  // "Pipelined rounds"): post() starts it and may return while the bytes
+  // still travel (the messages' send bytes must then stay unchanged and the
+  // recv bytes unread until complete()); complete() waits for what the last
+  // post() started. post() + complete() is exchange(). At most one exchange
+  // is posted at a time; messages need not outlive post(). A transport that
+  // cannot split does it all in post() (the default).
+  [[nodiscard]] virtual Status post(std::span<const Message> messages) noexcept {
+    return exchange(messages);
+  }
+  [[nodiscard]] virtual Status complete() noexcept { return Status::ok; }
   // "pmpi" or "rdma", for traces. Static text.
   virtual const char* name() const noexcept = 0;
   // Whether exchange() takes Messages with a Gather (zero-copy).

@@ -68,6 +68,7 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
       t.reset(new RdmaLeaderTransport(pool, areas, opt));
       t->first_rank_.assign(first_rank.begin(), first_rank.end());
       t->peers_.resize(static_cast<std::size_t>(size));
+      t->pending_.reserve(t->peers_.size());  // post() never allocates
       std::lock_guard<std::mutex> lock(pool->mutex());
       const std::shared_ptr<Device>& dev = pool->device();
       bool ok = areas.bytes > 0;
@@ -294,7 +295,13 @@ Status RdmaLeaderTransport::post_gather(const Peer& peer, const hier::Message& m
 }
 
 Status RdmaLeaderTransport::exchange(std::span<const hier::Message> messages) noexcept {
+  if (const Status st = post(messages); st != Status::ok) return st;
+  return complete();
+}
+
+Status RdmaLeaderTransport::post(std::span<const hier::Message> messages) noexcept {
   if (broken_) return Status::net_failed;
+  pending_.clear();
   if (messages.empty()) return Status::ok;
   const int par = messages[0].parity & 1;
   std::unique_lock<std::mutex> lock(pool_->mutex());
@@ -304,7 +311,9 @@ Status RdmaLeaderTransport::exchange(std::span<const hier::Message> messages) no
     }
     const std::size_t r = static_cast<std::size_t>(first_rank_[static_cast<std::size_t>(m.node)] +
                                                    m.leader);
-    if (r >= peers_.size() || !peers_[r].ep || (m.parity & 1) != par) {
+    // pending_ holds at most one entry per peer (reserved at creation).
+    if (r >= peers_.size() || !peers_[r].ep || (m.parity & 1) != par ||
+        pending_.size() == pending_.capacity()) {
       return fail(Status::invalid_argument);
     }
     if (const Status st = m.gather ? post_gather(peers_[r], m) : post(peers_[r], m);
@@ -312,23 +321,32 @@ Status RdmaLeaderTransport::exchange(std::span<const hier::Message> messages) no
       MLXA2A_LOG(Warn, "RDMA: posting a write to node %d failed", m.node);
       return fail(st);
     }
+    pending_.push_back(&peers_[r]);
   }
   expect_arrived_[par] += messages.size();
   expect_sent_ += messages.size();
+  pending_parity_ = par;
+  return Status::ok;
+}
+
+Status RdmaLeaderTransport::complete() noexcept {
+  if (broken_) return Status::net_failed;
+  if (pending_.empty()) return Status::ok;
+  const int par = pending_parity_;
   // Arrivals for the other parity may come in meanwhile (a partner one round
   // ahead); they are counted in their own counter (docs/hier.md).
+  std::unique_lock<std::mutex> lock(pool_->mutex());
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   const unsigned spins = opt_.oversubscribed ? 4 : 2000;
   for (unsigned i = 0;; ++i) {
     if (pool_->poll() != Status::ok || slot_.failed) return fail(Status::net_failed);
     if (slot_.arrived[par] >= expect_arrived_[par] && slot_.sent >= expect_sent_) {
+      pending_.clear();
       return Status::ok;
     }
-    for (const hier::Message& m : messages) {
-      const Peer& p = peers_[static_cast<std::size_t>(
-          first_rank_[static_cast<std::size_t>(m.node)] + m.leader)];
-      if (p.ep->failed) return fail(Status::net_failed);
+    for (const Peer* p : pending_) {
+      if (p->ep->failed) return fail(Status::net_failed);
     }
     if (i < spins) {
       cpu_relax();

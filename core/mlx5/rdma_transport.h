@@ -49,6 +49,10 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   RdmaLeaderTransport& operator=(const RdmaLeaderTransport&) = delete;
 
   Status exchange(std::span<const hier::Message> messages) noexcept override;
+  // Split (pipelined rounds): post() posts every write and returns; complete()
+  // polls until this post's arrivals and write completions are in.
+  Status post(std::span<const hier::Message> messages) noexcept override;
+  Status complete() noexcept override;
   const char* name() const noexcept override { return "rdma"; }
   // Zero-copy messages (hier::Gather): SGE lists over the ranks' buffers,
   // split into at most kMaxGatherWrs WRs of gather_sge() SGEs each.
@@ -89,6 +93,8 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   std::vector<ibv_sge> one_;
   std::vector<WrSpan> spans_;
   std::vector<ibv_send_wr> wrs_;
+  std::vector<const Peer*> pending_;  // the last post()'s partners (capacity: peers_.size())
+  int pending_parity_ = 0;
   std::uint64_t expect_arrived_[2] = {0, 0};
   std::uint64_t expect_sent_ = 0;
   int qps_created_ = 0;

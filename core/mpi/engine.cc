@@ -23,6 +23,7 @@ EngineSettings EngineSettings::from(const config::Settings& s) {
   e.net_retry_count = s.net_retry_count;
   e.net_verbs_library = s.net_verbs_library;
   e.zcopy_threshold = s.net_zcopy_threshold;
+  e.pipeline = s.net_pipeline;
   // The error is set only if the switch table and rcache disagree, which a
   // unit test rules out; the defaults then stand.
   std::string error;

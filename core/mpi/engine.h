@@ -63,6 +63,7 @@ struct EngineSettings {
   std::uint8_t net_retry_count = 0;
   std::string net_verbs_library;
   std::uint64_t zcopy_threshold = 0;  // MLXA2A_NET_ZCOPY_THRESHOLD; 0: no zero-copy
+  bool pipeline = false;              // MLXA2A_NET_PIPELINE (all-equal)
   rcache::Options rcache;             // zero-copy's registration cache
 
   static EngineSettings from(const config::Settings& s);

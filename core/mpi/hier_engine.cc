@@ -200,6 +200,8 @@ bool HierEngine::setup(const EngineRequest& req) noexcept {
       if (st != shm::Status::ok) {
         MLXA2A_LOG_LIMITED(Warn, "hierarchical engine set-up failed (%s)", shm::to_string(st));
         failed = 1;
+      } else {
+        hier_->set_pipeline(settings_.pipeline);  // all-equal: alike on every rank
       }
     }
   } catch (...) {  // allocation only

@@ -8,9 +8,10 @@ namespace {
 
 enum Param { kInBytes = 0, kOutBytes = 1 };
 
-// User area: arrived[n] | released[n] | (page) in[2] | out[2]
+// User area: arrived[n] | released[n] | finished[n] | (page) in[2] | out[2]
 struct StageGeometry {
   std::size_t released_offset;
+  std::size_t finished_offset;
   std::size_t in_offset;
   std::size_t in_stride;
   std::size_t out_offset;
@@ -23,7 +24,7 @@ struct StageGeometry {
 StageGeometry stage_geometry(int n, const SegmentParams& p) {
   using layout::Size;
   const Size flags = Size(static_cast<std::size_t>(n)) * layout::kLine;
-  const Size in_offset = (Size(2) * flags).round_up(4096);
+  const Size in_offset = (Size(3) * flags).round_up(4096);
   const Size in_stride = Size(p[kInBytes]).round_up(4096);
   const Size out_offset = in_offset + Size(2) * in_stride;
   const Size out_stride = Size(p[kOutBytes]).round_up(4096);
@@ -31,6 +32,7 @@ StageGeometry stage_geometry(int n, const SegmentParams& p) {
   StageGeometry g{};
   if (!total.ok() || p[kInBytes] == 0 || p[kOutBytes] == 0) return g;
   g.released_offset = flags.value();
+  g.finished_offset = 2 * flags.value();
   g.in_offset = in_offset.value();
   g.in_stride = in_stride.value();
   g.out_offset = out_offset.value();
@@ -66,6 +68,8 @@ Status NodeStage::create(Bootstrap& boot, const Options& opt, std::size_t in_byt
       self->arrived_.push_back(reinterpret_cast<std::atomic<std::uint64_t>*>(user + line));
       self->released_.push_back(
           reinterpret_cast<std::atomic<std::uint64_t>*>(user + g.released_offset + line));
+      self->finished_.push_back(
+          reinterpret_cast<std::atomic<std::uint64_t>*>(user + g.finished_offset + line));
     }
     self->waiter_ = Waiter(opt, self->seg_.failed_flag());
     out = std::move(self);
@@ -81,33 +85,35 @@ Status NodeStage::fail(Status st) noexcept {
   return st;
 }
 
-Status NodeStage::arrive() noexcept {
+Status NodeStage::signal(Signal which, std::uint64_t seq) noexcept {
   if (broken_) return Status::broken;
-  arrived_[static_cast<std::size_t>(local_rank())]->store(seq_, std::memory_order_release);
+  flags(which)[static_cast<std::size_t>(local_rank())]->store(seq, std::memory_order_release);
   return Status::ok;
 }
 
-Status NodeStage::release() noexcept {
+Status NodeStage::arrive_at(std::uint64_t seq) noexcept { return signal(Signal::arrived, seq); }
+Status NodeStage::release_at(std::uint64_t seq) noexcept { return signal(Signal::released, seq); }
+Status NodeStage::finish_at(std::uint64_t seq) noexcept { return signal(Signal::finished, seq); }
+
+Status NodeStage::wait_arrived(std::span<const int> ranks, std::uint64_t seq) noexcept {
+  return wait_all(ranks, Signal::arrived, seq);
+}
+
+Status NodeStage::wait_released(std::span<const int> leaders, std::uint64_t seq) noexcept {
+  return wait_all(leaders, Signal::released, seq);
+}
+
+Status NodeStage::wait_finished(std::span<const int> ranks, std::uint64_t seq) noexcept {
+  return wait_all(ranks, Signal::finished, seq);
+}
+
+Status NodeStage::wait_all(std::span<const int> ranks, Signal which, std::uint64_t seq) noexcept {
   if (broken_) return Status::broken;
-  released_[static_cast<std::size_t>(local_rank())]->store(seq_, std::memory_order_release);
-  return Status::ok;
-}
-
-Status NodeStage::wait_arrived(std::span<const int> ranks) noexcept {
-  return wait_all(ranks, true);
-}
-
-Status NodeStage::wait_released(std::span<const int> leaders) noexcept {
-  return wait_all(leaders, false);
-}
-
-Status NodeStage::wait_all(std::span<const int> ranks, bool arrivals) noexcept {
-  if (broken_) return Status::broken;
+  if (seq == 0) return Status::ok;  // names no call
   for (const int r : ranks) {
     if (r < 0 || r >= local_size()) return fail(Status::invalid_argument);
-    const auto& flag = arrivals ? *arrived_[static_cast<std::size_t>(r)]
-                                : *released_[static_cast<std::size_t>(r)];
-    const Status st = waiter_.wait_geq(flag, seq_, seg_.watch_pid(r));
+    const Status st =
+        waiter_.wait_geq(*flags(which)[static_cast<std::size_t>(r)], seq, seg_.watch_pid(r));
     if (st != Status::ok) return fail(st);
   }
   return Status::ok;

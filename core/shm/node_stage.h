@@ -21,6 +21,15 @@
 // call c-1, which the writer acquired before writing in call c (docs/shm.md).
 // A leader that is also a rank of its own group does both roles.
 //
+// Pipelined calls (two calls in flight, docs/hier.md "Pipelined rounds"):
+// the *_at forms name the call by its sequence number (begin() returns it),
+// so a rank may fill call c+1's in-area while call c is still being
+// exchanged. The reuse rule above then no longer holds by itself; the caller
+// signals finish_at(c) once it has read call c's areas, and waits with
+// wait_finished(ranks, c) for every reader of the areas it is about to
+// overwrite (see docs/hier.md for the full rule). Sequence 0 names no call:
+// waiting for it returns at once.
+//
 // Errors: as NodeAlltoall (peer_dead, peer_failed, timeout, aborted); after an
 // error the stage is broken. Not thread-safe. Creation collective; destruction
 // local.
@@ -49,7 +58,9 @@ class NodeStage {
   NodeStage(const NodeStage&) = delete;
   NodeStage& operator=(const NodeStage&) = delete;
 
-  void begin() noexcept { ++seq_; }
+  // Starts the next call; returns its sequence number (1, 2, ...).
+  std::uint64_t begin() noexcept { return ++seq_; }
+  std::uint64_t seq() const noexcept { return seq_; }
   char* in() const noexcept { return in_[seq_ & 1]; }
   char* out() const noexcept { return out_[seq_ & 1]; }
   std::size_t in_bytes() const noexcept { return in_bytes_; }
@@ -61,10 +72,22 @@ class NodeStage {
   char* in_area(int parity) const noexcept { return in_[parity & 1]; }
   char* out_area(int parity) const noexcept { return out_[parity & 1]; }
 
-  [[nodiscard]] Status arrive() noexcept;
-  [[nodiscard]] Status wait_arrived(std::span<const int> ranks) noexcept;
-  [[nodiscard]] Status release() noexcept;
-  [[nodiscard]] Status wait_released(std::span<const int> leaders) noexcept;
+  // The signals of the latest begin()'s call.
+  [[nodiscard]] Status arrive() noexcept { return arrive_at(seq_); }
+  [[nodiscard]] Status wait_arrived(std::span<const int> ranks) noexcept {
+    return wait_arrived(ranks, seq_);
+  }
+  [[nodiscard]] Status release() noexcept { return release_at(seq_); }
+  [[nodiscard]] Status wait_released(std::span<const int> leaders) noexcept {
+    return wait_released(leaders, seq_);
+  }
+  // The same for call `seq` (pipelined calls), plus the finished signal.
+  [[nodiscard]] Status arrive_at(std::uint64_t seq) noexcept;
+  [[nodiscard]] Status wait_arrived(std::span<const int> ranks, std::uint64_t seq) noexcept;
+  [[nodiscard]] Status release_at(std::uint64_t seq) noexcept;
+  [[nodiscard]] Status wait_released(std::span<const int> leaders, std::uint64_t seq) noexcept;
+  [[nodiscard]] Status finish_at(std::uint64_t seq) noexcept;
+  [[nodiscard]] Status wait_finished(std::span<const int> ranks, std::uint64_t seq) noexcept;
   // For a rank that cannot go on with a call its peers have entered: marks
   // the stage broken and sets the node's failure flag, so their waits end
   // with Status::peer_failed. Local, never blocks.
@@ -75,7 +98,14 @@ class NodeStage {
 
  private:
   explicit NodeStage(const Options& opt) : waiter_(opt, nullptr) {}
-  Status wait_all(std::span<const int> ranks, bool arrivals) noexcept;
+  enum class Signal { arrived, released, finished };
+  Status signal(Signal which, std::uint64_t seq) noexcept;
+  Status wait_all(std::span<const int> ranks, Signal which, std::uint64_t seq) noexcept;
+  std::vector<std::atomic<std::uint64_t>*>& flags(Signal which) noexcept {
+    return which == Signal::arrived    ? arrived_
+           : which == Signal::released ? released_
+                                       : finished_;
+  }
   Status fail(Status st) noexcept;
 
   NodeSegment seg_;
@@ -87,6 +117,7 @@ class NodeStage {
   char* out_[2] = {nullptr, nullptr};
   std::vector<std::atomic<std::uint64_t>*> arrived_;   // per rank
   std::vector<std::atomic<std::uint64_t>*> released_;  // per rank (leaders use theirs)
+  std::vector<std::atomic<std::uint64_t>*> finished_;  // per rank (pipelined calls)
   Waiter waiter_;
 };
 

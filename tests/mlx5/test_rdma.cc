@@ -42,7 +42,14 @@ struct Script {
   const char* library = nullptr;  // verbs library to load on fault_node's leaders
   int iterations = 14;
   bool second_team = false;       // build a second transport: its QPs must be reused
+  bool pipeline = false;          // HierAlltoall::set_pipeline on every rank
+  // Sizes per iteration, cycled; empty: kSizes. Back to back, each call with
+  // new buffers.
+  std::vector<std::size_t> sizes = {};
 };
+
+// One round and up to a dozen (kStagePerRank / n per peer and round).
+const std::vector<std::size_t> kSizes = {0, 1, 3, 64, 100, 1000, 5000};
 
 int run_rank(ForkBootstrap& boot, int rank, const Case& c, const Script& s,
              const test::ForkGroupWiring& wiring) {
@@ -69,9 +76,10 @@ int run_rank(ForkBootstrap& boot, int rank, const Case& c, const Script& s,
     handled += plan.leader() && m != plan.node() && plan.handled_by(m) == plan.leader_index();
   }
   if (plan.leader()) FT_CHECK(qps == handled);  // one QP per partner process, no more
-  const std::size_t sizes[] = {0, 1, 3, 64, 100, 1000, 5000};
+  engine->set_pipeline(s.pipeline);
+  const std::vector<std::size_t>& sizes = s.sizes.empty() ? kSizes : s.sizes;
   for (int it = 0; it < s.iterations; ++it) {
-    const std::size_t bytes = sizes[static_cast<std::size_t>(it) % std::size(sizes)];
+    const std::size_t bytes = sizes[static_cast<std::size_t>(it) % sizes.size()];
     std::vector<unsigned char> send(n * bytes), recv(n * bytes, 0);
     shm::test::fill_send(send, rank, n, it, bytes);
     const std::uint64_t before = EndpointPool::stats().writes_posted;
@@ -97,6 +105,7 @@ int run_rank(ForkBootstrap& boot, int rank, const Case& c, const Script& s,
         rc != 0) {
       return rc;
     }
+    again->set_pipeline(s.pipeline);
     FT_CHECK(created == 0);
     FT_CHECK(EndpointPool::stats().qps_live == live);
     std::vector<unsigned char> send(n * 77), recv(n * 77, 0);
@@ -133,6 +142,20 @@ class RdmaHier : public ::testing::TestWithParam<Case> {};
 
 TEST_P(RdmaHier, MatchesAlltoallAndWritesOncePerNodePair) {
   run_case(GetParam(), Script{.second_team = true}, 0);
+}
+
+// Pipelined rounds (docs/hier.md "Pipelined rounds"): every rank stages
+// round r+1 while its leader's round-r writes are in flight. Sizes change
+// back to back between one round and many, so a partner one round ahead
+// writes into the other parity's out-area while this node still reads its
+// last round: any early reuse of an area shows up as wrong bytes.
+TEST_P(RdmaHier, PipelinedRoundsMatchAlltoall) {
+  run_case(GetParam(),
+           Script{.iterations = 16,
+                  .second_team = true,
+                  .pipeline = true,
+                  .sizes = {5000, 1, 20000, 640, 641, 0, 12345, 64}},
+           0);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -176,6 +199,34 @@ TEST(RdmaDelay, SlowWritesStillDeliverEverything) {
   const auto res = shm::test::run_forked_nodes(c.node_of, [&](ForkBootstrap& boot, int rank) {
     if (rank != 0) setenv("FAKEVERBS_FAULT", "delay_us=3000", 1);
     return run_rank(boot, rank, c, Script{.iterations = 7}, wiring);
+  });
+  EXPECT_FALSE(res.hung);
+  for (int code : res.exit_codes) EXPECT_EQ(code, 0);
+}
+
+// Pipelined: every fault mode still ends the call on every rank (the
+// transport's post and complete fail apart).
+TEST_P(RdmaFaults, EndAPipelinedCallOnEveryRankInBoundedTime) {
+  const Case c{"three_nodes", {0, 0, 1, 1, 2}};
+  run_case(c,
+           Script{.fault = GetParam().rule, .fault_node = 1, .pipeline = true,
+                  .sizes = {5000, 3, 20000}},
+           42, 20);
+}
+
+// Pipelined under fakeverbs' delay and a wide jitter (writes executed up to
+// 300 us after their post, placed in shuffled order): a node that falls
+// behind is never overwritten by one that runs ahead.
+TEST(RdmaDelay, PipelinedRoundsUnderDelayAndJitter) {
+  const Case c{"irregular_jitter", {0, 0, 0, 1, 2, 2}};
+  test::ForkGroupWiring wiring(3);
+  ASSERT_TRUE(wiring.ok());
+  const auto res = shm::test::run_forked_nodes(c.node_of, [&](ForkBootstrap& boot, int rank) {
+    setenv("FAKEVERBS_JITTER_US", "300", 1);
+    if (rank == 3) setenv("FAKEVERBS_FAULT", "delay_us=2000", 1);
+    return run_rank(boot, rank, c, Script{.iterations = 10, .pipeline = true,
+                                          .sizes = {20000, 700, 5000, 1}},
+                    wiring);
   });
   EXPECT_FALSE(res.hung);
   for (int code : res.exit_codes) EXPECT_EQ(code, 0);

@@ -146,7 +146,7 @@ struct Case {
 constexpr std::size_t kStagePerRank = 4096;  // small: large sizes need rounds
 
 int run_rank(ForkBootstrap& boot, int rank, const Case& c, Mailboxes& boxes, int fail_node,
-             std::uint64_t fail_at, int iterations) {
+             std::uint64_t fail_at, int iterations, bool pipeline = false) {
   const std::vector<int>& node_of = c.node_of;
   const int n = static_cast<int>(node_of.size());
   const NodeMap map(node_of, c.leads);
@@ -169,6 +169,8 @@ int run_rank(ForkBootstrap& boot, int rank, const Case& c, Mailboxes& boxes, int
                                        std::move(transport), engine),
                   Status::ok);
   FT_CHECK(engine->plan().local_rank() == boot.local_rank());
+  engine->set_pipeline(pipeline);
+  // Back to back with changing sizes: one round, then up to a dozen.
   const std::size_t sizes[] = {1, 3, 8, 64, 100, 1000, 5000};
   for (int it = 0; it < iterations; ++it) {
     const std::size_t bytes = sizes[static_cast<std::size_t>(it) % std::size(sizes)];
@@ -202,6 +204,24 @@ TEST_P(HierTest, MatchesAlltoallAcrossLayoutsSizesAndRounds) {
   for (int code : res.exit_codes) EXPECT_EQ(code, 0);
 }
 
+// The same with pipelined rounds (docs/hier.md "Pipelined rounds"): every rank
+// stages round r+1 while round r is exchanged, so a rank that overwrote an
+// in-area section a slower peer still reads (its own-node blocks) would
+// corrupt that peer's result.
+TEST_P(HierTest, PipelinedRoundsMatchAlltoall) {
+  const Case& c = GetParam();
+  const NodeMap map(c.node_of);
+  Mailboxes boxes(map.nodes(), 1 << 20);
+  ASSERT_TRUE(boxes.ok());
+  std::vector<int> numbered(c.node_of.size());
+  for (std::size_t r = 0; r < numbered.size(); ++r) numbered[r] = map.node_of(static_cast<int>(r));
+  const auto res = shm::test::run_forked_nodes(numbered, [&](ForkBootstrap& boot, int rank) {
+    return run_rank(boot, rank, c, boxes, -1, 0, 28, true);
+  });
+  EXPECT_FALSE(res.hung);
+  for (int code : res.exit_codes) EXPECT_EQ(code, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Layouts, HierTest,
     ::testing::Values(Case{"blocks_of_2", {0, 0, 1, 1}, {}},
@@ -222,6 +242,19 @@ TEST(HierFaults, TransportFailureEndsTheCallEverywhere) {
   ASSERT_TRUE(boxes.ok());
   const auto res = shm::test::run_forked_nodes(c.node_of, [&](ForkBootstrap& boot, int rank) {
     return run_rank(boot, rank, c, boxes, 1, 5, 28);
+  });
+  EXPECT_FALSE(res.hung);
+  for (int code : res.exit_codes) EXPECT_EQ(code, 42);
+}
+
+// Pipelined: a failure in a later round of a multi-round call (exchange 9
+// is the 5000-byte call's second round) still ends the call everywhere.
+TEST(HierFaults, TransportFailureEndsAPipelinedCallEverywhere) {
+  const Case c{"fault", {0, 0, 1, 1, 1}, {}};
+  Mailboxes boxes(2, 1 << 20);
+  ASSERT_TRUE(boxes.ok());
+  const auto res = shm::test::run_forked_nodes(c.node_of, [&](ForkBootstrap& boot, int rank) {
+    return run_rank(boot, rank, c, boxes, 1, 9, 28, true);
   });
   EXPECT_FALSE(res.hung);
   for (int code : res.exit_codes) EXPECT_EQ(code, 42);

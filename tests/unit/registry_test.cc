@@ -88,6 +88,19 @@ TEST(Registry, ZeroCopyThresholdRejectsBadSizes) {
   EXPECT_EQ(settings_from(r).net_zcopy_threshold, 1u);
 }
 
+TEST(Registry, NetPipelineRejectsBadValues) {
+  for (const char* bad : {"2", "maybe", "-1", "on-ish"}) {
+    Registry r(all_switches());
+    r.load({{"MLXA2A_NET_PIPELINE", bad}});
+    EXPECT_TRUE(has_warning(r, "MLXA2A_NET_PIPELINE=")) << bad;
+    EXPECT_EQ(settings_from(r).net_pipeline, true) << bad;  // the default stands
+  }
+  Registry r(all_switches());
+  r.load({{"MLXA2A_NET_PIPELINE", "n"}});
+  EXPECT_TRUE(r.warnings().empty());
+  EXPECT_FALSE(settings_from(r).net_pipeline);
+}
+
 TEST(Registry, UnknownNamesAreWarnedWithASuggestion) {
   Registry r(all_switches());
   r.load({{"MLXA2A_COLL_TRACES", "info"}, {"MLXA2A_WHATEVER", "1"}});
