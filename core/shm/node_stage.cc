@@ -87,7 +87,9 @@ Status NodeStage::fail(Status st) noexcept {
 
 Status NodeStage::signal(Signal which, std::uint64_t seq) noexcept {
   if (broken_) return Status::broken;
-  flags(which)[static_cast<std::size_t>(local_rank())]->store(seq, std::memory_order_release);
+  auto& flag = *flags(which)[static_cast<std::size_t>(local_rank())];
+  flag.store(seq, std::memory_order_release);
+  (void)waiter_.wake(flag);  // a sleeping waiter (oversubscribed) sees it now
   return Status::ok;
 }
 
@@ -112,8 +114,9 @@ Status NodeStage::wait_all(std::span<const int> ranks, Signal which, std::uint64
   if (seq == 0) return Status::ok;  // names no call
   for (const int r : ranks) {
     if (r < 0 || r >= local_size()) return fail(Status::invalid_argument);
-    const Status st =
-        waiter_.wait_geq(*flags(which)[static_cast<std::size_t>(r)], seq, seg_.watch_pid(r));
+    // Every store to these flags is woken (signal()): the wait may sleep.
+    const Status st = waiter_.wait_geq_sleeping(*flags(which)[static_cast<std::size_t>(r)], seq,
+                                                seg_.watch_pid(r));
     if (st != Status::ok) return fail(st);
   }
   return Status::ok;

@@ -30,6 +30,10 @@
 // overwrite (see docs/hier.md for the full rule). Sequence 0 names no call:
 // waiting for it returns at once.
 //
+// Waiting: when ranks outnumber cores, a rank whose wait lasts (a leader's
+// network exchange) sleeps on the flag instead of yielding, and every signal (arrive, release,
+// finish) wakes the flag's sleepers (one futex system call each; wait.h).
+//
 // Errors: as NodeAlltoall (peer_dead, peer_failed, timeout, aborted); after an
 // error the stage is broken. Not thread-safe. Creation collective; destruction
 // local.

@@ -23,7 +23,8 @@ struct Options {
 
   // [layout] True when local ranks outnumber the cores they may run on. Waits
   // then spin at most a handful of iterations before yielding (the peer we
-  // wait for needs our core), and CMA uses cma_threshold_oversubscribed.
+  // wait for needs our core), NodeStage's waits sleep after a few yields
+  // (wait.h), and CMA uses cma_threshold_oversubscribed.
   // Suggested: computed by the caller from the affinity masks (default false).
   bool oversubscribed = false;
 

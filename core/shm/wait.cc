@@ -1,8 +1,14 @@
 #include "core/shm/wait.h"
 
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <bit>
 #include <chrono>
+#include <climits>
+#include <ctime>
 
 #include "core/shm/segment.h"
 
@@ -12,32 +18,65 @@ namespace {
 // An oversubscribed rank spins only this much: the peer it waits for is most
 // likely queued behind it on the same core.
 constexpr std::uint32_t kOversubscribedSpin = 16;
+// Yields before a sleeping wait sleeps: a writer that is running (or about
+// to) gets a few turns of the core first; a longer wait (the network) sleeps.
+constexpr std::uint32_t kYieldsBeforeSleep = 8;
+
+// The futex word of a 64-bit flag: its low 32 bits, where they lie. The
+// flags only grow, so a changed low half is a changed flag.
+std::uint32_t* futex_word(const std::atomic<std::uint64_t>& flag) noexcept {
+  static_assert(sizeof(std::atomic<std::uint64_t>) == 8 &&
+                std::atomic<std::uint64_t>::is_always_lock_free);
+  char* p = reinterpret_cast<char*>(const_cast<std::atomic<std::uint64_t>*>(&flag));
+  return reinterpret_cast<std::uint32_t*>(p + (std::endian::native == std::endian::big ? 4 : 0));
+}
+
+// Not FUTEX_PRIVATE_FLAG: the flags live in memory shared between processes.
+void futex_sleep(const std::atomic<std::uint64_t>& flag, std::uint64_t seen) noexcept {
+  const timespec ms{0, 1000000};
+  // EAGAIN (the flag moved), EINTR and ETIMEDOUT all mean: look again.
+  (void)::syscall(SYS_futex, futex_word(flag), FUTEX_WAIT, static_cast<std::uint32_t>(seen), &ms,
+                  nullptr, 0);
+}
 }  // namespace
 
 Waiter::Waiter(const Options& opt, const std::atomic<std::uint32_t>* failed)
     : spin_(opt.oversubscribed && opt.spin_iterations > kOversubscribedSpin
                 ? kOversubscribedSpin
                 : opt.spin_iterations),
+      sleep_(opt.oversubscribed),
       timeout_ms_(opt.timeout_ms),
       abort_(opt.abort_requested),
       failed_(failed) {}
 
+int Waiter::wake(const std::atomic<std::uint64_t>& flag) const noexcept {
+  if (!sleep_) return 0;
+  const long woken =
+      ::syscall(SYS_futex, futex_word(flag), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  return woken > 0 ? static_cast<int>(woken) : 0;
+}
+
 Status Waiter::wait_slow(const std::atomic<std::uint64_t>& flag, std::uint64_t target, int pid,
-                         const CallProbe* probe) const noexcept {
+                         const CallProbe* probe, bool sleep) const noexcept {
   struct Ctx {
     const std::atomic<std::uint64_t>* flag;
     std::uint64_t target;
   } ctx{&flag, target};
-  return wait_until(
+  return wait_impl(
       [](const void* c) noexcept {
         const Ctx& x = *static_cast<const Ctx*>(c);
         return x.flag->load(std::memory_order_acquire) >= x.target;
       },
-      &ctx, pid, probe);
+      &ctx, pid, probe, sleep ? &flag : nullptr);
 }
 
 Status Waiter::wait_until(Ready ready, const void* ctx, int pid,
                           const CallProbe* probe) const noexcept {
+  return wait_impl(ready, ctx, pid, probe, nullptr);
+}
+
+Status Waiter::wait_impl(Ready ready, const void* ctx, int pid, const CallProbe* probe,
+                         const std::atomic<std::uint64_t>* sleep_on) const noexcept {
   for (std::uint32_t i = 0; i < spin_; ++i) {
     cpu_relax();
     if (ready(ctx)) return Status::ok;
@@ -45,8 +84,16 @@ Status Waiter::wait_until(Ready ready, const void* ctx, int pid,
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   Clock::time_point last_check = start;
-  for (;;) {
-    ::sched_yield();
+  for (std::uint32_t yields = 0;; ++yields) {
+    if (sleep_on != nullptr && yields >= kYieldsBeforeSleep) {
+      // The value the flag had when last found not ready (wait_slow's ready
+      // is `flag >= target`): a store since then makes the futex return.
+      const std::uint64_t seen = sleep_on->load(std::memory_order_acquire);
+      if (ready(ctx)) return Status::ok;
+      futex_sleep(*sleep_on, seen);
+    } else {
+      ::sched_yield();
+    }
     if (ready(ctx)) return Status::ok;
     if (failed_ != nullptr && failed_->load(std::memory_order_relaxed) != 0)
       return Status::peer_failed;

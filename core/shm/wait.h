@@ -7,6 +7,16 @@
 // lasts forever: the peer's pid, a node-wide failure flag, an optional timeout
 // and an optional abort callback are checked while yielding.
 //
+// Sleeping (wait_geq_sleeping / wake): a waiter that only yields stays
+// runnable, so on a core it shares with the writer (ranks outnumber cores)
+// every one of its turns is a context switch the writer sits through - while
+// the writer itself waits for the network (the hierarchical engine's leader).
+// When the writer wakes the flag after each store, an oversubscribed waiter
+// that has yielded kYieldsBeforeSleep times sleeps on the flag instead
+// (futex on its low 32 bits, shared between processes; at most 1 ms at a time
+// so that every check above goes on). Not oversubscribed: no sleeping, and
+// wake() is free.
+//
 // Contract: one Waiter per NodeAlltoall (not shared between threads). The flag
 // load is an acquire, pairing with the writer's release store, so everything
 // written before the flag is visible after wait_geq() returns Status::ok.
@@ -50,6 +60,19 @@ class Waiter {
     return wait_slow(flag, target, pid, probe);
   }
 
+  // wait_geq for a flag whose every store is followed by wake(flag): may
+  // sleep when oversubscribed (above). Same results as wait_geq.
+  Status wait_geq_sleeping(const std::atomic<std::uint64_t>& flag, std::uint64_t target,
+                           int pid) const noexcept {
+    if (flag.load(std::memory_order_acquire) >= target) return Status::ok;
+    return wait_slow(flag, target, pid, nullptr, sleep_);
+  }
+
+  // After a store to `flag`: wakes the processes sleeping on it in
+  // wait_geq_sleeping(). One system call when oversubscribed, else nothing.
+  // Returns how many it woke (tests).
+  int wake(const std::atomic<std::uint64_t>& flag) const noexcept;
+
   // The same wait for any condition: returns once ready(ctx) is true, with
   // the same spin, yield, liveness and abort rules. ready() must do the
   // acquire that pairs with the writer's release.
@@ -59,9 +82,13 @@ class Waiter {
 
  private:
   Status wait_slow(const std::atomic<std::uint64_t>& flag, std::uint64_t target, int pid,
-                   const CallProbe* probe) const noexcept;
+                   const CallProbe* probe, bool sleep = false) const noexcept;
+  // wait_until's body; `sleep_on` (may be null) is the flag to sleep on.
+  Status wait_impl(Ready ready, const void* ctx, int pid, const CallProbe* probe,
+                   const std::atomic<std::uint64_t>* sleep_on) const noexcept;
 
   std::uint32_t spin_;
+  bool sleep_;  // oversubscribed: wait_geq_sleeping may sleep, wake() wakes
   std::uint32_t timeout_ms_;
   std::function<bool()> abort_;
   const std::atomic<std::uint32_t>* failed_;
