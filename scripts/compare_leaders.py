@@ -6,11 +6,23 @@ layout (MLXA2A_DEBUG_NODE_SIZE); they differ only in the leaders' transport:
 RDMA through a verbs library given by path (fakeverbs here, whose writes are
 process_vm_writev calls: absolute times mean nothing) or PMPI point-to-point
 (a verbs library that does not exist). Runs alternate (pmpi, rdma, pmpi, ...)
-so drift hits both alike. Per mode and size it prints the median over rounds
-of osu_alltoall's average latency and the CPU time per call: the job's CPU time
-(user + system of mpirun and everything it started, from getrusage) of a run of
-3N iterations minus that of a run of N, divided by the 2N * np calls between
-them, so start-up and MPI_Init cancel out.
+so drift hits both alike. Per mode and size it prints medians over rounds of:
+
+  lat   osu_alltoall's average latency (us);
+  call  CPU per rank-call inside MPI_Alltoall: the calling threads' own CPU
+        clocks (osu_alltoall -T), so neither fakeverbs' progress thread (the
+        fake NIC: DMA, placement, completions) nor MPI_Init, barriers or
+        start-up are in it;
+  busy  call minus the CPU those threads spent waiting inside mlxa2a (for
+        peers' flags and for RDMA completions: "stats waits: cpu_ns" of
+        MLXA2A_COLL_STATS, core/wait_cpu.h), i.e. the work a real NIC would
+        leave on the host - copies, registration look-ups, posting. The waits
+        are taken out because the fake NIC is far slower than a real one;
+  nic   fakeverbs' progress-thread CPU per rank-call (FAKEVERBS_CPU_FILE),
+        for information: the work the fake moved off the ranks.
+
+Every call, warm-up included, counts (the wait counter cannot tell them
+apart). FAKEVERBS_JITTER_US=0 keeps the fake's made-up per-WR delay out.
 
 --zcopy compares the staged RDMA path (MLXA2A_NET_ZCOPY_THRESHOLD=0) with
 zero-copy (threshold 1: the leaders' writes read the ranks' send buffers,
@@ -21,23 +33,27 @@ docs/zerocopy.md) instead, both through the verbs library.
 both through the verbs library; --slot sets MLXA2A_SHM_SLOT_SIZE in both (a
 call runs in rounds of slot / np bytes per peer).
 
+--bytes-budget B caps the iterations at B / bytes (at least 10), so a sweep
+up to 1 MiB per peer stays short.
+
 Usage: scripts/compare_leaders.py --build DIR [--np 4] [--layout 2]
            [--rounds 5] [--sizes 1:4096 | 1,64,4096] [--iters 200] [--mpi ompi|mpich]
-           [--zcopy | --pipeline [--slot 16K]]
+           [--zcopy | --pipeline [--slot 16K]] [--bytes-budget B]
 """
 import argparse
 import os
 import re
-import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 
 
 def run(args, mode, size, iters):
     b = args.build
     env = dict(os.environ, LD_PRELOAD=f"{b}/shim/libmlxa2a-{args.mpi}.so",
                MLXA2A_DEBUG_NODE_SIZE=args.layout, MLXA2A_TUNE="0-inf:shm", FAKEVERBS_QUIET="1",
+               MLXA2A_COLL_STATS="1", FAKEVERBS_JITTER_US="0",
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                MLXA2A_NET_ZCOPY_THRESHOLD="1" if mode == "zcopy" else "0",
                MLXA2A_NET_PIPELINE="n" if mode == "serial" else "y")
@@ -50,6 +66,7 @@ def run(args, mode, size, iters):
     if args.mpi == "ompi":
         cmd = ["mpirun.openmpi", "--oversubscribe", "--bind-to", "none"]
         for k in ("LD_PRELOAD", "MLXA2A_DEBUG_NODE_SIZE", "MLXA2A_TUNE", "FAKEVERBS_QUIET",
+                  "FAKEVERBS_CPU_FILE", "FAKEVERBS_JITTER_US", "MLXA2A_COLL_STATS",
                   "MLXA2A_NET_VERBS_LIBRARY", "MLXA2A_NET_ZCOPY_THRESHOLD", "MLXA2A_NET_PIPELINE"):
             cmd += ["-x", k]
         if args.slot:
@@ -57,24 +74,35 @@ def run(args, mode, size, iters):
     else:
         cmd = ["mpiexec.mpich"]
     warm = 20
-    cmd += ["-np", str(args.np), f"{b}/bench/osu_alltoall-{args.mpi}", "-m", f"{size}:{size}",
+    cmd += ["-np", str(args.np), f"{b}/bench/osu_alltoall-{args.mpi}", "-T", "-m", f"{size}:{size}",
             "-i", str(iters), "-x", str(warm)]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       timeout=600)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with tempfile.NamedTemporaryFile(prefix="mlxa2a-hca-cpu-") as f:
+        env["FAKEVERBS_CPU_FILE"] = f.name
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=900)
+        nic_ns = sum(int(x) for x in re.findall(r"hca_cpu_ns (\d+)", open(f.name).read()))
     if p.returncode != 0:
         sys.exit(f"{mode} run failed:\n{p.stdout}\n{p.stderr}")
     m = re.search(r"^\s*%d\s+([\d.]+)" % size, p.stdout, re.M)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return float(m.group(1)), cpu
+    c = re.search(r"^# thread-cpu %d (\d+) ([\d.]+)" % size, p.stdout, re.M)
+    waits = [int(x) for x in re.findall(r"stats waits: cpu_ns=(\d+)", p.stderr + p.stdout)]
+    if not m or not c or len(waits) != args.np:
+        sys.exit(f"{mode} run: unexpected output:\n{p.stdout}\n{p.stderr}")
+    calls = int(c.group(1))
+    call_ns = float(c.group(2))
+    return (float(m.group(1)), call_ns / calls / 1e3, (call_ns - sum(waits)) / calls / 1e3,
+            nic_ns / calls / 1e3)
+
+
+def iters_for(args, size):
+    if args.bytes_budget:
+        return max(10, min(args.iters, args.bytes_budget // size))
+    return args.iters
 
 
 def measure(args, mode, size):
-    """(latency us of the long run, CPU us per rank-call)."""
-    _, short = run(args, mode, size, args.iters)
-    lat, long = run(args, mode, size, 3 * args.iters)
-    return lat, (long - short) / (2 * args.iters * args.np) * 1e6
+    """(latency us, call CPU, busy CPU, fake-NIC CPU: us per rank-call)."""
+    return run(args, mode, size, iters_for(args, size))
 
 
 def main():
@@ -89,6 +117,7 @@ def main():
     ap.add_argument("--zcopy", action="store_true")
     ap.add_argument("--pipeline", action="store_true")
     ap.add_argument("--slot", default="")
+    ap.add_argument("--bytes-budget", type=int, default=0)
     args = ap.parse_args()
     base, other = (("rdma", "zcopy") if args.zcopy else
                    ("serial", "pipelined") if args.pipeline else ("pmpi", "rdma"))
@@ -101,19 +130,21 @@ def main():
     else:
         sizes = [int(x) for x in args.sizes.split(",")]
     print(f"# {args.mpi} np={args.np} layout={args.layout} rounds={args.rounds} "
-          f"iters={args.iters} slot={args.slot or 'default'}; medians; "
-          f"CPU us per rank-call (3N-run minus N-run)")
-    print(f"# bytes  {base}(us)  {other}(us)  ratio  {base}-cpu(us)  {other}-cpu(us)  cpu-ratio")
+          f"iters<={args.iters} budget={args.bytes_budget} slot={args.slot or 'default'}; "
+          f"medians; us per rank-call")
+    print(f"# bytes  lat:{base} {other} ratio  call-cpu:{base} {other} ratio"
+          f"  busy-cpu:{base} {other} ratio  nic-cpu:{base} {other}", flush=True)
     for size in sizes:
         res = {base: [], other: []}
         for _ in range(args.rounds):
             for mode in (base, other):
                 res[mode].append(measure(args, mode, size))
-        lat = {k: statistics.median(v[0] for v in res[k]) for k in res}
-        cpu = {k: statistics.median(v[1] for v in res[k]) for k in res}
-        print(f"{size:7d}  {lat[base]:10.2f}  {lat[other]:10.2f}  {lat[other] / lat[base]:5.2f}"
-              f"  {cpu[base]:12.2f}  {cpu[other]:12.2f}  {cpu[other] / cpu[base]:9.2f}")
+        med = [{k: statistics.median(v[i] for v in res[k]) for k in res} for i in range(4)]
 
+        def trio(d):
+            return f"{d[base]:10.2f} {d[other]:10.2f} {d[other] / d[base] if d[base] else float('nan'):5.2f}"
+        print(f"{size:7d}  {trio(med[0])}  {trio(med[1])}  {trio(med[2])}"
+              f"  {med[3][base]:9.2f} {med[3][other]:9.2f}", flush=True)
 
 if __name__ == "__main__":
     main()

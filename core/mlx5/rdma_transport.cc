@@ -8,6 +8,7 @@
 
 #include "core/arch.h"
 #include "core/log.h"
+#include "core/wait_cpu.h"
 
 namespace mlxa2a::mlx5 {
 
@@ -338,6 +339,7 @@ Status RdmaLeaderTransport::complete() noexcept {
   std::unique_lock<std::mutex> lock(pool_->mutex());
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
+  const core::wait_cpu::Scope accounted;  // MLXA2A_COLL_STATS: CPU spent waiting
   const unsigned spins = opt_.oversubscribed ? 4 : 2000;
   for (unsigned i = 0;; ++i) {
     if (pool_->poll() != Status::ok || slot_.failed) return fail(Status::net_failed);

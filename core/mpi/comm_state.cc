@@ -130,13 +130,20 @@ void trace_team(const CommState& st, const char* how) {
   // leaders: of this rank's node when the hierarchical engine is built (a
   // derived team builds it at its first call that selects it).
   const hier::HierAlltoall* h = st.team->hier_alltoall();
-  log::trace("team id=%llu np=%d nodes=%d shm=%d hier=%d rdma=%d leaders=%d oversubscribed=%d "
-             "cma=%d %s%s%s",
+  // no-zcopy-because: only where zero-copy was asked for (threshold not 0)
+  // and refused at set-up (a derived team decides at its first call).
+  const bool zcopy_refused = st.caps.rdma && !st.caps.zcopy && !st.team->zcopy_why().empty() &&
+                             Runtime::instance().settings().net_zcopy_threshold != 0;
+  log::trace("team id=%llu np=%d nodes=%d shm=%d hier=%d rdma=%d zcopy=%d leaders=%d "
+             "oversubscribed=%d cma=%d %s%s%s%s%s",
              static_cast<unsigned long long>(st.id), st.team->size(), st.caps.nodes, st.caps.shm,
-             st.caps.hier, st.caps.rdma, h ? h->plan().map().leader_count(h->plan().node()) : 0,
-             st.team->oversubscribed(), engine && engine->cma_enabled(), how,
+             st.caps.hier, st.caps.rdma, st.caps.zcopy,
+             h ? h->plan().map().leader_count(h->plan().node()) : 0, st.team->oversubscribed(),
+             engine && engine->cma_enabled(), how,
              st.caps.hier && !st.caps.rdma ? " no-rdma-because=" : "",
-             st.caps.hier && !st.caps.rdma ? st.team->rdma_why().c_str() : "");
+             st.caps.hier && !st.caps.rdma ? st.team->rdma_why().c_str() : "",
+             zcopy_refused ? " no-zcopy-because=" : "",
+             zcopy_refused ? st.team->zcopy_why().c_str() : "");
 }
 
 // The state attached to comm (nullptr if none) in *out; false on an MPI error.

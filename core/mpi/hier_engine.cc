@@ -16,6 +16,18 @@ namespace mlxa2a::core::mpi {
 
 namespace {
 
+// Why zero-copy cannot run: the first node with several leaders
+// (MLXA2A_LEADERS), or "" when every node has one.
+std::string several_leaders(const hier::NodeMap& map) {
+  for (int m = 0; m < map.nodes(); ++m) {
+    if (map.leader_count(m) != 1) {
+      return "node " + std::to_string(m) + " has " + std::to_string(map.leader_count(m)) +
+             " leaders (MLXA2A_LEADERS): zero-copy needs one per node";
+    }
+  }
+  return "";
+}
+
 // Whether this rank leads its node under the policy: needs every local rank's
 // CPU domain for numa/socket (one PMPI_Allgather on the node), else nothing.
 bool choose_leadership(const config::LeaderPolicy& policy, MPI_Comm node_comm, int local_rank,
@@ -162,15 +174,17 @@ bool HierEngine::setup(const EngineRequest& req) noexcept {
     } else if (!lead) {
       flags[1] = 0;  // only leaders have a say
     }
-    // Zero-copy (docs/zerocopy.md): nodes with one leader, switch not 0;
-    // the same on every rank of a node, so all of it runs the collective.
+    // Zero-copy (docs/zerocopy.md): switch not 0 and one leader on every
+    // node. Every rank knows every node's leaders, so all refuse alike
+    // without setting up shared PDs a node with several leaders would make
+    // useless (a rank would need a registration on each of its leaders' PDs).
     zcopy_why_ = "MLXA2A_NET_ZCOPY_THRESHOLD is 0";
     if (settings_.zcopy_threshold != 0) {
-      const std::vector<int>& node_leaders = map.leaders(node);
-      if (node_leaders.size() != 1) {
-        zcopy_why_ = "a node has several leaders";
-      } else {
-        flags[2] = try_zcopy(node_comm, map, rank, node_leaders[0], lead && flags[1] == 0) ? 0 : 1;
+      zcopy_why_ = several_leaders(map);
+      if (zcopy_why_.empty()) {
+        flags[2] = try_zcopy(node_comm, map, rank, map.leaders(node)[0], lead && flags[1] == 0)
+                       ? 0
+                       : 1;
       }
     }
     int any[3] = {1, 1, 1};
@@ -184,7 +198,7 @@ bool HierEngine::setup(const EngineRequest& req) noexcept {
     } else {
       zcopy_.reset();
       if (!rdma_) zcopy_why_ = "no RDMA";
-      else if (!flags[2]) zcopy_why_ = "unavailable on another node";
+      else if (!flags[2] && zcopy_why_.empty()) zcopy_why_ = "unavailable on another node";
     }
     if (!failed) {
       std::unique_ptr<hier::LeaderTransport> transport;

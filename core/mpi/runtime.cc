@@ -21,6 +21,7 @@
 #include "core/mpi/tuning.h"
 #include "core/shm/options.h"
 #include "core/shm/segment.h"
+#include "core/wait_cpu.h"
 
 namespace mlxa2a::core::mpi {
 
@@ -132,6 +133,7 @@ void Runtime::load_settings(std::uint64_t* all_equal_hash, std::string* all_equa
   registry.load(config::process_environment());
   settings_ = config::settings_from(registry);
   log::configure(settings_.log_level, settings_.log_file);
+  if (settings_.coll_stats) core::wait_cpu::enable();  // the "stats waits:" line
   // Printed once per job by warn_once_per_job() (any rank may hold a bad
   // local value that the others lack).
   switch_warnings_ = registry.warnings();
@@ -310,6 +312,9 @@ void Runtime::before_finalize() {
                static_cast<unsigned long long>(z.evictions),
                static_cast<unsigned long long>(z.invalidations),
                static_cast<unsigned long long>(z.refused));
+    // CPU time of this process's threads waiting inside mlxa2a (core/wait_cpu.h).
+    log::trace("stats waits: cpu_ns=%llu",
+               static_cast<unsigned long long>(core::wait_cpu::total_ns()));
     log::trace("stats MPI_Alltoall tuning on the finalizing thread: trial calls=%llu "
                "agreements=%llu agreement time=%.1f us",
                static_cast<unsigned long long>(c.trials),

@@ -11,6 +11,7 @@
 #include <ctime>
 
 #include "core/shm/segment.h"
+#include "core/wait_cpu.h"
 
 namespace mlxa2a::shm {
 
@@ -77,6 +78,7 @@ Status Waiter::wait_until(Ready ready, const void* ctx, int pid,
 
 Status Waiter::wait_impl(Ready ready, const void* ctx, int pid, const CallProbe* probe,
                          const std::atomic<std::uint64_t>* sleep_on) const noexcept {
+  const core::wait_cpu::Scope accounted;  // MLXA2A_COLL_STATS: CPU spent waiting
   for (std::uint32_t i = 0; i < spin_; ++i) {
     cpu_relax();
     if (ready(ctx)) return Status::ok;

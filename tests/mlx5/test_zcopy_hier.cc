@@ -37,7 +37,8 @@ namespace {
 
 using hier::NodeMap;
 using shm::test::ForkBootstrap;
-using shm::test::pattern_byte;
+using shm::test::check_recv;
+using shm::test::fill_send;
 
 enum class Mode { layouts, memlock, stale };
 
@@ -56,26 +57,6 @@ std::uint64_t zero_copied() {
 }
 std::uint64_t staged() {
   return hier::node_copy_counters().staged_fallbacks.load(std::memory_order_relaxed);
-}
-
-void fill(unsigned char* send, int me, int n, int iter, std::size_t bytes) {
-  for (int to = 0; to < n; ++to) {
-    for (std::size_t i = 0; i < bytes; ++i) send[to * bytes + i] = pattern_byte(me, to, iter, i);
-  }
-}
-
-bool check(const unsigned char* recv, int me, int n, int iter, std::size_t bytes) {
-  for (int from = 0; from < n; ++from) {
-    for (std::size_t i = 0; i < bytes; ++i) {
-      if (recv[from * bytes + i] != pattern_byte(from, me, iter, i)) {
-        std::fprintf(stderr, "rank %d iter %d bytes %zu: block from %d byte %zu is %u, want %u\n",
-                     me, iter, bytes, from, i, recv[from * bytes + i],
-                     pattern_byte(from, me, iter, i));
-        return false;
-      }
-    }
-  }
-  return true;
 }
 
 bool guards_intact(const unsigned char* p, std::size_t len) {
@@ -109,10 +90,10 @@ struct Rank {
 // around both, and exactly the remote blocks read in place (unless staged).
 int call(Rank& r, unsigned char* send, unsigned char* recv, std::size_t bytes, int iter,
          bool expect_zero_copy = true) {
-  fill(send, r.rank, r.n, iter, bytes);
+  fill_send(send, r.rank, r.n, iter, bytes);
   const std::uint64_t before = zero_copied(), staged_before = staged();
   FT_CHECK_STATUS(r.engine->run(send, recv, bytes, r.sender.get()), Status::ok);
-  FT_CHECK(check(recv, r.rank, r.n, iter, bytes));
+  FT_CHECK(check_recv(recv, r.rank, r.n, iter, bytes));
   if (expect_zero_copy) {
     FT_CHECK(staged() == staged_before);
     FT_CHECK(zero_copied() - before == r.remote * bytes);
@@ -171,10 +152,10 @@ int remap(Rank& r, bool invalidation) {
   FT_CHECK(munmap(p, len) == 0);
   FT_CHECK(mmap(p, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
            p);
-  fill(send, r.rank, r.n, 101, bytes);
+  fill_send(send, r.rank, r.n, 101, bytes);
   FT_CHECK_STATUS(r.engine->run(send, send + r.n * bytes, bytes, r.sender.get()), Status::ok);
   if (invalidation) {
-    FT_CHECK(check(send + r.n * bytes, r.rank, r.n, 101, bytes));
+    FT_CHECK(check_recv(send + r.n * bytes, r.rank, r.n, 101, bytes));
     FT_CHECK(zero_copy_counters().invalidations.load() > inval);
     FT_CHECK(stale_reads() == stale);
   } else {

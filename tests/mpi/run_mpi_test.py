@@ -26,6 +26,7 @@ Options for special cases:
   --expect-warning RE  exactly one warning line of the whole job matches RE
                        (a switch warning is printed once per job, by any rank)
   --expect-trace RE MIN  at least MIN lines of all ranks' traces match RE
+  --forbid-trace RE    no line of any rank's trace matches RE
   --plant-stale-segment  put a segment of a dead process into /dev/shm before
                        the run with mlxa2a; the run must remove it
   --allow-warning RE   mlxa2a warnings matching RE are expected (e.g. a bad
@@ -230,6 +231,7 @@ def main():
     ap.add_argument("--expect-warning")
     ap.add_argument("--plant-stale-segment", action="store_true")
     ap.add_argument("--expect-trace", nargs=2, metavar=("RE", "MIN"))
+    ap.add_argument("--forbid-trace")
     # Seconds each mpirun may take (default MLXA2A_TEST_TIMEOUT or 300); a
     # hang then fails the test instead of blocking the suite.
     ap.add_argument("--timeout", type=int)
@@ -390,6 +392,10 @@ def check(args):
                 stat_sums[name] += rdma_stat(text, name)
             if args.expect_trace:
                 trace_hits += len(re.findall(args.expect_trace[0], text))
+            if args.forbid_trace:
+                banned = re.findall(r"^.*(?:%s).*$" % args.forbid_trace, text, re.M)
+                if banned:
+                    sys.exit(f"FAIL: rank {rank}: forbidden trace lines {banned[:3]}")
             if args.expect_warning:
                 warned += [l for l in text.splitlines()
                            if "] warn:" in l and re.search(args.expect_warning, l)]

@@ -1,10 +1,12 @@
 // Data movement between processes: SEND/RECV ping-pong, RDMA WRITE (inline,
 // multi-SGE, with immediate), READ, ordering, completion-after-data.
 #include <arpa/inet.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -311,4 +313,41 @@ TEST(Datapath, PostAndPollFromDifferentThreads) {
     poller.join();
     EXPECT_EQ(completed.load(), n);
   });
+}
+
+TEST(Datapath, CpuFileReportsTheProgressThreadsTime) {
+  // FAKEVERBS_CPU_FILE: at exit each process appends its progress thread's
+  // CPU time (what benchmarks subtract as the NIC's work, FIDELITY.md). A
+  // process that moved 256 MiB through it reports a positive time, once.
+  char path[] = "/tmp/fakeverbs-cpu-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  run_one(
+      [](Channel&) {
+        EndpointOptions o;
+        o.buf_size = 1 << 21;
+        Endpoint e(o);
+        e.connect_self();
+        const Address self = e.address();
+        for (int i = 0; i < 256; ++i) {
+          ASSERT_EQ(e.post_write(uint64_t(i), self, 0, 1 << 20, true, 1 << 20), 0);
+          auto wc = e.poll(1);
+          ASSERT_EQ(wc.size(), 1u);
+          ASSERT_EQ(wc[0].status, IBV_WC_SUCCESS) << wc_name(wc[0].status);
+        }
+      },
+      {std::string("FAKEVERBS_CPU_FILE=") + path});
+  FILE* f = fopen(path, "r");
+  ASSERT_NE(f, nullptr);
+  int pid = 0, lines = 0;
+  unsigned long long ns = 0, first_ns = 0;
+  while (fscanf(f, "pid %d hca_cpu_ns %llu\n", &pid, &ns) == 2) {
+    if (lines++ == 0) first_ns = ns;
+  }
+  fclose(f);
+  unlink(path);
+  EXPECT_EQ(lines, 1);
+  EXPECT_GT(pid, 0);
+  EXPECT_GT(first_ns, 0u);
 }
