@@ -42,11 +42,8 @@ struct Engine {
 std::mutex g_engine_mu;
 Engine* g_engine = nullptr;
 
-uint64_t thread_cpu_ns() {
-  timespec ts{};
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
-  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
-}
+// CPU of the application's threads inside ibv_post_send (PostCpu), per process.
+std::atomic<uint64_t> g_post_cpu_ns{0};
 
 // Everything this thread does is what an HCA would do (DMA, placement,
 // completions, retries): its CPU time is what benchmarks subtract to get the
@@ -93,15 +90,16 @@ void run(Engine* e) {
   }
 }
 
-// FAKEVERBS_CPU_FILE=path: append "pid <pid> hca_cpu_ns <ns>" with one
+// FAKEVERBS_CPU_FILE=path: append "pid <pid> hca_cpu_ns <ns> post_cpu_ns <ns>" with one
 // O_APPEND write (atomic for a line this short), so the ranks of a job can
 // share the file.
 void report_cpu(uint64_t ns) {
+  if (!cpu_file_set()) return;
   const char* path = getenv("FAKEVERBS_CPU_FILE");
-  if (!path || !*path) return;
-  char line[96];
-  const int n = snprintf(line, sizeof line, "pid %d hca_cpu_ns %llu\n", int(getpid()),
-                         (unsigned long long)ns);
+  char line[128];
+  const int n = snprintf(line, sizeof line, "pid %d hca_cpu_ns %llu post_cpu_ns %llu\n",
+                         int(getpid()), (unsigned long long)ns,
+                         (unsigned long long)g_post_cpu_ns.load(std::memory_order_relaxed));
   const int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
     log_error("FAKEVERBS_CPU_FILE=%s: cannot open it", path);
@@ -158,6 +156,24 @@ uint64_t env_u64(const char* name, uint64_t def) {
 }
 
 }  // namespace
+
+bool cpu_file_set() {
+  static const bool set = [] {
+    const char* path = getenv("FAKEVERBS_CPU_FILE");
+    return path && *path;
+  }();
+  return set;
+}
+
+uint64_t thread_cpu_ns() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
+}
+
+PostCpu::~PostCpu() {
+  if (on_) g_post_cpu_ns.fetch_add(thread_cpu_ns() - start_, std::memory_order_relaxed);
+}
 
 void register_context(Context* ctx) {
   Engine* e = engine();

@@ -38,6 +38,23 @@ uint64_t jitter_ns();       // FAKEVERBS_JITTER_US (default 20) in ns
 // A deterministic stream for one QP (or MR key generator) from the seed.
 uint64_t stream_seed(uint64_t index);
 
+// FAKEVERBS_CPU_FILE (FIDELITY.md, "Measuring CPU on the fake"): whether it is
+// set, and the calling thread's CPU clock. PostCpu adds the CPU an
+// application thread spends in ibv_post_send to the reported post_cpu_ns.
+bool cpu_file_set();
+uint64_t thread_cpu_ns();
+class PostCpu {
+ public:
+  PostCpu() : on_(cpu_file_set()), start_(on_ ? thread_cpu_ns() : 0) {}
+  ~PostCpu();
+  PostCpu(const PostCpu&) = delete;
+  PostCpu& operator=(const PostCpu&) = delete;
+
+ private:
+  bool on_;
+  uint64_t start_;
+};
+
 }  // namespace hca
 
 // splitmix64: small, fast, and good enough to shuffle and jitter.

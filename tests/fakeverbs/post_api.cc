@@ -47,6 +47,7 @@ const char* check_send_wr(const Qp& qp, const ibv_send_wr& w) {
 }  // namespace
 
 int post_send_op(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+  const hca::PostCpu accounted;  // FAKEVERBS_CPU_FILE: the fake driver's share
   Qp* qp = owner_of<Qp>(q);
   if (!qp) return fail(EINVAL);
   std::lock_guard<std::mutex> g(qp->mu);

@@ -317,8 +317,9 @@ TEST(Datapath, PostAndPollFromDifferentThreads) {
 
 TEST(Datapath, CpuFileReportsTheProgressThreadsTime) {
   // FAKEVERBS_CPU_FILE: at exit each process appends its progress thread's
-  // CPU time (what benchmarks subtract as the NIC's work, FIDELITY.md). A
-  // process that moved 256 MiB through it reports a positive time, once.
+  // CPU time (what benchmarks subtract as the NIC's work, FIDELITY.md) and
+  // its threads' time in ibv_post_send. A process that moved 256 MiB in 256
+  // posts reports positive times, once.
   char path[] = "/tmp/fakeverbs-cpu-XXXXXX";
   const int fd = mkstemp(path);
   ASSERT_GE(fd, 0);
@@ -341,13 +342,14 @@ TEST(Datapath, CpuFileReportsTheProgressThreadsTime) {
   FILE* f = fopen(path, "r");
   ASSERT_NE(f, nullptr);
   int pid = 0, lines = 0;
-  unsigned long long ns = 0, first_ns = 0;
-  while (fscanf(f, "pid %d hca_cpu_ns %llu\n", &pid, &ns) == 2) {
-    if (lines++ == 0) first_ns = ns;
+  unsigned long long ns = 0, post_ns = 0, first_ns = 0, first_post = 0;
+  while (fscanf(f, "pid %d hca_cpu_ns %llu post_cpu_ns %llu\n", &pid, &ns, &post_ns) == 3) {
+    if (lines++ == 0) first_ns = ns, first_post = post_ns;
   }
   fclose(f);
   unlink(path);
   EXPECT_EQ(lines, 1);
   EXPECT_GT(pid, 0);
-  EXPECT_GT(first_ns, 0u);
+  EXPECT_GT(first_ns, 0u);    // the progress thread moved the data
+  EXPECT_GT(first_post, 0u);  // 256 ibv_post_send calls took some CPU
 }
