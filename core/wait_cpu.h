@@ -1,7 +1,7 @@
 // CPU time the ranks' threads spend waiting inside mlxa2a (for a peer's flag
 // or for the leaders' RDMA completions), process-wide.
 //
-// Why: benchmarks on fakeverbs (bench/RESULTS.md, "zero-copy") need the CPU
+// Why: benchmarks on fakeverbs (bench/results/zerocopy.md) need the CPU
 // work a real NIC would leave on the host. The fake NIC's own thread is
 // accounted by fakeverbs (FAKEVERBS_CPU_FILE); the ranks' waits for that
 // slow fake NIC are accounted here, so "busy" CPU = CPU inside MPI_Alltoall

@@ -84,7 +84,9 @@ constexpr Spec kSwitches[] = {
      .default_text = "n",
      .description = "At MPI_Finalize, print how many MPI_Alltoall calls of the finalizing "
                     "thread each path served (pmpi, shm). Counting is always on and does not "
-                    "change any decision; the tests compare it with the trace.",
+                    "change any decision; the tests compare it with the trace. Also the RDMA "
+                    "and zero-copy counters and the CPU time spent waiting inside mlxa2a "
+                    "(measured only with this switch).",
      .verbosity = Verbosity::Tuner},
     {.name = "TUNE",
      .type = Type::Tune,
@@ -126,8 +128,9 @@ constexpr Spec kSwitches[] = {
                     "fixed rules let the leaders' writes read the ranks' send buffers "
                     "directly (zero-copy through the node's shared PD and each rank's "
                     "registration cache, docs/zerocopy.md) instead of staging them; tuning "
-                    "measures it as path zcopy. 0 = never (no shared PD is set up; the default "
-                    "until measured on a ConnectX). Suggested: 64K.",
+                    "measures it as path zcopy. 0 = never (no shared PD is set up): the "
+                    "default, because on fakeverbs zero-copy saves the ranks no CPU at any "
+                    "size (bench/results/zerocopy.md); measure on a ConnectX before setting it.",
      .verbosity = Verbosity::Tuner,
      .scope = Scope::AllEqual},
     {.name = "NET_PIPELINE",
