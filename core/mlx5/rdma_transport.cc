@@ -8,6 +8,7 @@
 
 #include "core/arch.h"
 #include "core/log.h"
+#include "core/mlx5/link_rule.h"
 #include "core/wait_cpu.h"
 
 namespace mlxa2a::mlx5 {
@@ -26,16 +27,6 @@ struct Card {
 };
 
 // What a leader says about its endpoint towards one member (second allgather).
-struct Link {
-  // Pending: an endpoint another set-up (another thread's team) has created
-  // but not connected yet; this team then falls back without disturbing it.
-  enum : std::uint32_t { None = 0, New = 1, Existing = 2, Failed = 3, Pending = 4 };
-  std::uint32_t state = None;
-  std::uint32_t qpn = 0;
-  std::uint32_t psn = 0;
-  std::uint32_t remote_qpn = 0;  // Existing: the QP number it is connected to
-};
-
 constexpr std::size_t kPiece = std::size_t{1} << 30;  // an SGE's length is 32 bits
 constexpr int kMaxPieces = 8;                         // areas are far below 8 GiB
 
@@ -147,31 +138,47 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
       const Link& m = links[static_cast<std::size_t>(p)];
       const Link& r = all_links[static_cast<std::size_t>(p) * size + me];
       bool good = false;
-      if (m.state == Link::New && r.state == Link::New) {
-        good = pool->connect(*peer.ep, cards[static_cast<std::size_t>(p)].addr, r.qpn, r.psn) ==
-               Status::ok;
-        if (!good) *why = "connecting a queue pair failed";
-      } else if (m.state == Link::Existing && r.state == Link::Existing) {
-        good = r.remote_qpn == m.qpn && r.qpn == m.remote_qpn;
-        if (!good) *why = "a partner's queue pair is connected elsewhere";
-      } else if (m.state == Link::Pending || r.state == Link::Pending) {
-        if (ok) *why = "a queue pair to a partner is being set up by another team";
-      } else if (ok) {
-        *why = "partners disagree on whether they are connected";
-      }
-      // A pair the two ends see differently is replaced at the next set-up
-      // on both ends, so they converge: a new endpoint of ours that was not
-      // connected is dropped, an existing one marked failed. A pending one
-      // belongs to another team's set-up: left alone.
-      if (!good) {
-        if (m.state == Link::New && !peer.ep->connected) {
+      switch (pair_action(m, r)) {
+        case LinkAction::connect:
+          good = pool->connect(*peer.ep, cards[static_cast<std::size_t>(p)].addr, r.qpn, r.psn) ==
+                 Status::ok;
+          if (!good) {
+            *why = "connecting a queue pair failed";
+            if (!peer.ep->connected) {  // dropped: both ends are made anew next time
+              pool->discard(cards[static_cast<std::size_t>(p)].id);
+              peer.ep = nullptr;
+            }
+          }
+          break;
+        case LinkAction::use:
+          good = true;
+          break;
+        case LinkAction::leave:
+          // Another team's set-up owns the pair on one end: only this team
+          // falls back; the pair is left to that team.
+          if (ok) *why = "a queue pair to a partner is being set up by another team";
+          break;
+        case LinkAction::discard:
+          // A pair the two ends see differently is replaced at the next
+          // set-up on both ends, so they converge.
+          if (ok) {
+            *why = r.state == Link::Pending
+                       ? "a queue pair to a partner is being set up by another team"
+                       : "partners disagree on whether they are connected";
+          }
           pool->discard(cards[static_cast<std::size_t>(p)].id);
           peer.ep = nullptr;
-        } else if (m.state == Link::Existing) {
+          break;
+        case LinkAction::mark_failed:
+          if (ok) {
+            *why = m.state == Link::Existing && r.state == Link::Existing
+                       ? "a partner's queue pair is connected elsewhere"
+                       : "partners disagree on whether they are connected";
+          }
           peer.ep->failed = true;
-        }
-        ok = false;
+          break;
       }
+      if (!good) ok = false;
     }
     t->qps_created_ = static_cast<int>(created.size());
   }

@@ -1,0 +1,53 @@
+// What a leader's RDMA set-up does with its end of one pair of processes
+// (docs/hier.md, "Set-up and agreement"), from both ends' views: a pure
+// rule, so the races between teams set up concurrently by different threads
+// can be tested one case at a time (tests/mlx5/test_link_rule.cc).
+//
+// Contract: no state, no verbs calls; any thread.
+#pragma once
+
+#include <cstdint>
+
+namespace mlxa2a::mlx5 {
+
+// One end of a pair as a set-up sees it (exchanged between the leaders).
+struct Link {
+  // Pending: an endpoint another set-up (another thread's team) has created
+  // but not connected yet; this team then falls back without disturbing it.
+  enum : std::uint32_t { None = 0, New = 1, Existing = 2, Failed = 3, Pending = 4 };
+  std::uint32_t state = None;
+  std::uint32_t qpn = 0;
+  std::uint32_t psn = 0;
+  std::uint32_t remote_qpn = 0;  // Existing: the QP number it is connected to
+};
+
+enum class LinkAction {
+  connect,      // both new: connect ours to theirs
+  use,          // both existing and connected to each other
+  leave,        // not usable by this team, but another team's: fall back, touch nothing
+  discard,      // ours is new and unconnected: drop it, the next set-up makes both anew
+  mark_failed,  // ours is connected but the pair disagrees: replace it at the next set-up
+};
+
+// `mine` is our end, `theirs` the partner's end of the same pair.
+inline LinkAction pair_action(const Link& mine, const Link& theirs) noexcept {
+  if (mine.state == Link::New && theirs.state == Link::New) return LinkAction::connect;
+  if (mine.state == Link::Existing && theirs.state == Link::Existing) {
+    return theirs.remote_qpn == mine.qpn && theirs.qpn == mine.remote_qpn ? LinkAction::use
+                                                                          : LinkAction::mark_failed;
+  }
+  if (mine.state == Link::Pending) return LinkAction::leave;
+  // Our end is connected to the very QP another team of the partner is still
+  // connecting (that team's set-up on our side has finished first): it works,
+  // or is about to, for that team - marking it failed would break a team in
+  // use (an MPI error on a healthy job).
+  if (mine.state == Link::Existing && theirs.state == Link::Pending &&
+      theirs.qpn == mine.remote_qpn) {
+    return LinkAction::leave;
+  }
+  if (mine.state == Link::New) return LinkAction::discard;
+  if (mine.state == Link::Existing) return LinkAction::mark_failed;
+  return LinkAction::leave;  // None / Failed: nothing of ours to change
+}
+
+}  // namespace mlxa2a::mlx5
