@@ -129,8 +129,8 @@ constexpr Spec kSwitches[] = {
                     "directly (zero-copy through the node's shared PD and each rank's "
                     "registration cache, docs/zerocopy.md) instead of staging them; tuning "
                     "measures it as path zcopy. 0 = never (no shared PD is set up): the "
-                    "default, because on fakeverbs zero-copy saves the ranks no CPU at any "
-                    "size (bench/results/zerocopy.md); measure on a ConnectX before setting it.",
+                    "default, because on fakeverbs no size saves the ranks CPU on every layout "
+                    "(bench/results/zerocopy.md); measure on a ConnectX before setting it.",
      .verbosity = Verbosity::Tuner,
      .scope = Scope::AllEqual},
     {.name = "NET_PIPELINE",
