@@ -77,7 +77,7 @@ std::size_t HierAlltoall::area_bytes(int team_size, int local_size,
   // 0 on overflow: the stage's set-up then fails with Status::too_large.
   return (shm::layout::Size(static_cast<std::size_t>(local_size)) *
               static_cast<std::size_t>(team_size) * chunk +
-          publish_bytes(local_size))
+          Plan::header_bytes(team_size) + publish_bytes(local_size))
       .value();
 }
 
@@ -180,20 +180,58 @@ std::size_t HierAlltoall::fan_in(char* in, const char* send, std::size_t bytes, 
   return copied;
 }
 
+// The leader's view of its own node after wait_arrived: does any local rank's
+// size differ from ours? (docs/hier.md, "Sizes that differ").
+std::uint64_t HierAlltoall::local_verdict(std::size_t bytes) const noexcept {
+  for (const int l : all_local_) {
+    if (stage_->arrived_note(l) != bytes) return Header::kOtherSize;
+  }
+  return 0;
+}
+
+// After the first round's exchange: ours, or what a partner reported.
+std::uint64_t HierAlltoall::remote_verdict(std::size_t bytes) const noexcept {
+  for (const Message& msg : messages_) {
+    if (msg.head_recv->bytes_per_peer != bytes || msg.head_recv->flags != 0) {
+      return Header::kOtherSize;
+    }
+  }
+  return 0;
+}
+
+// Every rank, after its leaders' first release: a leader saw another size.
+bool HierAlltoall::mismatch_released() const noexcept {
+  for (const int l : leaders_) {
+    if (stage_->released_note(l) != 0) return true;
+  }
+  return false;
+}
+
 void HierAlltoall::build_messages(char* in, char* out, int parity, std::size_t bytes,
-                                  std::size_t off, std::size_t chunk, bool zero_copy) noexcept {
+                                  std::size_t off, std::size_t chunk, bool zero_copy,
+                                  std::uint64_t verdict) noexcept {
   const Plan& p = plan_;
   const std::size_t lsize = static_cast<std::size_t>(p.local_size());
+  const std::size_t area_end = p.area_bytes();
   messages_.clear();
   gathers_.clear();
   for (int m = 0; m < map_.nodes(); ++m) {
     if (m == p.node() || p.handled_by(m) != p.leader_index()) continue;
     const std::size_t at = p.section(m, chunk);
-    messages_.push_back(Message{m, p.partner(m), in + at, out + at, p.message_bytes(m, chunk),
-                                p.remote_section(m, chunk), parity});
-    if (zero_copy) {  // reserved for every node in create(): no reallocation, no throw
+    auto* head = reinterpret_cast<Header*>(in + p.header(m));
+    *head = Header{bytes, verdict};
+    Message& msg = messages_.emplace_back(Message{m, p.partner(m), in + at, out + at,
+                                                  p.message_bytes(m, chunk),
+                                                  p.remote_section(m, chunk), parity});
+    msg.head_send = head;
+    msg.head_recv = reinterpret_cast<Header*>(out + p.header(m));
+    msg.head_remote_offset = p.header(p.node());
+    msg.recv_capacity = area_end - at;
+    // Not from the buffers of ranks of another size: they are not as long
+    // as this call's layout says (the message's bytes are moot then).
+    if (zero_copy && verdict == 0) {  // reserved in create(): no reallocation, no throw
       gathers_.push_back(Gather{{trailer(in), lsize}, map_.members(m), bytes, off, chunk});
-      messages_.back().gather = &gathers_.back();
+      msg.gather = &gathers_.back();
     }
   }
 }
@@ -216,27 +254,38 @@ std::size_t HierAlltoall::fan_out(const char* in, const char* out, char* recv, s
   return copied;
 }
 
-// One round: bytes [off, off + chunk) of every block.
+// One round: bytes [off, off + chunk) of every block. Every rank's size goes
+// with its arrival; the first round compares them (docs/hier.md, "Sizes that
+// differ").
 shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes, std::size_t off,
                                 std::size_t chunk, const GatherSource* mine) noexcept {
   const Plan& p = plan_;
+  const bool first = off == 0;
   stage_->begin();
   char* in = stage_->in();
   char* out = stage_->out();
   std::size_t copied = fan_in(in, send, bytes, off, chunk, mine);
-  if (shm::Status st = stage_->arrive(); st != shm::Status::ok) return fail(st);
+  if (shm::Status st = stage_->arrive(bytes); st != shm::Status::ok) return fail(st);
 
   if (p.leader()) {
     if (shm::Status st = stage_->wait_arrived(all_local_); st != shm::Status::ok) return fail(st);
-    build_messages(in, out, stage_->parity(), bytes, off, chunk, mine != nullptr);
+    std::uint64_t verdict = first ? local_verdict(bytes) : 0;
+    build_messages(in, out, stage_->parity(), bytes, off, chunk, mine != nullptr, verdict);
     if (!messages_.empty()) {
       if (transport_->exchange(messages_) != shm::Status::ok) {
         return fail(shm::Status::transport_failed);
       }
     }
-    if (shm::Status st = stage_->release(); st != shm::Status::ok) return fail(st);
+    // Every node's sizes reach every other node in the first round, so every
+    // rank of the team learns of any mismatch.
+    if (first) verdict |= remote_verdict(bytes);
+    if (shm::Status st = stage_->release(verdict); st != shm::Status::ok) return fail(st);
   }
   if (shm::Status st = stage_->wait_released(leaders_); st != shm::Status::ok) return fail(st);
+  // A rank of another size ran its first round like every rank (its chunk at
+  // most max_chunk: inside the areas), so every rank of the team stops here,
+  // each stage and transport one round further: the engine stays usable.
+  if (first && mismatch_released()) return shm::Status::size_mismatch;
   copied += fan_out(in, out, recv, bytes, off, chunk);
   count(node_copy_counters().copied, copied);
   return shm::Status::ok;
@@ -252,6 +301,12 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
 //   * post (remote out-areas): every local rank finished reading k-1, so a
 //     partner, which posts k+1 only after our write of k arrived, never
 //     overwrites an out-area of parity k+1 we still read.
+// Sizes that differ: the first round runs as in round() - each rank's size
+// with its arrival, the leaders' verdict with their first release - and
+// round 1 is filled only after that verdict, so a mismatch stops every rank
+// after exactly one round (finished, so the next call's waits hold). This
+// costs no overlap a leader could use: it posts round 1 only once every
+// local rank finished round 0, which comes after the verdict anyway.
 shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_t bytes,
                                         const GatherSource* mine) noexcept {
   const Plan& p = plan_;
@@ -261,25 +316,27 @@ shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_
   auto before = [](std::uint64_t k, std::uint64_t d) { return k > d ? k - d : 0; };
   std::size_t copied = 0;
 
-  // Fills round i's in-area (sequence k) and arrives.
+  // Fills round i's in-area (sequence k) and arrives with this rank's size.
   auto fill = [&](std::size_t i, std::uint64_t k) {
     if (shm::Status st = stage_->wait_finished(all_local_, before(k, 2)); st != shm::Status::ok) {
       return st;
     }
     copied += fan_in(stage_->in_area(static_cast<int>(k & 1)), send, bytes, i * max, chunk_of(i),
                      mine);
-    return stage_->arrive_at(k);
+    return stage_->arrive_at(k, bytes);
   };
   // Leader: round i's writes, once its fan-in is in and round k-1 was read.
   bool posted = false;
+  std::uint64_t verdict = 0;  // leader, first round: another size seen
   auto post = [&](std::size_t i, std::uint64_t k) {
     if (shm::Status st = stage_->wait_arrived(all_local_, k); st != shm::Status::ok) return st;
     if (shm::Status st = stage_->wait_finished(all_local_, before(k, 1)); st != shm::Status::ok) {
       return st;
     }
+    if (i == 0) verdict = local_verdict(bytes);
     const int par = static_cast<int>(k & 1);
     build_messages(stage_->in_area(par), stage_->out_area(par), par, bytes, i * max, chunk_of(i),
-                   mine != nullptr);
+                   mine != nullptr, i == 0 ? verdict : 0);
     posted = !messages_.empty();
     if (posted && transport_->post(messages_) != shm::Status::ok) {
       return shm::Status::transport_failed;
@@ -294,7 +351,7 @@ shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_
   }
   for (std::size_t i = 0; i < rounds; ++i, ++k) {
     const bool more = i + 1 < rounds;
-    if (more) {
+    if (more && i > 0) {
       const std::uint64_t next = stage_->begin();  // == k + 1
       if (shm::Status st = fill(i + 1, next); st != shm::Status::ok) return fail(st);
     }
@@ -302,10 +359,23 @@ shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_
       if (posted && transport_->complete() != shm::Status::ok) {
         return fail(shm::Status::transport_failed);
       }
-      if (shm::Status st = stage_->release_at(k); st != shm::Status::ok) return fail(st);
+      if (i == 0) verdict |= remote_verdict(bytes);
+      if (shm::Status st = stage_->release_at(k, i == 0 ? verdict : 0); st != shm::Status::ok) {
+        return fail(st);
+      }
     }
     if (shm::Status st = stage_->wait_released(leaders_, k); st != shm::Status::ok) {
       return fail(st);
+    }
+    if (i == 0) {
+      if (mismatch_released()) {
+        if (shm::Status st = stage_->finish_at(k); st != shm::Status::ok) return fail(st);
+        return shm::Status::size_mismatch;
+      }
+      if (more) {
+        const std::uint64_t next = stage_->begin();  // == k + 1
+        if (shm::Status st = fill(1, next); st != shm::Status::ok) return fail(st);
+      }
     }
     const int par = static_cast<int>(k & 1);
     copied += fan_out(stage_->in_area(par), stage_->out_area(par), recv, bytes, i * max,

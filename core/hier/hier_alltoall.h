@@ -20,6 +20,12 @@
 //   so the node's other ranks return Status::peer_failed rather than wait;
 //   leaders of other nodes are left to the transport's own error handling
 //   (with MPI: the user's error handler). The instance is broken afterwards.
+// * Sizes that differ across ranks (an erroneous program; bytes_per_peer > 0
+//   on every rank): every rank of the team returns Status::size_mismatch
+//   from the same call, after its first round, and the instance stays usable
+//   (no resync needed: every stage and transport ran that one round).
+//   Ranks' sizes travel with their fan-in arrival and in the leaders'
+//   Headers (docs/hier.md).
 // * Not thread-safe; destruction is local.
 #pragma once
 
@@ -91,9 +97,17 @@ class HierAlltoall {
   // return the bytes they copied.
   std::size_t fan_in(char* in, const char* send, std::size_t bytes, std::size_t off,
                      std::size_t chunk, const GatherSource* mine) noexcept;
-  // Leader: messages_ (and gathers_ when zero_copy) for the round.
+  // Leader: messages_ (and gathers_ when zero_copy and verdict == 0) for the
+  // round, each with its Header {bytes, verdict} written into the in-area.
   void build_messages(char* in, char* out, int parity, std::size_t bytes, std::size_t off,
-                      std::size_t chunk, bool zero_copy) noexcept;
+                      std::size_t chunk, bool zero_copy, std::uint64_t verdict) noexcept;
+  // Sizes that differ (first round only): a local rank's arrival note differs
+  // from `bytes` (leader, after wait_arrived); a partner's Header differs
+  // (leader, after the exchange completed); a leader released a verdict
+  // (every rank, after wait_released).
+  std::uint64_t local_verdict(std::size_t bytes) const noexcept;
+  std::uint64_t remote_verdict(std::size_t bytes) const noexcept;
+  bool mismatch_released() const noexcept;
   std::size_t fan_out(const char* in, const char* out, char* recv, std::size_t bytes,
                       std::size_t off, std::size_t chunk) noexcept;
   // The in-area's trailer: one GatherSource per local rank, after the sections.

@@ -51,8 +51,11 @@ Plan::Plan(const NodeMap& map, int rank, std::size_t stage_bytes_per_rank)
   std::size_t chunk = stage_bytes_per_rank / n;
   chunk = chunk >= 64 ? chunk / 64 * 64 : 64;
   max_chunk_ = chunk;
+  header_bytes_ = header_bytes(map.size());
   // 0 when it overflows; HierAlltoall::create() then refuses the stage.
-  area_bytes_ = (shm::layout::Size(static_cast<std::size_t>(local_size())) * n * chunk).value();
+  area_bytes_ = (shm::layout::Size(static_cast<std::size_t>(local_size())) * n * chunk +
+                 header_bytes_)
+                    .value();
 }
 
 }  // namespace mlxa2a::hier

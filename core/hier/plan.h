@@ -12,6 +12,8 @@
 #include <span>
 #include <vector>
 
+#include "core/hier/transport.h"
+
 namespace mlxa2a::hier {
 
 // Which ranks of a team each node holds, and which of them lead. Nodes are
@@ -57,8 +59,12 @@ class NodeMap {
 };
 
 // The staging layout of one rank's node, for chunks of c bytes per peer.
+// Both areas start with a header region of header_bytes(): the Header this
+// node's leader sends to node m (in-area) or received from node m (out-area)
+// at header(m) — fixed offsets, whatever the call's size, so that a partner
+// called with another size still finds it (docs/hier.md, "Sizes that differ").
 // Both areas are indexed alike: section m (one per node m) starts at
-// L * c * ranks_before(m), where L is this node's size, and holds block
+// header_bytes() + L * c * ranks_before(m), where L is this node's size, and holds block
 // [a][b] at (a * L_m + b) * c in the in-area (a: local source, b: destination
 // index in m) and block [s][j] at (s * L + j) * c in the out-area (s: source
 // index in m, j: local destination). The in-area's section m is exactly the
@@ -88,21 +94,27 @@ class Plan {
 
   // Bytes per peer moved per round, equal on every rank of the team.
   std::size_t max_chunk() const { return max_chunk_; }
-  // Size of the in-area and of the out-area of this node.
+  // Size of the in-area and of the out-area of this node (headers included).
   std::size_t area_bytes() const { return area_bytes_; }
+  // The header region: one Header per node, 64-byte rounded; bounded by the
+  // team size so that it is known before the node map (HierAlltoall::area_bytes).
+  static std::size_t header_bytes(int team_size) {
+    return (static_cast<std::size_t>(team_size) * sizeof(Header) + 63) / 64 * 64;
+  }
+  std::size_t header(int node) const { return static_cast<std::size_t>(node) * sizeof(Header); }
   std::size_t rounds(std::size_t bytes_per_peer) const {
     return (bytes_per_peer + max_chunk_ - 1) / max_chunk_;
   }
   std::size_t section(int node, std::size_t chunk) const {
-    return static_cast<std::size_t>(local_size()) * chunk *
-           static_cast<std::size_t>(map_.ranks_before(node));
+    return header_bytes_ + static_cast<std::size_t>(local_size()) * chunk *
+                               static_cast<std::size_t>(map_.ranks_before(node));
   }
   // Where this node's message lands in node m's out-area: section `node()`
   // of m's layout, whose rows are m's size (the sender's own section m is
   // laid out with this node's size).
   std::size_t remote_section(int node, std::size_t chunk) const {
-    return static_cast<std::size_t>(map_.node_size(node)) * chunk *
-           static_cast<std::size_t>(map_.ranks_before(node_));
+    return header_bytes_ + static_cast<std::size_t>(map_.node_size(node)) * chunk *
+                               static_cast<std::size_t>(map_.ranks_before(node_));
   }
   // Bytes of the message between this node's leader and node m's leader.
   std::size_t message_bytes(int node, std::size_t chunk) const {
@@ -117,6 +129,7 @@ class Plan {
   int local_;
   int leader_index_ = -1;
   std::size_t max_chunk_;
+  std::size_t header_bytes_;
   std::size_t area_bytes_;
 };
 

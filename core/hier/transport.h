@@ -17,7 +17,10 @@
 //   out-area of that parity (the partner's layout differs from ours,
 //   docs/hier.md), so a one-sided transport needs no per-call handshake.
 // * Message sizes are symmetric: what this leader sends to node m is exactly
-//   as long as what it receives from node m.
+//   as long as what it receives from node m — in a correct program. A partner
+//   called with another size may send a message of another length (at most
+//   recv_capacity); the transport completes the exchange all the same and the
+//   engine finds the mismatch in the Headers.
 // * Implementations: PMPI point-to-point on a private communicator
 //   (core/mpi/leader_transport.h), RDMA writes (core/mlx5/rdma_transport.h).
 // * Errors: a Status other than ok; the engine then fails the call on its
@@ -60,6 +63,16 @@ struct Gather {
   std::size_t chunk = 0;
 };
 
+// What a leader tells its partner with every message (docs/hier.md, "Sizes
+// that differ"): the call's size on its node and whether a rank there called
+// with another one. Sent to a fixed place (Plan::header) in the partner's
+// out-area, so it arrives intact whatever size the partner expects.
+struct Header {
+  std::uint64_t bytes_per_peer = 0;
+  std::uint64_t flags = 0;  // kOtherSize
+  static constexpr std::uint64_t kOtherSize = 1;
+};
+
 struct Message {
   int node;                   // the remote node (NodeMap numbering)
   int leader;                 // which of its leaders (index in NodeMap::leaders(node))
@@ -71,6 +84,20 @@ struct Message {
   // Zero-copy: the bytes are gathered from the ranks' buffers (only when the
   // transport gathers()); null: they are `send`'s.
   const Gather* gather = nullptr;
+  // The Header goes with the message: from head_send (this node's in-area) to
+  // head_remote_offset in the partner's out-area of the same parity; the
+  // partner's lands in head_recv (this node's out-area). The transport moves
+  // it before (or with) the data and completes both alike.
+  const Header* head_send = nullptr;
+  Header* head_recv = nullptr;
+  std::size_t head_remote_offset = 0;
+  // Bytes from recv to the out-area's end (>= bytes): a partner called with
+  // another size (an erroneous program) may send more than `bytes`; a
+  // two-sided transport accepts up to this many so the call can end with a
+  // verdict instead of a transport error. (One-sided writes stay inside the
+  // area anyway: the partner computes them with its own chunk, which is at
+  // most max_chunk.)
+  std::size_t recv_capacity = 0;
 };
 
 class LeaderTransport {

@@ -30,6 +30,32 @@ struct Card {
 constexpr std::size_t kPiece = std::size_t{1} << 30;  // an SGE's length is 32 bits
 constexpr int kMaxPieces = 8;                         // areas are far below 8 GiB
 
+// The plain write of a message's hier::Header to its fixed place in the
+// partner's out-area (core/hier/transport.h), chained before the data: RC
+// executes a QP's WRs in order, so the data's write with immediate completes
+// at the partner only after the header is placed. Unsignalled, like every WR
+// but the data's last. false: the header lies outside the areas.
+bool header_wr(const hier::Message& m, const char* in, std::size_t in_bytes, std::uint32_t lkey,
+               std::uint64_t out_addr, std::uint32_t rkey, std::uint64_t out_bytes,
+               std::uint32_t max_inline, ibv_sge* sge, ibv_send_wr* wr, ibv_send_wr* next) {
+  const auto* head = reinterpret_cast<const char*>(m.head_send);
+  constexpr std::size_t kLen = sizeof(hier::Header);
+  if (head < in || head + kLen > in + in_bytes || m.head_remote_offset + kLen > out_bytes) {
+    return false;
+  }
+  *sge = {reinterpret_cast<std::uintptr_t>(head), static_cast<std::uint32_t>(kLen), lkey};
+  *wr = {};
+  wr->wr_id = next->wr_id;
+  wr->sg_list = sge;
+  wr->num_sge = 1;
+  wr->opcode = IBV_WR_RDMA_WRITE;
+  wr->send_flags = kLen <= max_inline ? IBV_SEND_INLINE : 0;
+  wr->wr.rdma.remote_addr = out_addr + m.head_remote_offset;
+  wr->wr.rdma.rkey = rkey;
+  wr->next = next;
+  return true;
+}
+
 }  // namespace
 
 Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas& areas,
@@ -241,8 +267,19 @@ Status RdmaLeaderTransport::post(const Peer& peer, const hier::Message& m) noexc
     wr[n].wr.rdma.rkey = peer.rkey[par];
     if (n > 0) wr[n - 1].next = &wr[n];
   }
+  ibv_send_wr* first = wr;
+  ibv_sge head_sge;
+  ibv_send_wr head_wr;
+  if (m.head_send) {
+    if (!header_wr(m, in, areas_.bytes, in_mr_[par]->lkey(), peer.out_addr[par], peer.rkey[par],
+                   peer.out_bytes, peer.ep->qp->inline_bytes(), &head_sge, &head_wr, wr)) {
+      return Status::invalid_argument;
+    }
+    first = &head_wr;
+  }
   ibv_send_wr* bad = nullptr;
-  if (Verbs::post_send(peer.ep->qp->get(), wr, &bad) != 0) return Status::net_failed;
+  if (Verbs::post_send(peer.ep->qp->get(), first, &bad) != 0) return Status::net_failed;
+  // The header's write is not counted: writes_posted counts the data's.
   EndpointPool::count_writes(static_cast<std::uint64_t>(n), m.bytes);
   return Status::ok;
 }
@@ -296,8 +333,18 @@ Status RdmaLeaderTransport::post_gather(const Peer& peer, const hier::Message& m
     wr.wr.rdma.rkey = peer.rkey[par];
     wr.next = last ? nullptr : &wrs_[w + 1];
   }
+  ibv_send_wr* first = wrs_.data();
+  ibv_sge head_sge;
+  ibv_send_wr head_wr;
+  if (m.head_send) {
+    if (!header_wr(m, in, areas_.bytes, in_mr_[par]->lkey(), peer.out_addr[par], peer.rkey[par],
+                   peer.out_bytes, peer.ep->qp->inline_bytes(), &head_sge, &head_wr, first)) {
+      return Status::invalid_argument;
+    }
+    first = &head_wr;
+  }
   ibv_send_wr* bad = nullptr;
-  if (Verbs::post_send(peer.ep->qp->get(), wrs_.data(), &bad) != 0) return Status::net_failed;
+  if (Verbs::post_send(peer.ep->qp->get(), first, &bad) != 0) return Status::net_failed;
   EndpointPool::count_writes(spans_.size(), m.bytes);
   return Status::ok;
 }

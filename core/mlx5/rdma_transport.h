@@ -61,7 +61,8 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   std::uint32_t gather_sge() const noexcept;
   // Bound on a message's WRs: they must fit the send queue at once (the
   // unsignalled ones are retired only by the last, signalled one).
-  static constexpr std::size_t kMaxGatherWrs = EndpointPool::kSendDepth;
+  // (one WR of the send queue goes to the message's header, core/hier/transport.h)
+  static constexpr std::size_t kMaxGatherWrs = EndpointPool::kSendDepth - 1;
   // QPs this transport's set-up created (0 when every pair was connected already).
   int qps_created() const { return qps_created_; }
 

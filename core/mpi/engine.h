@@ -92,7 +92,8 @@ class Engine {
   // Size comparison (the single-node engine, Team::compares_sizes).
   virtual bool compares_sizes() const noexcept { return false; }
   [[nodiscard]] virtual shm::Status check_sizes(std::size_t) noexcept { return shm::Status::ok; }
-  // After a size_mismatch: agree on a restart point (collective over comm).
+  // After a size_mismatch (single-node and hierarchical engines): agree on a
+  // restart point (collective over comm; may be no communication at all).
   [[nodiscard]] virtual bool resync(MPI_Comm) noexcept { return false; }
 
   // RDMA containment (core/mpi/containment.h); only the hierarchical engine

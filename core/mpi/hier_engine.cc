@@ -66,8 +66,12 @@ std::unique_ptr<HierEngine> HierEngine::create(const EngineRequest& req,
 shm::Status HierEngine::run(const char* send, char* recv, std::size_t bytes) noexcept {
   if (bytes != 0) ++engine_calls_;  // run() returns at once on 0, alike on every rank
   const shm::Status st = hier_->run(send, recv, bytes);
-  // invalid_argument is refused before anything is shared (a local misuse).
-  if (st != shm::Status::ok && st != shm::Status::invalid_argument) contain(st);
+  // invalid_argument is refused before anything is shared (a local misuse);
+  // size_mismatch ends the call on every rank and leaves the engine usable.
+  if (st != shm::Status::ok && st != shm::Status::invalid_argument &&
+      st != shm::Status::size_mismatch) {
+    contain(st);
+  }
   return st;
 }
 

@@ -42,6 +42,10 @@ class HierEngine final : public Engine {
                   tuning::Candidate path) noexcept override;
   tuning::Candidate default_route(std::size_t bytes) const noexcept override;
   void abandon() noexcept override;
+  // After a size_mismatch every rank stopped after the same round
+  // (HierAlltoall's contract): stages and transports are in step, nothing to
+  // agree on, no MPI call.
+  bool resync(MPI_Comm) noexcept override { return true; }
   bool contained() const noexcept override { return containment_.engaged(); }
   bool contained_call(std::size_t bytes) noexcept override;
   const std::string& contained_why() const noexcept override { return containment_.why(); }

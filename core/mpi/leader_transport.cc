@@ -13,6 +13,8 @@ namespace {
 
 constexpr std::size_t kPiece = std::size_t{1} << 30;  // bytes per MPI message at most
 constexpr int kTag = 0x6d78;                          // any tag: the communicator is private
+constexpr int kHeadTag = kTag + 1;                    // the messages' hier::Header
+constexpr int kHeadBytes = static_cast<int>(sizeof(hier::Header));
 
 }  // namespace
 
@@ -29,15 +31,34 @@ MpiLeaderTransport::~MpiLeaderTransport() {
 }
 
 Status MpiLeaderTransport::exchange(std::span<const hier::Message> messages) noexcept {
-  // Posts every message's receives (send = false) or sends, in pieces.
+  // Posts every message's receives (send = false) or sends: its header, then
+  // its bytes in pieces. A receive's last piece takes up to recv_capacity, so
+  // that a partner called with another size (an erroneous program) sends no
+  // message longer than its buffer: the engine finds the mismatch in the
+  // headers (core/hier/transport.h). Messages of more than one piece on
+  // either side with such a partner are not covered (docs/hier.md).
   auto post = [&](bool send) {
     for (const hier::Message& m : messages) {
       const int peer = first_rank_[static_cast<std::size_t>(m.node)] + m.leader;
-      for (std::size_t at = 0; at < m.bytes; at += kPiece) {
-        const int len = static_cast<int>(m.bytes - at < kPiece ? m.bytes - at : kPiece);
+      if (m.head_send) {
         MPI_Request& r = requests_.emplace_back(MPI_REQUEST_NULL);
-        const int rc = send ? PMPI_Isend(m.send + at, len, MPI_BYTE, peer, kTag, comm_.get(), &r)
-                            : PMPI_Irecv(m.recv + at, len, MPI_BYTE, peer, kTag, comm_.get(), &r);
+        const int rc =
+            send ? PMPI_Isend(m.head_send, kHeadBytes, MPI_BYTE, peer, kHeadTag,
+                              comm_.get(), &r)
+                 : PMPI_Irecv(m.head_recv, kHeadBytes, MPI_BYTE, peer, kHeadTag,
+                              comm_.get(), &r);
+        if (rc != MPI_SUCCESS) return false;
+      }
+      for (std::size_t at = 0; at < m.bytes; at += kPiece) {
+        std::size_t len = m.bytes - at < kPiece ? m.bytes - at : kPiece;
+        if (!send && at + len == m.bytes && m.recv_capacity > m.bytes) {
+          const std::size_t room = m.recv_capacity - at;
+          len = room < kPiece ? room : kPiece;
+        }
+        MPI_Request& r = requests_.emplace_back(MPI_REQUEST_NULL);
+        const int n = static_cast<int>(len);
+        const int rc = send ? PMPI_Isend(m.send + at, n, MPI_BYTE, peer, kTag, comm_.get(), &r)
+                            : PMPI_Irecv(m.recv + at, n, MPI_BYTE, peer, kTag, comm_.get(), &r);
         if (rc != MPI_SUCCESS) return false;
       }
     }

@@ -75,7 +75,6 @@ int Team::ranks_per_node() const noexcept {
 }
 
 bool Team::resync(MPI_Comm comm) noexcept {
-  // Only the single-node engine reports size_mismatch.
   if (!engine_ || !engine_->resync(comm)) return false;
   ++resyncs_;
   return true;

@@ -103,8 +103,9 @@ class Team {
   int ranks_per_node() const noexcept;
 
   // After the engine returned shm::Status::size_mismatch - which every rank of
-  // the team then gets in the same call (NodeAlltoall's contract) - agrees on
-  // the engine's restart point with one PMPI_Allreduce over comm, so that
+  // the team then gets in the same call (NodeAlltoall's and HierAlltoall's
+  // contracts) - agrees on the engine's restart point (the single-node engine:
+  // one PMPI_Allreduce over comm; the hierarchical one needs none), so that
   // correct calls work afterwards. Collective. False if MPI failed; the engine
   // is then abandoned (later calls report an error instead of waiting).
   [[nodiscard]] bool resync(MPI_Comm comm) noexcept;

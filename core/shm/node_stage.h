@@ -76,22 +76,33 @@ class NodeStage {
   char* in_area(int parity) const noexcept { return in_[parity & 1]; }
   char* out_area(int parity) const noexcept { return out_[parity & 1]; }
 
-  // The signals of the latest begin()'s call.
-  [[nodiscard]] Status arrive() noexcept { return arrive_at(seq_); }
+  // The signals of the latest begin()'s call. note: one word published with
+  // the signal (the hierarchical engine sends its call's size and verdict
+  // this way, docs/hier.md "Sizes that differ"), readable with arrived_note()
+  // / released_note() by a rank that waited for the signal, until the
+  // writer's next signal of that kind (the reuse rules above and in
+  // docs/hier.md keep it from signalling again before the reader is done).
+  [[nodiscard]] Status arrive(std::uint64_t note = 0) noexcept { return arrive_at(seq_, note); }
   [[nodiscard]] Status wait_arrived(std::span<const int> ranks) noexcept {
     return wait_arrived(ranks, seq_);
   }
-  [[nodiscard]] Status release() noexcept { return release_at(seq_); }
+  [[nodiscard]] Status release(std::uint64_t note = 0) noexcept { return release_at(seq_, note); }
   [[nodiscard]] Status wait_released(std::span<const int> leaders) noexcept {
     return wait_released(leaders, seq_);
   }
   // The same for call `seq` (pipelined calls), plus the finished signal.
-  [[nodiscard]] Status arrive_at(std::uint64_t seq) noexcept;
+  [[nodiscard]] Status arrive_at(std::uint64_t seq, std::uint64_t note = 0) noexcept;
   [[nodiscard]] Status wait_arrived(std::span<const int> ranks, std::uint64_t seq) noexcept;
-  [[nodiscard]] Status release_at(std::uint64_t seq) noexcept;
+  [[nodiscard]] Status release_at(std::uint64_t seq, std::uint64_t note = 0) noexcept;
   [[nodiscard]] Status wait_released(std::span<const int> leaders, std::uint64_t seq) noexcept;
   [[nodiscard]] Status finish_at(std::uint64_t seq) noexcept;
   [[nodiscard]] Status wait_finished(std::span<const int> ranks, std::uint64_t seq) noexcept;
+  std::uint64_t arrived_note(int rank) const noexcept {
+    return note_of(arrived_[static_cast<std::size_t>(rank)]);
+  }
+  std::uint64_t released_note(int leader) const noexcept {
+    return note_of(released_[static_cast<std::size_t>(leader)]);
+  }
   // For a rank that cannot go on with a call its peers have entered: marks
   // the stage broken and sets the node's failure flag, so their waits end
   // with Status::peer_failed. Local, never blocks.
@@ -103,7 +114,7 @@ class NodeStage {
  private:
   explicit NodeStage(const Options& opt) : waiter_(opt, nullptr) {}
   enum class Signal { arrived, released, finished };
-  Status signal(Signal which, std::uint64_t seq) noexcept;
+  Status signal(Signal which, std::uint64_t seq, std::uint64_t note) noexcept;
   Status wait_all(std::span<const int> ranks, Signal which, std::uint64_t seq) noexcept;
   std::vector<std::atomic<std::uint64_t>*>& flags(Signal which) noexcept {
     return which == Signal::arrived    ? arrived_
@@ -111,6 +122,13 @@ class NodeStage {
                                        : finished_;
   }
   Status fail(Status st) noexcept;
+  // A signal's note: the word after its flag, in the flag's cache line.
+  static std::atomic<std::uint64_t>* note_word(std::atomic<std::uint64_t>* flag) noexcept {
+    return flag + 1;
+  }
+  static std::uint64_t note_of(std::atomic<std::uint64_t>* flag) noexcept {
+    return note_word(flag)->load(std::memory_order_relaxed);
+  }
 
   NodeSegment seg_;
   std::uint64_t seq_ = 0;

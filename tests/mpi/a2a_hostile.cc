@@ -16,6 +16,9 @@
 //                   correct calls
 //   cross-mismatch  the last rank's size differs from the others' (line mode,
 //                   slots, several rounds, CMA), then correct calls
+//   cross-mismatch-every  cross-mismatch, and with mlxa2a loaded every rank
+//                   must get MPI_ERR_TRUNCATE (for teams whose engine serves
+//                   every size, e.g. MLXA2A_TUNE=shm or rdma)
 //   cross-mismatch-tuned  the same during measured selection's trials (run
 //                   with MLXA2A_TUNE_SAMPLES > 0), then the trials finish
 #include <mpi.h>
@@ -31,6 +34,13 @@ namespace {
 
 int g_calls = 0;
 int g_failures = 0;
+// cross-mismatch-every with mlxa2a loaded: every rank must get MPI_ERR_TRUNCATE.
+bool g_every_rank_errs = false;
+
+bool shim_loaded() {
+  const char* p = std::getenv("LD_PRELOAD");
+  return p != nullptr && std::strstr(p, "mlxa2a") != nullptr;
+}
 
 int a2a(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, MPI_Comm c) {
   ++g_calls;
@@ -134,6 +144,11 @@ void mismatched_call(MPI_Comm comm, int count, int odd) {
     std::printf("rank %d: %d vs %d ints: error class %d\n", rank, count, odd, cls);
     ++g_failures;
   }
+  if (g_every_rank_errs && cls != MPI_ERR_TRUNCATE) {
+    std::printf("rank %d: %d vs %d ints: error class %d, not MPI_ERR_TRUNCATE\n", rank, count,
+                odd, cls);
+    ++g_failures;
+  }
   int erred = cls != MPI_SUCCESS, any = 0;
   MPI_Allreduce(&erred, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (!any) {
@@ -196,6 +211,9 @@ int main(int argc, char** argv) {
   } else if (mode == "local-mismatch") {
     local_mismatch(comm);
   } else if (mode == "cross-mismatch") {
+    cross_mismatch(comm);
+  } else if (mode == "cross-mismatch-every") {
+    g_every_rank_errs = shim_loaded();
     cross_mismatch(comm);
   } else if (mode == "cross-mismatch-tuned") {
     cross_mismatch_tuned(comm);

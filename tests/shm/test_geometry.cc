@@ -43,7 +43,7 @@ TEST(Geometry, HierAreaOverflowIsInvalid) {
   EXPECT_EQ(hier::HierAlltoall::area_bytes(4, 2, std::size_t{1} << 63), 0u);
   // Sections plus the zero-copy trailer (docs/zerocopy.md).
   EXPECT_EQ(hier::HierAlltoall::area_bytes(4, 2, 4096),
-            2u * 4 * 1024 + hier::HierAlltoall::publish_bytes(2));
+            2u * 4 * 1024 + hier::Plan::header_bytes(4) + hier::HierAlltoall::publish_bytes(2));
   const int ids[] = {0, 0, 2, 2};
   const hier::NodeMap map(ids);
   EXPECT_EQ(hier::Plan(map, 0, SIZE_MAX).area_bytes(), 0u);

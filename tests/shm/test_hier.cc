@@ -31,6 +31,9 @@ struct Mailbox {
   int to_leader = -1;    // which leader of the receiving node it is addressed
   std::size_t remote_offset = 0;  // where the sender says it lands (one-sided transports)
   int parity = -1;
+  std::size_t bytes = 0;               // the message's length (differs for erroneous sizes)
+  Header head;                         // the message's header
+  std::size_t head_remote_offset = 0;  // where the sender says the header lands
 };
 
 class Mailboxes {
@@ -89,6 +92,10 @@ class FakeTransport final : public LeaderTransport {
         return Status::transport_failed;
       }
       std::memcpy(boxes_.data(node_, m.node), m.send, m.bytes);
+      if (!m.head_send) return Status::invalid_argument;  // the engine always sends one
+      b.bytes = m.bytes;
+      b.head = *m.head_send;
+      b.head_remote_offset = m.head_remote_offset;
       b.from_leader = leader_;
       b.to_leader = m.leader;
       b.remote_offset = m.remote_offset;
@@ -110,11 +117,16 @@ class FakeTransport final : public LeaderTransport {
       if (b.from_leader != m.leader || b.to_leader != leader_) return Status::invalid_argument;
       // The sender's idea of where its bytes land must be where the engine
       // reads them here: same parity, remote_offset into our out-area.
-      if (b.parity != m.parity || m.recv != areas_.out[m.parity] + b.remote_offset ||
-          b.remote_offset + m.bytes > areas_.bytes) {
+      // A sender of another size (an erroneous call) writes elsewhere, as a
+      // one-sided transport would, but inside the area.
+      char* const lands = areas_.out[m.parity] + b.remote_offset;
+      if (b.parity != m.parity || (b.bytes == m.bytes && m.recv != lands) ||
+          b.remote_offset + b.bytes > areas_.bytes ||
+          reinterpret_cast<char*>(m.head_recv) != areas_.out[m.parity] + b.head_remote_offset) {
         return Status::invalid_argument;
       }
-      std::memcpy(m.recv, boxes_.data(m.node, node_), m.bytes);
+      std::memcpy(lands, boxes_.data(m.node, node_), b.bytes);
+      *m.head_recv = b.head;
       b.taken.store(seq, std::memory_order_release);
     }
     return Status::ok;
@@ -281,7 +293,8 @@ TEST(HierPlan, ChunksAreEqualOnEveryRankAndLineSized) {
   for (int r = 0; r < m.size(); ++r) {
     const Plan p(m, r, 131072);
     EXPECT_EQ(p.max_chunk(), 16384u);
-    EXPECT_EQ(p.area_bytes(), static_cast<std::size_t>(m.node_size(m.node_of(r))) * 8 * 16384);
+    EXPECT_EQ(p.area_bytes(),
+              static_cast<std::size_t>(m.node_size(m.node_of(r))) * 8 * 16384 + 128);
     const int local = m.node_size(m.node_of(r));
     EXPECT_EQ(p.area_bytes() + HierAlltoall::publish_bytes(local),
               HierAlltoall::area_bytes(8, local, 131072));
@@ -291,7 +304,9 @@ TEST(HierPlan, ChunksAreEqualOnEveryRankAndLineSized) {
   EXPECT_EQ(Plan(m, 0, 1000).max_chunk(), 64u);  // 125 bytes per peer: one line
   EXPECT_EQ(Plan(m, 0, 8).max_chunk(), 64u);     // never below one line
   const Plan p(m, 4, 131072);                    // node 2 of 4 ranks, after 4 ranks
-  EXPECT_EQ(p.section(2, 100), 4u * 100 * 4);
+  EXPECT_EQ(p.section(2, 100), Plan::header_bytes(8) + 4u * 100 * 4);
+  EXPECT_EQ(Plan::header_bytes(8), 128u);  // 8 Headers of 16 bytes
+  EXPECT_EQ(p.header(2), 32u);
   EXPECT_EQ(p.message_bytes(0, 100), 4u * 3 * 100);
   EXPECT_TRUE(p.leader());
   EXPECT_FALSE(Plan(m, 5, 131072).leader());
