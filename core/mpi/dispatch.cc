@@ -65,6 +65,39 @@ int fall_through(const AlltoallArgs& a, bool trace, std::uint64_t bytes, const C
   return pmpi_alltoall(a);
 }
 
+// The state of comm if it has one; never creates it (which would be
+// collective). nullptr when it has none yet.
+CommState* existing_comm_state(MPI_Comm comm, int keyval) {
+  if (CommState* st = memoised_comm_state(comm)) return st;
+  void* val = nullptr;
+  int flag = 0;
+  if (PMPI_Comm_get_attr(comm, keyval, &val, &flag) != MPI_SUCCESS || !flag) return nullptr;
+  return static_cast<CommState*>(val);
+}
+
+// A call this rank serves through PMPI because of its own size (an
+// MLXA2A_TUNE pmpi range, auto's size limits, above 2 GiB) or its own
+// arguments (send size != receive size). In an erroneous program a peer
+// called with another size may have been sent to the engine by the same
+// rules, where it would wait for this rank forever (docs/shm.md, "Mixed
+// decisions"). On a team whose engine compares sizes, this rank announces
+// `announced` first (Team::check_sizes: a call that moves nothing): when any
+// rank's size differs, every rank ends the call with MPI_ERR_TRUNCATE
+// whichever path it took; when all agree, PMPI serves it. st may be null
+// (looked up, never created, here).
+int fall_through_checked(const AlltoallArgs& a, bool trace, std::uint64_t bytes,
+                         std::uint64_t announced, CommState* st, const char* reason) {
+  if (!st) st = existing_comm_state(a.comm, Runtime::instance().comm_keyval());
+  if (st && st->team && !st->team->setup_pending() && st->team->compares_sizes()) {
+    if (const int rc = shm_check_sizes(a, *st->team, announced); rc != MPI_SUCCESS) {
+      ++t_counts.shm;
+      if (trace) trace_call(a, bytes, st, Path::Shm, "size check before pmpi failed");
+      return rc;
+    }
+  }
+  return fall_through(a, trace, bytes, st, reason);
+}
+
 // Checks what can be checked without an MPI call; see the header's contract.
 const char* invalid_argument(const AlltoallArgs& a) {
   if (a.comm == MPI_COMM_NULL) return "invalid argument (MPI_COMM_NULL): PMPI reports it";
@@ -95,18 +128,25 @@ const char* invalid_argument(const AlltoallArgs& a) {
 // the type signatures must match); the MPI reports it as it sees fit (Open
 // MPI checks it locally, MPICH finds the truncation), so PMPI judges. Rank-
 // local: every rank whose arguments are alike takes the same decision.
-bool sizes_match(const AlltoallArgs& a, std::uint64_t bytes) {
+// *send_bytes: the send size per peer when known and different, else bytes + 1
+// (a value no correct peer announces).
+bool sizes_match(const AlltoallArgs& a, std::uint64_t bytes, std::uint64_t* send_bytes) {
   if (a.sendbuf == MPI_IN_PLACE) return true;
   if (a.sendtype == a.recvtype && a.sendcount == a.recvcount) return true;
+  *send_bytes = bytes + 1;
   MPI_Count type_size = static_cast<MPI_Count>(predefined_scalar_size(a.sendtype));
   if (type_size == 0 &&
       (PMPI_Type_size_x(a.sendtype, &type_size) != MPI_SUCCESS || type_size < 0)) {
     return false;
   }
-  std::uint64_t send_bytes = 0;
-  return !__builtin_mul_overflow(static_cast<std::uint64_t>(a.sendcount),
-                                 static_cast<std::uint64_t>(type_size), &send_bytes) &&
-         send_bytes == bytes;
+  std::uint64_t sent = 0;
+  if (__builtin_mul_overflow(static_cast<std::uint64_t>(a.sendcount),
+                             static_cast<std::uint64_t>(type_size), &sent)) {
+    return false;
+  }
+  if (sent == bytes) return true;
+  *send_bytes = sent;
+  return false;
 }
 
 // Whether a has the signature recorded in r (see CommState::Repeat). Only
@@ -277,12 +317,15 @@ int alltoall_impl(const AlltoallArgs& a) {
                           "invalid argument (receive size overflows): PMPI judges it");
     }
   }
-  if (!sizes_match(a, bytes)) {
-    return fall_through(a, trace, bytes, nullptr,
-                        "invalid argument (send and receive sizes differ): PMPI judges it");
+  // A peer whose arguments are right is in the engine with its receive size:
+  // this rank announces what it sends, so that it differs.
+  if (std::uint64_t send_bytes = bytes; !sizes_match(a, bytes, &send_bytes)) {
+    return fall_through_checked(a, trace, bytes, send_bytes, nullptr,
+                                "invalid argument (send and receive sizes differ): PMPI judges it");
   }
   if (tune.lookup(bytes) == Path::Pmpi) {
-    return fall_through(a, trace, bytes, nullptr, "MLXA2A_TUNE selects pmpi for this size");
+    return fall_through_checked(a, trace, bytes, bytes, nullptr,
+                                "MLXA2A_TUNE selects pmpi for this size");
   }
   CommState* st = comm_state(a.comm, rt.comm_keyval());
   if (!st) return fall_through(a, trace, bytes, nullptr, "communicator state unavailable");
@@ -297,7 +340,7 @@ int alltoall_impl(const AlltoallArgs& a) {
   auto tunable = [&] { return auto_size && st->team && (st->caps.shm || st->caps.hier); };
   bool tune_this = tunable();
   if ((!engine_path(d.path) && !tune_this) || !st->team) {
-    return fall_through(a, trace, bytes, st, d.reason);
+    return fall_through_checked(a, trace, bytes, bytes, st, d.reason);
   }
   // A team derived at MPI_Comm_split/dup sets its engine up (from the pool or
   // a new segment) at the first call that may use it — the same call on
@@ -316,9 +359,9 @@ int alltoall_impl(const AlltoallArgs& a) {
     tune_this = tunable();
   }
   if (int rc = MPI_SUCCESS; tune_this && tuned_call(a, *st, bytes, d, trace, &rc)) return rc;
-  if (!engine_path(d.path)) return fall_through(a, trace, bytes, st, d.reason);
+  if (!engine_path(d.path)) return fall_through_checked(a, trace, bytes, bytes, st, d.reason);
   if (bytes > INT_MAX) {
-    return fall_through(a, trace, bytes, st, "bytes per peer above 2 GiB: PMPI");
+    return fall_through_checked(a, trace, bytes, bytes, st, "bytes per peer above 2 GiB: PMPI");
   }
   const EngineRoute route =
       d.path == Path::Rdma ? EngineRoute{engine_default(*st->team, bytes)}
