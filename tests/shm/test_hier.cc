@@ -157,8 +157,11 @@ struct Case {
 
 constexpr std::size_t kStagePerRank = 4096;  // small: large sizes need rounds
 
+// odd_rank >= 0: every third call (it % 3 == 1) that rank calls with another
+// size (another round count, or 1 against 5000 bytes); every rank must get
+// size_mismatch, and the calls in between must be right.
 int run_rank(ForkBootstrap& boot, int rank, const Case& c, Mailboxes& boxes, int fail_node,
-             std::uint64_t fail_at, int iterations, bool pipeline = false) {
+             std::uint64_t fail_at, int iterations, bool pipeline = false, int odd_rank = -1) {
   const std::vector<int>& node_of = c.node_of;
   const int n = static_cast<int>(node_of.size());
   const NodeMap map(node_of, c.leads);
@@ -185,10 +188,16 @@ int run_rank(ForkBootstrap& boot, int rank, const Case& c, Mailboxes& boxes, int
   // Back to back with changing sizes: one round, then up to a dozen.
   const std::size_t sizes[] = {1, 3, 8, 64, 100, 1000, 5000};
   for (int it = 0; it < iterations; ++it) {
-    const std::size_t bytes = sizes[static_cast<std::size_t>(it) % std::size(sizes)];
+    std::size_t bytes = sizes[static_cast<std::size_t>(it) % std::size(sizes)];
+    const bool mismatched = odd_rank >= 0 && it % 3 == 1;
+    if (mismatched && rank == odd_rank) bytes = bytes == 5000 ? 1 : bytes + 1000;
     std::vector<unsigned char> send(n * bytes), recv(n * bytes, 0);
     shm::test::fill_send(send, rank, n, it, bytes);
     const Status st = engine->run(send.data(), recv.data(), bytes);
+    if (mismatched) {
+      FT_CHECK_STATUS(st, Status::size_mismatch);
+      continue;
+    }
     if (fail_node >= 0 && st != Status::ok) {
       // After a failure the engine stays broken.
       FT_CHECK_STATUS(engine->run(send.data(), recv.data(), bytes), Status::broken);
@@ -270,6 +279,34 @@ TEST(HierFaults, TransportFailureEndsAPipelinedCallEverywhere) {
   });
   EXPECT_FALSE(res.hung);
   for (int code : res.exit_codes) EXPECT_EQ(code, 42);
+}
+
+// Sizes that differ across ranks (docs/hier.md): a non-leader, a node's
+// leader, a node's only rank, a second leader; every rank of every node gets
+// size_mismatch in the same call and the next correct calls work.
+TEST(HierMismatch, EveryRankFailsThenTheEngineWorks) {
+  for (const bool pipeline : {false, true}) {
+    SCOPED_TRACE(pipeline ? "pipelined" : "serial");
+    const struct {
+      Case c;
+      int odd;
+    } cases[] = {{{"non_leader", {0, 0, 1, 1}, {}}, 3},
+                 {{"leader", {0, 0, 1, 1}, {}}, 2},
+                 {{"single", {0, 1, 2}, {}}, 1},
+                 {{"second_leader", {0, 0, 0, 1, 1, 1, 2, 2}, {1, 1, 0, 1, 0, 1, 1, 1}}, 1}};
+    for (const auto& k : cases) {
+      SCOPED_TRACE(k.c.name);
+      const NodeMap map(k.c.node_of, k.c.leads);
+      Mailboxes boxes(map.nodes(), 1 << 20);
+      ASSERT_TRUE(boxes.ok());
+      const auto res =
+          shm::test::run_forked_nodes(k.c.node_of, [&](ForkBootstrap& boot, int rank) {
+            return run_rank(boot, rank, k.c, boxes, -1, 0, 21, pipeline, k.odd);
+          });
+      EXPECT_FALSE(res.hung);
+      for (int code : res.exit_codes) EXPECT_EQ(code, 0);
+    }
+  }
 }
 
 TEST(HierPlan, NodeMapNumbersNodesByLowestRank) {
