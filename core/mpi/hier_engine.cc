@@ -64,8 +64,23 @@ std::unique_ptr<HierEngine> HierEngine::create(const EngineRequest& req,
 }
 
 shm::Status HierEngine::run(const char* send, char* recv, std::size_t bytes) noexcept {
+  return run_counted(send, recv, bytes, nullptr);
+}
+
+shm::Status HierEngine::run(const char* send, char* recv, std::size_t bytes,
+                            tuning::Candidate path) noexcept {
+  // hier and rdma: the leaders use the transport agreed at set-up; zcopy the
+  // same with the leaders gathering from the ranks' buffers.
+  const bool zcopy = path == tuning::Candidate::zcopy && zcopy_ && zcopy_on_;
+  return run_counted(send, recv, bytes, zcopy ? zcopy_.get() : nullptr);
+}
+
+// Every engine call, staged or zero-copy, is numbered and contained alike:
+// the containment agreement names the call by this number on every rank.
+shm::Status HierEngine::run_counted(const char* send, char* recv, std::size_t bytes,
+                                    hier::SendRegistration* zcopy) noexcept {
   if (bytes != 0) ++engine_calls_;  // run() returns at once on 0, alike on every rank
-  const shm::Status st = hier_->run(send, recv, bytes);
+  const shm::Status st = hier_->run(send, recv, bytes, zcopy);
   // invalid_argument is refused before anything is shared (a local misuse);
   // size_mismatch ends the call on every rank and leaves the engine usable.
   if (st != shm::Status::ok && st != shm::Status::invalid_argument &&
@@ -73,15 +88,6 @@ shm::Status HierEngine::run(const char* send, char* recv, std::size_t bytes) noe
     contain(st);
   }
   return st;
-}
-
-shm::Status HierEngine::run(const char* send, char* recv, std::size_t bytes,
-                            tuning::Candidate path) noexcept {
-  if (path == tuning::Candidate::zcopy && zcopy_ && zcopy_on_) {
-    return hier_->run(send, recv, bytes, zcopy_.get());
-  }
-  // hier and rdma: the leaders use the transport agreed at set-up.
-  return run(send, recv, bytes);
 }
 
 tuning::Candidate HierEngine::default_route(std::size_t bytes) const noexcept {

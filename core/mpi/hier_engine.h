@@ -60,6 +60,9 @@ class HierEngine final : public Engine {
   const std::string& zcopy_why() const noexcept override { return zcopy_why_; }
 
  private:
+  // One engine call (zcopy: null = staged): numbered, contained on failure.
+  shm::Status run_counted(const char* send, char* recv, std::size_t bytes,
+                          hier::SendRegistration* zcopy) noexcept;
   explicit HierEngine(const EngineSettings& s);
   // create()'s body; false if it failed on any rank.
   bool setup(const EngineRequest& req) noexcept;
