@@ -7,7 +7,8 @@
 #                                    hosts-mpich); repeatable. hosts: MPI jobs on
 #                                    pretend hosts (docs/hosts.md; root, else skipped)
 #   scripts/test.sh --no-setup       skip apt-get (packages already present)
-# Without --suite it also builds the registration cache and shared-memory tests
+# Without --suite it also builds the registration cache, shared-memory and
+# RDMA/zero-copy (tests/mlx5, over fakeverbs) tests
 # with AddressSanitizer + UndefinedBehaviorSanitizer (in ${BUILD_DIR}-sanitize)
 # and runs them; `--suite sanitize` runs only that.
 # Ends with one line "N passed, M failed"; exit status 0 only if M is 0.
@@ -51,10 +52,12 @@ if [ "$sanitize" = 1 ]; then
       -Db_sanitize=address,undefined -Db_lundef=false
   fi
   ninja -C "$san" tests/rcache/test_rcache_patch tests/rcache/test_rcache_patch_race \
-    tests/rcache/test_rcache_ucm tests/shm/test_shm
+    tests/rcache/test_rcache_ucm tests/shm/test_shm tests/mlx5/test_mlx5 \
+    tests/fakeverbs/lib/libibverbs.so.1 tests/fakeverbs/lib/libmlx5.so.1
   # Any sanitizer report fails the test instead of only being printed.
   ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    meson test -C "$san" --no-rebuild --print-errorlogs --suite rcache --suite shm || status=$?
+    meson test -C "$san" --no-rebuild --print-errorlogs --suite rcache --suite shm \
+      --suite mlx5 || status=$?
   logs+=("$san/meson-logs/testlog.json")
 fi
 
