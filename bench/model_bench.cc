@@ -96,9 +96,11 @@ void BM_Memcpy(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kRanks * m));
 }
 
-BENCHMARK(BM_FanIn)->RangeMultiplier(2)->Range(1, 128);
-BENCHMARK(BM_FanOut)->RangeMultiplier(2)->Range(1, 128);
-BENCHMARK(BM_Memcpy)->RangeMultiplier(2)->Range(1, 128);
+// 1-128 (the reference's sizes) and two that are not powers of two (3 ints,
+// 3 doubles), which copy_blocks moves as two overlapping fixed moves.
+BENCHMARK(BM_FanIn)->RangeMultiplier(2)->Range(1, 128)->Arg(12)->Arg(24);
+BENCHMARK(BM_FanOut)->RangeMultiplier(2)->Range(1, 128)->Arg(12)->Arg(24);
+BENCHMARK(BM_Memcpy)->RangeMultiplier(2)->Range(1, 128)->Arg(12)->Arg(24);
 
 // Keeps the console output and records seconds per call by benchmark name
 // (the median when repetitions are asked for, else the single run), CPU time.
