@@ -35,15 +35,16 @@ docs/zerocopy.md) instead, both through the verbs library.
 
 --pipeline compares RDMA leaders with rounds one after the other
 (MLXA2A_NET_PIPELINE=n) and pipelined (=y, docs/hier.md "Pipelined rounds"),
-both through the verbs library; --slot sets MLXA2A_SHM_SLOT_SIZE in both (a
-call runs in rounds of slot / np bytes per peer).
+both through the verbs library (with --pmpi-leaders: both over PMPI
+point-to-point instead); --slot sets MLXA2A_SHM_SLOT_SIZE in both (a call
+runs in rounds of slot / np bytes per peer).
 
 --bytes-budget B caps the iterations at B / bytes (at least 10), so a sweep
 up to 1 MiB per peer stays short.
 
 Usage: scripts/compare_leaders.py --build DIR [--np 4] [--layout 2]
            [--rounds 5] [--sizes 1:4096 | 1,64,4096] [--iters 200] [--mpi ompi|mpich]
-           [--zcopy | --pipeline [--slot 16K]] [--bytes-budget B]
+           [--zcopy | --pipeline [--pmpi-leaders] [--slot 16K]] [--bytes-budget B]
 """
 import argparse
 import os
@@ -66,8 +67,9 @@ def run(args, mode, size, iters):
         env["MLXA2A_SHM_SLOT_SIZE"] = args.slot
     if mode == "zcopy":
         env["MLXA2A_TUNE"] = "0-inf:rdma"  # takes zcopy from the threshold up
-    env["MLXA2A_NET_VERBS_LIBRARY"] = (f"{b}/tests/fakeverbs/lib/libibverbs.so.1" if mode != "pmpi"
-                                       else "libmlxa2a-no-such-verbs.so.1")
+    pmpi = mode == "pmpi" or (args.pmpi_leaders and mode in ("serial", "pipelined"))
+    env["MLXA2A_NET_VERBS_LIBRARY"] = ("libmlxa2a-no-such-verbs.so.1" if pmpi
+                                       else f"{b}/tests/fakeverbs/lib/libibverbs.so.1")
     if args.mpi == "ompi":
         cmd = ["mpirun.openmpi", "--oversubscribe", "--bind-to", "none"]
         for k in ("LD_PRELOAD", "MLXA2A_DEBUG_NODE_SIZE", "MLXA2A_TUNE", "FAKEVERBS_QUIET",
@@ -124,6 +126,7 @@ def main():
     ap.add_argument("--mpi", default="ompi", choices=["ompi", "mpich"])
     ap.add_argument("--zcopy", action="store_true")
     ap.add_argument("--pipeline", action="store_true")
+    ap.add_argument("--pmpi-leaders", action="store_true")
     ap.add_argument("--slot", default="")
     ap.add_argument("--bytes-budget", type=int, default=0)
     args = ap.parse_args()
@@ -138,7 +141,8 @@ def main():
     else:
         sizes = [int(x) for x in args.sizes.split(",")]
     print(f"# {args.mpi} np={args.np} layout={args.layout} rounds={args.rounds} "
-          f"iters<={args.iters} budget={args.bytes_budget} slot={args.slot or 'default'}; "
+          f"iters<={args.iters} budget={args.bytes_budget} slot={args.slot or 'default'}"
+          f"{' leaders=pmpi' if args.pmpi_leaders else ''}; "
           f"medians; us per rank-call")
     print(f"# bytes  lat:{base} {other} ratio  busy-cpu:{base} {other} ratio"
           f"  net-cpu:{base} {other} ratio  call-cpu:{base} {other}  nic-cpu:{base} {other}",

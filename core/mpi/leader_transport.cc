@@ -27,17 +27,30 @@ MpiLeaderTransport::MpiLeaderTransport(OwnedComm leaders, std::vector<int> first
 }
 
 MpiLeaderTransport::~MpiLeaderTransport() {
-  if (Runtime::instance().state() == State::Finalised) comm_.abandon();
+  if (Runtime::instance().state() == State::Finalised) {
+    comm_.abandon();
+    return;
+  }
+  abandon_posted();  // before the areas they point into go
 }
 
 Status MpiLeaderTransport::exchange(std::span<const hier::Message> messages) noexcept {
+  if (Status st = post(messages); st != Status::ok) return st;
+  return complete();
+}
+
+Status MpiLeaderTransport::post(std::span<const hier::Message> messages) noexcept {
+  // A previous call that failed between its post and its completion (a
+  // local rank's failure ended it) left requests behind; waiting for them
+  // could wait forever, so they are cancelled and released.
+  abandon_posted();
   // Posts every message's receives (send = false) or sends: its header, then
   // its bytes in pieces. A receive's last piece takes up to recv_capacity, so
   // that a partner called with another size (an erroneous program) sends no
   // message longer than its buffer: the engine finds the mismatch in the
   // headers (core/hier/transport.h). Messages of more than one piece on
   // either side with such a partner are not covered (docs/hier.md).
-  auto post = [&](bool send) {
+  auto post_all = [&](bool send) {
     for (const hier::Message& m : messages) {
       const int peer = first_rank_[static_cast<std::size_t>(m.node)] + m.leader;
       if (m.head_send) {
@@ -65,12 +78,31 @@ Status MpiLeaderTransport::exchange(std::span<const hier::Message> messages) noe
     return true;
   };
   try {
-    requests_.clear();
+    requests_.reserve(requests_.size() + 4 * messages.size());
     // Receives first, so that an eager message finds its buffer posted.
-    if (!post(false) || !post(true)) return Status::transport_failed;
+    if (!post_all(false) || !post_all(true)) {
+      abandon_posted();
+      return Status::transport_failed;
+    }
   } catch (...) {  // allocation of the request list
+    abandon_posted();
     return Status::transport_failed;
   }
+  // One test now: an MPI that progresses only inside its calls gets its
+  // eager sends and the first rendezvous steps under way before the caller
+  // turns to other work (the next round's fan-in).
+  int done = 0;
+  if (PMPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done,
+                   MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+    abandon_posted();
+    return Status::transport_failed;
+  }
+  if (done) requests_.clear();
+  return Status::ok;
+}
+
+Status MpiLeaderTransport::complete() noexcept {
+  if (requests_.empty()) return Status::ok;
   // Test rather than wait: an MPI that spins inside MPI_Waitall keeps the core
   // from the very peers it waits for when ranks outnumber cores.
   const unsigned spins = oversubscribed_ ? 4 : 2000;
@@ -78,15 +110,31 @@ Status MpiLeaderTransport::exchange(std::span<const hier::Message> messages) noe
     int done = 0;
     if (PMPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done,
                      MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+      abandon_posted();
       return Status::transport_failed;
     }
-    if (done) return Status::ok;
+    if (done) {
+      requests_.clear();
+      return Status::ok;
+    }
     if (i < spins) {
       cpu_relax();
     } else {
       sched_yield();
     }
   }
+}
+
+void MpiLeaderTransport::abandon_posted() noexcept {
+  // The call has failed (the engine stops using this team's exchange):
+  // receives not yet matched are cancelled so that no late message lands in
+  // an area the team may reuse or unmap; the rest are released to MPI.
+  for (MPI_Request& r : requests_) {
+    if (r == MPI_REQUEST_NULL) continue;
+    PMPI_Cancel(&r);
+    PMPI_Request_free(&r);
+  }
+  requests_.clear();
 }
 
 }  // namespace mlxa2a::core::mpi

@@ -5,11 +5,16 @@
 //   by node, then by leader index (so leader j of node m is rank
 //   first_rank[m] + j), where no message of ours can match a receive of the
 //   application's.
-// * exchange(): one PMPI_Irecv and one PMPI_Isend per remote node (messages
-//   over 1 GiB are cut into pieces so every count fits an int), then tests for
-//   completion, yielding the core between tests when the node is
-//   oversubscribed. Errors come back as codes (MPI_ERRORS_RETURN on the
-//   private communicator) and end the call with Status::transport_failed.
+// * post(): one PMPI_Irecv and one PMPI_Isend per remote node and header
+//   (messages over 1 GiB are cut into pieces so every count fits an int) and
+//   one PMPI_Testall to start them; complete(): tests for completion,
+//   yielding the core between tests when the node is oversubscribed;
+//   exchange() = post() + complete(). Between the two, pipelined rounds fill
+//   the next in-area (docs/hier.md "Pipelined rounds"): small messages
+//   travel eagerly meanwhile, large ones progress as far as the MPI moves
+//   them without being called. Errors come back as codes (MPI_ERRORS_RETURN
+//   on the private communicator) and end the call with
+//   Status::transport_failed; what was posted is then cancelled/released.
 // * Destruction frees the communicator (local in the MPIs we support), except
 //   inside MPI_Finalize (a communicator the application never freed), where
 //   MPI frees it itself.
@@ -31,13 +36,17 @@ class MpiLeaderTransport final : public hier::LeaderTransport {
   MpiLeaderTransport(const MpiLeaderTransport&) = delete;
   MpiLeaderTransport& operator=(const MpiLeaderTransport&) = delete;
   Status exchange(std::span<const hier::Message> messages) noexcept override;
+  Status post(std::span<const hier::Message> messages) noexcept override;
+  Status complete() noexcept override;
   const char* name() const noexcept override { return "pmpi"; }
 
  private:
   OwnedComm comm_;
   std::vector<int> first_rank_;  // per node: its leader 0's rank in comm_
   bool oversubscribed_;
-  std::vector<MPI_Request> requests_;
+  // Cancels what is still posted after an MPI error and releases it.
+  void abandon_posted() noexcept;
+  std::vector<MPI_Request> requests_;  // posted and not yet complete
 };
 
 }  // namespace mlxa2a::core::mpi
