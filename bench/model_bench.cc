@@ -12,6 +12,8 @@
 //   T(m) = fan-in(m) + 2 x node sync + network(m) + fan-out(m)
 //   network(m) = latency + max(writes / message rate, bytes out / bandwidth)
 // with one leader per node posting N-1 = 22 writes of 32 x 32 x m bytes.
+// Also: fan-out and memcpy from memory out of this core's caches (the *Cold
+// variants), as the engine reads an out-area a NIC has just written.
 // Run: build/bench/model_bench [--benchmark_repetitions=5]
 #include <benchmark/benchmark.h>
 
@@ -96,11 +98,55 @@ void BM_Memcpy(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kRanks * m));
 }
 
+// The same fan-out and memcpy from memory no cache of this core holds — as
+// after a NIC's (or another core's) writes: kCold buffer sets used in turn,
+// and in each another local rank's column (the memcpy: another 736 x m bytes
+// of the stage), so an iteration's source bytes were last read 256
+// iterations ago (12-48 MiB apart at 64-256 B: out of this core's 2 MiB L2,
+// in the shared L3 as a NIC's writes would be). The hot variants above
+// repeat on the same lines, where the 32 x m row stride (4 KiB at 128 B) maps
+// a fan-out's blocks onto few cache sets; here every block is a miss anyway.
+constexpr std::size_t kCold = 8;
+
+void BM_FanOutCold(benchmark::State& state) {
+  const std::size_t m = static_cast<std::size_t>(state.range(0));
+  std::vector<Buffers> b;
+  for (std::size_t i = 0; i < kCold; ++i) b.emplace_back(m);
+  std::size_t r = 0, local = 0;
+  for (auto _ : state) {
+    for (std::size_t k = 0; k < kNodes; ++k) {
+      const char* section = b[r].stage.data() + k * kPerNode * kPerNode * m;
+      mlxa2a::shm::copy_blocks(b[r].user.data() + k * kPerNode * m, m, section + local * m,
+                               kPerNode * m, m, kPerNode);
+    }
+    benchmark::DoNotOptimize(b[r].user.data());
+    benchmark::ClobberMemory();
+    if (++r == kCold) r = 0, local = (local + 1) % kPerNode;
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kRanks * m));
+}
+
+void BM_MemcpyCold(benchmark::State& state) {
+  const std::size_t m = static_cast<std::size_t>(state.range(0));
+  std::vector<Buffers> b;
+  for (std::size_t i = 0; i < kCold; ++i) b.emplace_back(m);
+  std::size_t r = 0, local = 0;
+  for (auto _ : state) {
+    std::memcpy(b[r].user.data(), b[r].stage.data() + local * kRanks * m, kRanks * m);
+    benchmark::DoNotOptimize(b[r].user.data());
+    benchmark::ClobberMemory();
+    if (++r == kCold) r = 0, local = (local + 1) % kPerNode;
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kRanks * m));
+}
+
 // 1-128 (the reference's sizes) and two that are not powers of two (3 ints,
 // 3 doubles), which copy_blocks moves as two overlapping fixed moves.
 BENCHMARK(BM_FanIn)->RangeMultiplier(2)->Range(1, 128)->Arg(12)->Arg(24);
 BENCHMARK(BM_FanOut)->RangeMultiplier(2)->Range(1, 128)->Arg(12)->Arg(24);
 BENCHMARK(BM_Memcpy)->RangeMultiplier(2)->Range(1, 128)->Arg(12)->Arg(24);
+BENCHMARK(BM_FanOutCold)->Arg(64)->Arg(128)->Arg(256);
+BENCHMARK(BM_MemcpyCold)->Arg(64)->Arg(128)->Arg(256);
 
 // Keeps the console output and records seconds per call by benchmark name
 // (the median when repetitions are asked for, else the single run), CPU time.
@@ -150,6 +196,13 @@ int main(int argc, char** argv) {
     std::printf("%-6ld %9.2f %9.2f %9.2f %8.2f %8.2f %9.2f %12.2f %9.2f %8.2f\n", m, in * 1e6,
                 out * 1e6, cpy * 1e6, cpy / in, cpy / out, net * 1e6, total * 1e6, kTlMlx5Us[i],
                 kHcollUs[i]);
+  }
+  std::printf("# from memory no cache of this core holds (as after the NIC's writes):\n");
+  std::printf("%-6s %9s %9s %8s\n", "# m(B)", "fanout_us", "memcpy_us", "out/cpy");
+  for (long m : {64L, 128L, 256L}) {
+    const double out = get("BM_FanOutCold", m), cpy = get("BM_MemcpyCold", m);
+    if (out < 0 || cpy < 0) continue;
+    std::printf("%-6ld %9.2f %9.2f %8.2f\n", m, out * 1e6, cpy * 1e6, cpy / out);
   }
   benchmark::Shutdown();
   return 0;
