@@ -108,17 +108,15 @@ void BM_Memcpy(benchmark::State& state) {
 // a fan-out's blocks onto few cache sets; here every block is a miss anyway.
 constexpr std::size_t kCold = 8;
 
-void BM_FanOutCold(benchmark::State& state) {
+// Runs op(buffers, local, m) once per iteration over the cold buffer sets.
+template <typename Op>
+void run_cold(benchmark::State& state, Op op) {
   const std::size_t m = static_cast<std::size_t>(state.range(0));
   std::vector<Buffers> b;
   for (std::size_t i = 0; i < kCold; ++i) b.emplace_back(m);
   std::size_t r = 0, local = 0;
   for (auto _ : state) {
-    for (std::size_t k = 0; k < kNodes; ++k) {
-      const char* section = b[r].stage.data() + k * kPerNode * kPerNode * m;
-      mlxa2a::shm::copy_blocks(b[r].user.data() + k * kPerNode * m, m, section + local * m,
-                               kPerNode * m, m, kPerNode);
-    }
+    op(b[r], local, m);
     benchmark::DoNotOptimize(b[r].user.data());
     benchmark::ClobberMemory();
     if (++r == kCold) r = 0, local = (local + 1) % kPerNode;
@@ -126,18 +124,20 @@ void BM_FanOutCold(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kRanks * m));
 }
 
+void BM_FanOutCold(benchmark::State& state) {
+  run_cold(state, [](Buffers& b, std::size_t local, std::size_t m) {
+    for (std::size_t k = 0; k < kNodes; ++k) {
+      const char* section = b.stage.data() + k * kPerNode * kPerNode * m;
+      mlxa2a::shm::copy_blocks(b.user.data() + k * kPerNode * m, m, section + local * m,
+                               kPerNode * m, m, kPerNode);
+    }
+  });
+}
+
 void BM_MemcpyCold(benchmark::State& state) {
-  const std::size_t m = static_cast<std::size_t>(state.range(0));
-  std::vector<Buffers> b;
-  for (std::size_t i = 0; i < kCold; ++i) b.emplace_back(m);
-  std::size_t r = 0, local = 0;
-  for (auto _ : state) {
-    std::memcpy(b[r].user.data(), b[r].stage.data() + local * kRanks * m, kRanks * m);
-    benchmark::DoNotOptimize(b[r].user.data());
-    benchmark::ClobberMemory();
-    if (++r == kCold) r = 0, local = (local + 1) % kPerNode;
-  }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kRanks * m));
+  run_cold(state, [](Buffers& b, std::size_t local, std::size_t m) {
+    std::memcpy(b.user.data(), b.stage.data() + local * kRanks * m, kRanks * m);
+  });
 }
 
 // 1-128 (the reference's sizes) and two that are not powers of two (3 ints,
