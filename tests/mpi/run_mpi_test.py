@@ -168,7 +168,9 @@ SHM_NAME = re.compile(r"^mlxa2a-%d-(\d+)-" % os.getuid())
 
 def shm_leftovers(args):
     """mlxa2a segments of our uid whose creator pid is dead (live ones may
-    belong to concurrent jobs)."""
+    belong to concurrent jobs). Segments planted by a concurrent test
+    (--plant-stale-segment: named *-planted after a dead pid) are that
+    test's to judge, not leftovers of this one."""
     if args.cluster:
         return args.cluster.shm_leftovers()
     try:
@@ -178,7 +180,7 @@ def shm_leftovers(args):
     dead = set()
     for n in names:
         m = SHM_NAME.match(n)
-        if m and not os.path.exists(f"/proc/{m.group(1)}"):
+        if m and not n.endswith("-planted") and not os.path.exists(f"/proc/{m.group(1)}"):
             dead.add(n)
     return dead
 
