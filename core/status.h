@@ -23,6 +23,8 @@ enum class [[nodiscard]] Status {
   net_failed,         // a verbs call or completion failed (core/mlx5)
   too_large,          // a layout's sizes overflow (switch values x ranks); nothing created
   size_mismatch,      // a peer called with another bytes_per_peer; see NodeAlltoall::resync
+  peer_in_pmpi,       // a rank of the call was sent to PMPI_Alltoall (hierarchical engine,
+                      // docs/hier.md "Sizes that differ"): this rank must join it there
 };
 
 // Static string, never null.

@@ -180,31 +180,45 @@ std::size_t HierAlltoall::fan_in(char* in, const char* send, std::size_t bytes, 
   return copied;
 }
 
+namespace {
+// An arrival note's mark "this rank went to PMPI" (check(pmpi = true)); the
+// rest of the word is the size. No call's bytes per peer come near 2^63.
+constexpr std::uint64_t kNotePmpi = std::uint64_t{1} << 63;
+}  // namespace
+
 // The leader's view of its own node after wait_arrived: does any local rank's
-// size differ from ours? (docs/hier.md, "Sizes that differ").
+// size differ from ours, did any go to PMPI? (docs/hier.md, "Sizes that differ").
 std::uint64_t HierAlltoall::local_verdict(std::size_t bytes) const noexcept {
+  std::uint64_t v = 0;
   for (const int l : all_local_) {
-    if (stage_->arrived_note(l) != bytes) return Header::kOtherSize;
+    const std::uint64_t note = stage_->arrived_note(l);
+    if (note & kNotePmpi) v |= Header::kWentPmpi;
+    if ((note & ~kNotePmpi) != bytes) v |= Header::kOtherSize;
   }
-  return 0;
+  return v;
 }
 
 // After the first round's exchange: ours, or what a partner reported.
 std::uint64_t HierAlltoall::remote_verdict(std::size_t bytes) const noexcept {
+  std::uint64_t v = 0;
   for (const Message& msg : messages_) {
-    if (msg.head_recv->bytes_per_peer != bytes || msg.head_recv->flags != 0) {
-      return Header::kOtherSize;
-    }
+    const Header& h = *msg.head_recv;
+    v |= h.flags & Header::kWentPmpi;
+    if (h.bytes_per_peer != bytes || (h.flags & Header::kOtherSize)) v |= Header::kOtherSize;
   }
-  return 0;
+  return v;
 }
 
-// Every rank, after its leaders' first release: a leader saw another size.
-bool HierAlltoall::mismatch_released() const noexcept {
-  for (const int l : leaders_) {
-    if (stage_->released_note(l) != 0) return true;
-  }
-  return false;
+// Every rank, after its leaders' first release: what they saw.
+std::uint64_t HierAlltoall::released_verdict() const noexcept {
+  std::uint64_t v = 0;
+  for (const int l : leaders_) v |= stage_->released_note(l);
+  return v;
+}
+
+shm::Status HierAlltoall::verdict_status(std::uint64_t verdict) noexcept {
+  if (verdict & Header::kWentPmpi) return shm::Status::peer_in_pmpi;
+  return verdict != 0 ? shm::Status::size_mismatch : shm::Status::ok;
 }
 
 void HierAlltoall::build_messages(char* in, char* out, int parity, std::size_t bytes,
@@ -285,7 +299,9 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
   // A rank of another size ran its first round like every rank (its chunk at
   // most max_chunk: inside the areas), so every rank of the team stops here,
   // each stage and transport one round further: the engine stays usable.
-  if (first && mismatch_released()) return shm::Status::size_mismatch;
+  if (first) {
+    if (const std::uint64_t v = released_verdict(); v != 0) return verdict_status(v);
+  }
   copied += fan_out(in, out, recv, bytes, off, chunk);
   count(node_copy_counters().copied, copied);
   return shm::Status::ok;
@@ -368,9 +384,9 @@ shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_
       return fail(st);
     }
     if (i == 0) {
-      if (mismatch_released()) {
+      if (const std::uint64_t v = released_verdict(); v != 0) {
         if (shm::Status st = stage_->finish_at(k); st != shm::Status::ok) return fail(st);
-        return shm::Status::size_mismatch;
+        return verdict_status(v);
       }
       if (more) {
         const std::uint64_t next = stage_->begin();  // == k + 1
@@ -387,6 +403,74 @@ shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_
   }
   count(node_copy_counters().copied, copied);
   return shm::Status::ok;
+}
+
+// A round without data beside a PMPI call (docs/hier.md "Mixed decisions").
+// Its signals and messages are a first round's, in whichever mode the team
+// runs, so peers in run() (either mode) and in check() stay in step. A
+// leader whose node sent a rank to PMPI releases before completing its
+// exchange: nobody on the node reads the out-area then, and the node's
+// ranks in run() must reach PMPI_Alltoall without waiting for a PMPI
+// call to end. Its own next signal comes after complete(), so the next
+// call's reuse rules hold as after a real round.
+shm::Status HierAlltoall::check_round(std::uint64_t k, std::size_t announced, bool pmpi,
+                                      bool* posted) noexcept {
+  auto before = [](std::uint64_t c, std::uint64_t d) { return c > d ? c - d : 0; };
+  if (pipeline_) {
+    if (shm::Status st = stage_->wait_finished(all_local_, before(k, 2)); st != shm::Status::ok) {
+      return st;
+    }
+  }
+  const std::uint64_t note = (announced & ~kNotePmpi) | (pmpi ? kNotePmpi : 0);
+  if (shm::Status st = stage_->arrive_at(k, note); st != shm::Status::ok) return st;
+  if (plan_.leader()) {
+    if (shm::Status st = stage_->wait_arrived(all_local_, k); st != shm::Status::ok) return st;
+    if (pipeline_) {
+      if (shm::Status st = stage_->wait_finished(all_local_, before(k, 1)); st != shm::Status::ok) {
+        return st;
+      }
+    }
+    std::uint64_t verdict = local_verdict(announced);
+    // The sections' layout at the largest chunk: a partner's message of any
+    // size fits its receive (recv_capacity), and no two receives overlap.
+    const int par = static_cast<int>(k & 1);
+    build_messages(stage_->in_area(par), stage_->out_area(par), par, announced, 0,
+                   plan_.max_chunk(), false, verdict);
+    for (Message& m : messages_) m.bytes = 0;
+    *posted = !messages_.empty();
+    if (*posted && transport_->post(messages_) != shm::Status::ok) {
+      *posted = false;
+      return shm::Status::transport_failed;
+    }
+    if (!(verdict & Header::kWentPmpi)) {
+      if (*posted && transport_->complete() != shm::Status::ok) {
+        *posted = false;
+        return shm::Status::transport_failed;
+      }
+      *posted = false;
+      verdict |= remote_verdict(announced);
+    }
+    if (shm::Status st = stage_->release_at(k, verdict); st != shm::Status::ok) return st;
+  }
+  return stage_->wait_released(leaders_, k);
+}
+
+shm::Status HierAlltoall::check(std::size_t announced, bool pmpi, void (*call)(void*),
+                                void* ctx) noexcept {
+  if (broken_) {
+    if (call) call(ctx);
+    return shm::Status::broken;
+  }
+  const std::uint64_t k = stage_->begin();
+  bool posted = false;
+  shm::Status st = check_round(k, announced, pmpi, &posted);
+  if (call) call(ctx);
+  if (st == shm::Status::ok && posted && transport_->complete() != shm::Status::ok) {
+    st = shm::Status::transport_failed;
+  }
+  if (st == shm::Status::ok && pipeline_) st = stage_->finish_at(k);
+  if (st != shm::Status::ok) return fail(st);
+  return pmpi ? shm::Status::ok : verdict_status(released_verdict());
 }
 
 }  // namespace mlxa2a::hier

@@ -26,6 +26,13 @@
 //   (no resync needed: every stage and transport ran that one round).
 //   Ranks' sizes travel with their fan-in arrival and in the leaders'
 //   Headers (docs/hier.md).
+// * Mixed decisions (docs/hier.md "Sizes that differ"): a rank that serves a
+//   call through PMPI_Alltoall while a peer may be in run() takes part with
+//   check(pmpi = true) instead: one round without data around its PMPI
+//   call, whose verdict makes every rank in run() return
+//   Status::peer_in_pmpi from that call (the caller then calls
+//   PMPI_Alltoall too). check(pmpi = false) is the same round without a
+//   PMPI call, for a rank that must know before it goes on.
 // * Not thread-safe; destruction is local.
 #pragma once
 
@@ -68,6 +75,26 @@ class HierAlltoall {
   // transport that gathers() on a node with one leader.
   [[nodiscard]] shm::Status run(const void* send, void* recv, std::size_t bytes_per_peer,
                                 SendRegistration* zero_copy = nullptr) noexcept;
+  // One round that moves no data, in place of a run() this rank's peers may
+  // be in: every local rank arrives with `announced` (and, pmpi, the mark
+  // "went to PMPI"); leaders post their exchange with a data message of 0
+  // bytes per partner (receives as large as a real round's), release their
+  // node with the local verdict at once when pmpi (a rank of the node went
+  // to PMPI: nobody here reads data), else after the exchange; then every
+  // rank waits for its leaders' release, `call(ctx)` runs (pmpi: this
+  // rank's PMPI_Alltoall, during which the posted messages travel), and the
+  // leaders complete the exchange.
+  // * call: null, or run exactly once whatever happens (even on a broken
+  //   instance), so the rank always serves its call.
+  // * Returns (pmpi) ok, or a failure of the stage or transport (the
+  //   instance is then broken, as after a failed run()). Without pmpi: ok
+  //   when every rank announced `announced` in a real round or a check,
+  //   Status::peer_in_pmpi when a rank went to PMPI, Status::size_mismatch
+  //   when sizes differ; every rank of the team learns the same.
+  // * Counts as one call of the stage and transport, like run() of a size
+  //   that fits one round, on every rank (the numbering stays in step).
+  [[nodiscard]] shm::Status check(std::size_t announced, bool pmpi, void (*call)(void*),
+                                  void* ctx) noexcept;
   // As NodeAlltoall::abandon(): for a rank that cannot take part in a run()
   // its node's peers have entered.
   void abandon() noexcept;
@@ -105,9 +132,15 @@ class HierAlltoall {
   // from `bytes` (leader, after wait_arrived); a partner's Header differs
   // (leader, after the exchange completed); a leader released a verdict
   // (every rank, after wait_released).
+  // The verdicts are Header flags (kOtherSize, kWentPmpi).
   std::uint64_t local_verdict(std::size_t bytes) const noexcept;
   std::uint64_t remote_verdict(std::size_t bytes) const noexcept;
-  bool mismatch_released() const noexcept;
+  std::uint64_t released_verdict() const noexcept;
+  // The status a first round ends with under a released verdict (ok for 0).
+  static shm::Status verdict_status(std::uint64_t verdict) noexcept;
+  // check()'s steps up to the release wait; *posted: the exchange is to complete.
+  shm::Status check_round(std::uint64_t k, std::size_t announced, bool pmpi,
+                          bool* posted) noexcept;
   std::size_t fan_out(const char* in, const char* out, char* recv, std::size_t bytes,
                       std::size_t off, std::size_t chunk) noexcept;
   // The in-area's trailer: one GatherSource per local rank, after the sections.

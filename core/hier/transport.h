@@ -64,13 +64,16 @@ struct Gather {
 };
 
 // What a leader tells its partner with every message (docs/hier.md, "Sizes
-// that differ"): the call's size on its node and whether a rank there called
-// with another one. Sent to a fixed place (Plan::header) in the partner's
-// out-area, so it arrives intact whatever size the partner expects.
+// that differ"): the call's size on its node, whether a rank there called
+// with another one and whether a rank there was sent to PMPI_Alltoall (a
+// check call, HierAlltoall::check). Sent to a fixed place (Plan::header) in
+// the partner's out-area, so it arrives intact whatever size the partner
+// expects.
 struct Header {
   std::uint64_t bytes_per_peer = 0;
-  std::uint64_t flags = 0;  // kOtherSize
+  std::uint64_t flags = 0;  // kOtherSize | kWentPmpi
   static constexpr std::uint64_t kOtherSize = 1;
+  static constexpr std::uint64_t kWentPmpi = 2;
 };
 
 struct Message {
@@ -78,7 +81,11 @@ struct Message {
   int leader;                 // which of its leaders (index in NodeMap::leaders(node))
   const char* send;           // bytes to its leader (in this node's in-area)
   char* recv;                 // bytes from its leader land here (this node's out-area)
-  std::size_t bytes;          // both directions
+  // Both directions; 0 in a check call (HierAlltoall::check): the message
+  // still goes (a transport sends and receives one data message per
+  // partner and round whatever its length, so that a partner in a real
+  // round matches it).
+  std::size_t bytes;
   std::size_t remote_offset;  // where `send` lands in the partner's out-area
   int parity;                 // which areas (0/1) this round uses, on both ends
   // Zero-copy: the bytes are gathered from the ranks' buffers (only when the

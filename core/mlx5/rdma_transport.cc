@@ -240,28 +240,31 @@ Status RdmaLeaderTransport::fail(Status st) noexcept {
 Status RdmaLeaderTransport::post(const Peer& peer, const hier::Message& m) noexcept {
   const int par = m.parity & 1;
   const char* in = areas_.in[par];
-  if (m.bytes == 0 || m.send < in || m.send + m.bytes > in + areas_.bytes ||
+  if (m.send < in || m.send + m.bytes > in + areas_.bytes ||
       m.remote_offset + m.bytes > peer.out_bytes || m.bytes > kPiece * kMaxPieces) {
     return Status::invalid_argument;
   }
   ibv_sge sge[kMaxPieces];
   ibv_send_wr wr[kMaxPieces];
   int n = 0;
-  for (std::size_t at = 0; at < m.bytes; at += kPiece, ++n) {
+  // A message of 0 bytes (a check call's, core/hier/transport.h) is one
+  // write with immediate of length 0: the partner counts its arrival as any.
+  for (std::size_t at = 0; at == 0 || at < m.bytes; at += kPiece, ++n) {
     const std::size_t len = m.bytes - at < kPiece ? m.bytes - at : kPiece;
     const bool last = at + len == m.bytes;
     sge[n] = {reinterpret_cast<std::uintptr_t>(m.send + at), static_cast<std::uint32_t>(len),
               in_mr_[par]->lkey()};
     wr[n] = {};
     wr[n].wr_id = static_cast<std::uint64_t>(slot_id_) << 1;
-    wr[n].sg_list = &sge[n];
-    wr[n].num_sge = 1;
+    // No SGE for 0 bytes: a 0-length SGE means 2 GiB to some HCAs.
+    wr[n].sg_list = len != 0 ? &sge[n] : nullptr;
+    wr[n].num_sge = len != 0 ? 1 : 0;
     // Only the last piece carries the immediate (the arrival) and asks for
     // a completion: RC executes a QP's WRs in order, and polling a later
     // signalled completion retires the unsignalled ones before it.
     wr[n].opcode = last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
     wr[n].send_flags = last ? IBV_SEND_SIGNALED : 0;
-    if (len <= peer.ep->qp->inline_bytes()) wr[n].send_flags |= IBV_SEND_INLINE;
+    if (len != 0 && len <= peer.ep->qp->inline_bytes()) wr[n].send_flags |= IBV_SEND_INLINE;
     wr[n].imm_data = htonl((peer.slot << 1) | static_cast<std::uint32_t>(par));
     wr[n].wr.rdma.remote_addr = peer.out_addr[par] + m.remote_offset + at;
     wr[n].wr.rdma.rkey = peer.rkey[par];

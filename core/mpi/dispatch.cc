@@ -22,17 +22,6 @@ using tuning::Candidate;
 
 constinit thread_local PathCounts t_counts __attribute__((tls_model("initial-exec")));
 
-int pmpi_alltoall(const AlltoallArgs& a) {
-#ifdef MLXA2A_HAVE_LARGE_COUNT
-  if (a.large_count) {
-    return PMPI_Alltoall_c(a.sendbuf, static_cast<MPI_Count>(a.sendcount), a.sendtype, a.recvbuf,
-                           static_cast<MPI_Count>(a.recvcount), a.recvtype, a.comm);
-  }
-#endif
-  return PMPI_Alltoall(a.sendbuf, static_cast<int>(a.sendcount), a.sendtype, a.recvbuf,
-                       static_cast<int>(a.recvcount), a.recvtype, a.comm);
-}
-
 std::string comm_label(MPI_Comm comm) {
   char name[MPI_MAX_OBJECT_NAME] = {};
   int len = 0;
@@ -65,14 +54,49 @@ int fall_through(const AlltoallArgs& a, bool trace, std::uint64_t bytes, const C
   return pmpi_alltoall(a);
 }
 
-// The state of comm if it has one; never creates it (which would be
-// collective). nullptr when it has none yet.
-CommState* existing_comm_state(MPI_Comm comm, int keyval) {
-  if (CommState* st = memoised_comm_state(comm)) return st;
-  void* val = nullptr;
-  int flag = 0;
-  if (PMPI_Comm_get_attr(comm, keyval, &val, &flag) != MPI_SUCCESS || !flag) return nullptr;
-  return static_cast<CommState*>(val);
+// A team derived at MPI_Comm_split/dup sets its engine up (from the pool or
+// a new segment) at the first call that may use it - the same call on every
+// rank (collective). The set-up agrees on the team's capabilities (RDMA may
+// have turned out unavailable), which st.caps then follow. false: it failed
+// (alike on every rank).
+bool finish_setup(CommState& st, MPI_Comm comm, bool trace) {
+  Runtime& rt = Runtime::instance();
+  const bool ok = st.team->complete_setup(comm, rt.settings());
+  st.caps = st.team->caps();
+  if (ok && trace && st.team->node_alltoall()) {
+    log::trace("team id=%llu engine: %s", static_cast<unsigned long long>(st.id),
+               st.team->reused_engine() ? "reused" : "new");
+  }
+  return ok;
+}
+
+int contained_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, bool trace);
+
+// A PMPI route on a set-up team whose engine compares sizes (docs/shm.md
+// "Mixed decisions"): the call runs beside the engine's check, so that a
+// peer of another size in the engine is not left waiting. On a contained
+// team, as the engine routes (the same outcome per call on every rank).
+int checked_pmpi(const AlltoallArgs& a, CommState& st, bool trace, std::uint64_t bytes,
+                 std::uint64_t announced, const char* reason) {
+  if (st.team->contained() && bytes != 0) return contained_call(a, st, bytes, trace);
+  struct Serve {
+    const AlltoallArgs& a;
+    bool trace;
+    std::uint64_t bytes;
+    const CommState* st;
+    const char* reason;
+  } serve{a, trace, bytes, &st, reason};
+  auto call = [](void* p) {
+    const Serve& s = *static_cast<const Serve*>(p);
+    return fall_through(s.a, s.trace, s.bytes, s.st, s.reason);
+  };
+  bool served = false;
+  const int rc = shm_beside_pmpi(a, *st.team, announced, call, &serve, &served);
+  if (!served) {
+    ++t_counts.shm;
+    if (trace) trace_call(a, bytes, &st, Path::Shm, "size check before pmpi failed");
+  }
+  return rc;
 }
 
 // A call this rank serves through PMPI because of its own size (an
@@ -80,20 +104,28 @@ CommState* existing_comm_state(MPI_Comm comm, int keyval) {
 // arguments (send size != receive size). In an erroneous program a peer
 // called with another size may have been sent to the engine by the same
 // rules, where it would wait for this rank forever (docs/shm.md, "Mixed
-// decisions"). On a team whose engine compares sizes, this rank announces
-// `announced` first (Team::check_sizes: a call that moves nothing): when any
-// rank's size differs, every rank ends the call with MPI_ERR_TRUNCATE
-// whichever path it took; when all agree, PMPI serves it. st may be null
-// (looked up, never created, here).
+// decisions"). So this rank takes the collective steps such a peer takes at
+// a communicator's first call - the state with its team, the set-up of a
+// derived team - unless MLXA2A_TUNE sends every size to PMPI (then no rank
+// builds anything), and on a team whose engine compares sizes its PMPI call
+// runs beside the engine's check (checked_pmpi), announcing `announced`
+// (its send size when its own sizes differ, so that correct peers see a
+// difference). st: the state when the caller has it, else null.
 int fall_through_checked(const AlltoallArgs& a, bool trace, std::uint64_t bytes,
                          std::uint64_t announced, CommState* st, const char* reason) {
-  if (!st) st = existing_comm_state(a.comm, Runtime::instance().comm_keyval());
-  if (st && st->team && !st->team->setup_pending() && st->team->compares_sizes()) {
-    if (const int rc = shm_check_sizes(a, *st->team, announced); rc != MPI_SUCCESS) {
-      ++t_counts.shm;
-      if (trace) trace_call(a, bytes, st, Path::Shm, "size check before pmpi failed");
-      return rc;
-    }
+  Runtime& rt = Runtime::instance();
+  const config::tune::Table& tune = rt.settings().tune;
+  if (tune.uniform() && tune.lookup(0) == Path::Pmpi) return fall_through(a, trace, bytes, st, reason);
+  if (!st) {
+    st = comm_state(a.comm, rt.comm_keyval());
+    if (!st) return fall_through(a, trace, bytes, nullptr, "communicator state unavailable");
+    ++st->calls;
+  }
+  if (!st->inter && st->team && st->team->setup_pending() && !finish_setup(*st, a.comm, trace)) {
+    return fall_through(a, trace, bytes, st, "shared-memory set-up failed");
+  }
+  if (!st->inter && st->team && st->team->compares_sizes()) {
+    return checked_pmpi(a, *st, trace, bytes, announced, reason);
   }
   return fall_through(a, trace, bytes, st, reason);
 }
@@ -192,13 +224,7 @@ int contained_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, bo
 int run_route(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, EngineRoute route,
               bool trace, const char* reason, bool plain = true) {
   if (route == Candidate::pmpi) {
-    if (st.team->compares_sizes()) {
-      if (const int rc = shm_check_sizes(a, *st.team, bytes); rc != MPI_SUCCESS) {
-        ++t_counts.shm;
-        if (trace) trace_call(a, bytes, &st, Path::Shm, "size check before pmpi failed");
-        return rc;
-      }
-    }
+    if (st.team->compares_sizes()) return checked_pmpi(a, st, trace, bytes, bytes, reason);
     return fall_through(a, trace, bytes, &st, reason);
   }
   if (st.team->contained()) return contained_call(a, st, bytes, trace);
@@ -346,15 +372,10 @@ int alltoall_impl(const AlltoallArgs& a) {
   // a new segment) at the first call that may use it — the same call on
   // every rank.
   if (st->team->setup_pending()) {
-    const bool ok = st->team->complete_setup(a.comm, rt.settings());
-    // The set-up agreed on the team's capabilities (RDMA may have turned out
-    // unavailable): select again, alike on every rank.
-    st->caps = st->team->caps();
-    if (!ok) return fall_through(a, trace, bytes, st, "shared-memory set-up failed");
-    if (trace && st->team->node_alltoall()) {
-      log::trace("team id=%llu engine: %s", static_cast<unsigned long long>(st->id),
-                 st->team->reused_engine() ? "reused" : "new");
+    if (!finish_setup(*st, a.comm, trace)) {
+      return fall_through(a, trace, bytes, st, "shared-memory set-up failed");
     }
+    // Select again with the agreed capabilities, alike on every rank.
     d = select(bytes, tune, st->caps);
     tune_this = tunable();
   }
@@ -374,6 +395,17 @@ int alltoall_impl(const AlltoallArgs& a) {
 }  // namespace
 
 PathCounts thread_path_counts() noexcept { return t_counts; }
+
+int pmpi_alltoall(const AlltoallArgs& a) noexcept {
+#ifdef MLXA2A_HAVE_LARGE_COUNT
+  if (a.large_count) {
+    return PMPI_Alltoall_c(a.sendbuf, static_cast<MPI_Count>(a.sendcount), a.sendtype, a.recvbuf,
+                           static_cast<MPI_Count>(a.recvcount), a.recvtype, a.comm);
+  }
+#endif
+  return PMPI_Alltoall(a.sendbuf, static_cast<int>(a.sendcount), a.sendtype, a.recvbuf,
+                       static_cast<int>(a.recvcount), a.recvtype, a.comm);
+}
 
 int alltoall(const AlltoallArgs& a) noexcept {
   if (ReentryGuard::nested()) return pmpi_alltoall(a);

@@ -27,6 +27,9 @@ struct AlltoallArgs {
 };
 
 int alltoall(const AlltoallArgs& args) noexcept;
+// The call as the MPI library serves it: PMPI_Alltoall (PMPI_Alltoall_c for
+// large counts) with args' arguments, untouched. Neither counted nor traced.
+int pmpi_alltoall(const AlltoallArgs& args) noexcept;
 
 // Calls alltoall() handed to PMPI and to the shared-memory engine, counted on
 // the calling thread whatever the switches say (one increment per call).

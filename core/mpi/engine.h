@@ -89,9 +89,26 @@ class Engine {
   // For a rank that cannot take part in a run() its peers have entered.
   virtual void abandon() noexcept = 0;
 
-  // Size comparison (the single-node engine, Team::compares_sizes).
+  // Size comparison (the single-node and hierarchical engines,
+  // Team::compares_sizes): check_sizes() is a call that moves nothing, in
+  // place of a run() peers may be in; ok when every rank announced the same
+  // size, size_mismatch (every rank alike), or (hierarchical) peer_in_pmpi
+  // when a rank went to PMPI beside it (below).
   virtual bool compares_sizes() const noexcept { return false; }
   [[nodiscard]] virtual shm::Status check_sizes(std::size_t) noexcept { return shm::Status::ok; }
+  // A call this rank serves through PMPI while peers may be in the engine
+  // (docs/shm.md "Mixed decisions"): call(ctx) is its PMPI_Alltoall and runs
+  // at most once. The single-node engine (this default) runs check_sizes()
+  // first and calls only when it returned ok. The hierarchical one always
+  // calls, inside a check round that tells engine peers to join PMPI
+  // (HierAlltoall::check); it returns ok or its failure. Collective like
+  // run() on compares_sizes() engines.
+  [[nodiscard]] virtual shm::Status beside_pmpi(std::size_t announced, void (*call)(void*),
+                                                void* ctx) noexcept {
+    const shm::Status st = check_sizes(announced);
+    if (st == shm::Status::ok) call(ctx);
+    return st;
+  }
   // After a size_mismatch (single-node and hierarchical engines): agree on a
   // restart point (collective over comm; may be no communication at all).
   [[nodiscard]] virtual bool resync(MPI_Comm) noexcept { return false; }

@@ -80,11 +80,26 @@ shm::Status HierEngine::run(const char* send, char* recv, std::size_t bytes,
 shm::Status HierEngine::run_counted(const char* send, char* recv, std::size_t bytes,
                                     hier::SendRegistration* zcopy) noexcept {
   if (bytes != 0) ++engine_calls_;  // run() returns at once on 0, alike on every rank
-  const shm::Status st = hier_->run(send, recv, bytes, zcopy);
+  return counted(hier_->run(send, recv, bytes, zcopy));
+}
+
+shm::Status HierEngine::check_sizes(std::size_t bytes) noexcept {
+  ++engine_calls_;
+  return counted(hier_->check(bytes, false, nullptr, nullptr));
+}
+
+shm::Status HierEngine::beside_pmpi(std::size_t announced, void (*call)(void*),
+                                    void* ctx) noexcept {
+  ++engine_calls_;
+  return counted(hier_->check(announced, true, call, ctx));
+}
+
+shm::Status HierEngine::counted(shm::Status st) noexcept {
   // invalid_argument is refused before anything is shared (a local misuse);
-  // size_mismatch ends the call on every rank and leaves the engine usable.
+  // size_mismatch and peer_in_pmpi end the call on every rank and leave the
+  // engine usable.
   if (st != shm::Status::ok && st != shm::Status::invalid_argument &&
-      st != shm::Status::size_mismatch) {
+      st != shm::Status::size_mismatch && st != shm::Status::peer_in_pmpi) {
     contain(st);
   }
   return st;

@@ -18,7 +18,8 @@
 //   then serve later calls. With PMPI leaders a failure leaves the engine
 //   broken (docs/hier.md, "Errors").
 // * Engine calls are numbered alike on every rank (0-byte runs are not
-//   calls: they return at once everywhere).
+//   calls: they return at once everywhere); a check call (check_sizes,
+//   beside_pmpi) is one.
 #pragma once
 
 #include <memory>
@@ -46,6 +47,11 @@ class HierEngine final : public Engine {
   // (HierAlltoall's contract): stages and transports are in step, nothing to
   // agree on, no MPI call.
   bool resync(MPI_Comm) noexcept override { return true; }
+  // Check calls (HierAlltoall::check), numbered and contained like run().
+  bool compares_sizes() const noexcept override { return true; }
+  shm::Status check_sizes(std::size_t bytes) noexcept override;
+  shm::Status beside_pmpi(std::size_t announced, void (*call)(void*),
+                          void* ctx) noexcept override;
   bool contained() const noexcept override { return containment_.engaged(); }
   bool contained_call(std::size_t bytes) noexcept override;
   const std::string& contained_why() const noexcept override { return containment_.why(); }
@@ -63,6 +69,8 @@ class HierEngine final : public Engine {
   // One engine call (zcopy: null = staged): numbered, contained on failure.
   shm::Status run_counted(const char* send, char* recv, std::size_t bytes,
                           hier::SendRegistration* zcopy) noexcept;
+  // The status of a numbered call, containing it when it failed.
+  shm::Status counted(shm::Status st) noexcept;
   explicit HierEngine(const EngineSettings& s);
   // create()'s body; false if it failed on any rank.
   bool setup(const EngineRequest& req) noexcept;

@@ -62,7 +62,9 @@ Status MpiLeaderTransport::post(std::span<const hier::Message> messages) noexcep
                               comm_.get(), &r);
         if (rc != MPI_SUCCESS) return false;
       }
-      for (std::size_t at = 0; at < m.bytes; at += kPiece) {
+      // At least one data message, also for 0 bytes (a check call's): the
+      // partner may be in a real round, which posts one (core/hier/transport.h).
+      for (std::size_t at = 0; at == 0 || at < m.bytes; at += kPiece) {
         std::size_t len = m.bytes - at < kPiece ? m.bytes - at : kPiece;
         if (!send && at + len == m.bytes && m.recv_capacity > m.bytes) {
           const std::size_t room = m.recv_capacity - at;

@@ -4,6 +4,7 @@
 
 #include "core/log.h"
 #include "core/mpi/datatype.h"
+#include "core/mpi/runtime.h"
 
 namespace mlxa2a::core::mpi {
 
@@ -37,13 +38,54 @@ int engine_result(const AlltoallArgs& a, Team& team, shm::Status st) {
     PMPI_Comm_call_errhandler(a.comm, MPI_ERR_TRUNCATE);
     return MPI_ERR_TRUNCATE;
   }
+  if (st == shm::Status::peer_in_pmpi) {
+    // A rank was sent to PMPI_Alltoall by its own size or arguments (an
+    // erroneous program, or decisions the rules take per size): it waits
+    // there, so this rank joins it and the MPI judges the call as it would
+    // without mlxa2a. Counted like a mismatch (tuning records no trial).
+    (void)team.resync(a.comm);  // the hierarchical engine's: no communication
+    MLXA2A_LOG_LIMITED(Info, "MPI_Alltoall: %s; PMPI_Alltoall serves the call",
+                       shm::to_string(st));
+    if (Runtime::instance().trace()) {
+      // Not a call's line (those start with the entry's name): the call was
+      // traced when it was routed to the engine.
+      log::trace("mixed decisions: another rank of this %s went to PMPI; joining it there",
+                 a.entry);
+    }
+    return pmpi_alltoall(a);
+  }
   return report(a.comm, shm::to_string(st));
 }
+
+struct Beside {
+  int (*serve)(void*);
+  void* ctx;
+  bool ran = false;
+  int rc = MPI_SUCCESS;
+};
 
 }  // namespace
 
 int shm_check_sizes(const AlltoallArgs& a, Team& team, std::uint64_t bytes) noexcept {
   return engine_result(a, team, team.engine()->check_sizes(bytes));
+}
+
+int shm_beside_pmpi(const AlltoallArgs& a, Team& team, std::uint64_t announced,
+                    int (*serve)(void*), void* ctx, bool* served) noexcept {
+  Beside b{serve, ctx};
+  auto call = [](void* p) {
+    auto* self = static_cast<Beside*>(p);
+    self->ran = true;
+    self->rc = self->serve(self->ctx);
+  };
+  const shm::Status st = team.engine()->beside_pmpi(announced, call, &b);
+  *served = b.ran;
+  if (!b.ran) return engine_result(a, team, st);
+  if (st != shm::Status::ok) {
+    MLXA2A_LOG_LIMITED(Warn, "the engine's check beside PMPI_Alltoall failed (%s); later calls "
+                       "on this communicator may fail", shm::to_string(st));
+  }
+  return b.rc;
 }
 
 int shm_alltoall_contiguous(const AlltoallArgs& a, Team& team, std::uint64_t bytes,

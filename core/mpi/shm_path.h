@@ -47,6 +47,18 @@ int shm_alltoall_contiguous(const AlltoallArgs& args, Team& team, std::uint64_t 
 // mismatch reported as by the engine paths (MPI_ERR_TRUNCATE on every rank,
 // the communicator usable afterwards). MPI_SUCCESS: every rank called with
 // bytes_per_peer, PMPI may serve the call.
+// Status::peer_in_pmpi (hierarchical engine: a rank went to PMPI) makes this
+// rank call PMPI_Alltoall with its arguments too, and returns its result.
 int shm_check_sizes(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer) noexcept;
+
+// A call this rank serves through PMPI because of its own size or arguments,
+// on a team whose engine compares sizes (docs/shm.md "Mixed decisions"):
+// serve(ctx) is its PMPI_Alltoall (returning its result) and runs beside
+// the engine's check (Engine::beside_pmpi), at most once; *served says
+// whether it ran. Its result, or (it did not run) the mismatch reported as
+// by the engine paths. An engine failure after serve ran is logged; the
+// call's result stays PMPI's.
+int shm_beside_pmpi(const AlltoallArgs& args, Team& team, std::uint64_t announced,
+                    int (*serve)(void*), void* ctx, bool* served) noexcept;
 
 }  // namespace mlxa2a::core::mpi

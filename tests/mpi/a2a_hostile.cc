@@ -26,6 +26,14 @@
 //                   with mlxa2a loaded every rank must get MPI_ERR_TRUNCATE
 //   cross-mismatch-tuned  the same during measured selection's trials (run
 //                   with MLXA2A_TUNE_SAMPLES > 0), then the trials finish
+//   mixed-nodes     mixed decisions on 4 ranks in 2 (virtual) nodes of 2, run
+//                   with MLXA2A_TUNE sending 8 B per peer to the engine and
+//                   256 B to PMPI: the odd ranks are a non-leader (3), a
+//                   leader (2), a whole node (2, 3), both ways, on a team
+//                   already set up and as the very first call of a fresh
+//                   MPI_Comm_dup; every rank returns (the MPI's error class
+//                   where it judges the call, or MPI_ERR_TRUNCATE) and the
+//                   next correct calls of both sizes are right
 #include <mpi.h>
 
 #include <cstdint>
@@ -135,11 +143,13 @@ void local_mismatch(MPI_Comm comm) {
 // (with TRUNCATE or OTHER).
 // One call where the last rank has `odd` ints per peer and the others
 // `count`; checks the outcome as described above.
-void mismatched_call(MPI_Comm comm, int count, int odd) {
+// odd_ranks: the ranks called with `odd` (bits; 0: the last rank).
+void mismatched_call(MPI_Comm comm, int count, int odd, unsigned odd_ranks = 0) {
   int rank = 0, size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  const int mine = rank == size - 1 ? odd : count;
+  if (odd_ranks == 0) odd_ranks = 1u << (size - 1);
+  const int mine = (odd_ranks >> rank) & 1u ? odd : count;
   std::vector<int> send(static_cast<std::size_t>(size) * mine + 1, rank);
   std::vector<int> recv(static_cast<std::size_t>(size) * mine + 1, -1);
   const int rc = a2a(send.data(), mine, MPI_INT, recv.data(), mine, MPI_INT, comm);
@@ -216,6 +226,36 @@ void mixed_decisions(MPI_Comm comm) {
   }
 }
 
+// See mixed-nodes in the header. 8 B per peer goes to the engine, 256 B to
+// PMPI (MLXA2A_TUNE), so in each mismatched call some ranks are in each.
+void mixed_nodes(MPI_Comm comm) {
+  const unsigned placements[] = {1u << 3, 1u << 2, (1u << 2) | (1u << 3)};
+  for (const unsigned odd : placements) {
+    for (int round = 0; round < 2; ++round) {  // the second time the repeat memo is armed
+      mismatched_call(comm, 2, 64, odd);
+      correct_call(comm, 2, "after mixed decisions");
+      correct_call(comm, 64, "after mixed decisions");
+      mismatched_call(comm, 64, 2, odd);
+      correct_call(comm, 64, "after mixed decisions");
+      correct_call(comm, 2, "after mixed decisions");
+    }
+    // The first call on a communicator: its team's set-up is collective -
+    // derived from comm's team (a dup of it), or built anew (a dup of
+    // MPI_COMM_WORLD, which never ran an alltoall).
+    for (const MPI_Comm parent : {comm, MPI_COMM_WORLD}) {
+      for (const bool engine_first : {true, false}) {
+        MPI_Comm fresh = MPI_COMM_NULL;
+        MPI_Comm_dup(parent, &fresh);
+        MPI_Comm_set_errhandler(fresh, MPI_ERRORS_RETURN);
+        mismatched_call(fresh, engine_first ? 2 : 64, engine_first ? 64 : 2, odd);
+        correct_call(fresh, 2, "after a mixed first call");
+        correct_call(fresh, 64, "after a mixed first call");
+        MPI_Comm_free(&fresh);
+      }
+    }
+  }
+}
+
 // Under measured selection (MLXA2A_TUNE_SAMPLES > 0): the two sizes of a
 // mismatched call lie in different size classes, whose trials are at
 // different candidates - the others' class has had `shift` more correct calls
@@ -265,6 +305,8 @@ int main(int argc, char** argv) {
   } else if (mode == "mixed-decisions") {
     g_every_rank_errs = shim_loaded();
     mixed_decisions(comm);
+  } else if (mode == "mixed-nodes") {
+    mixed_nodes(comm);
   } else if (mode == "cross-mismatch-tuned") {
     cross_mismatch_tuned(comm);
   } else {
