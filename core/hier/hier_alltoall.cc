@@ -405,14 +405,16 @@ shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_
   return shm::Status::ok;
 }
 
-// A round without data beside a PMPI call (docs/hier.md "Mixed decisions").
-// Its signals and messages are a first round's, in whichever mode the team
-// runs, so peers in run() (either mode) and in check() stay in step. A
-// leader whose node sent a rank to PMPI releases before completing its
-// exchange: nobody on the node reads the out-area then, and the node's
-// ranks in run() must reach PMPI_Alltoall without waiting for a PMPI
-// call to end. Its own next signal comes after complete(), so the next
-// call's reuse rules hold as after a real round.
+// A round without data beside a PMPI call (docs/hier.md "A rank sent to
+// PMPI"). Its signals and messages are a first round's, in whichever mode
+// the team runs, so peers in run() (either mode) and in check() stay in
+// step. A leader whose node sent a rank to PMPI releases before completing
+// its exchange: nobody on the node reads the out-area then, and the node's
+// ranks in run() must reach PMPI_Alltoall without waiting for a PMPI call
+// to end. Its own next signal comes after complete(), so the next call's
+// reuse rules hold as after a real round. The leader still waits for its
+// node's arrivals before it posts and releases: they say every local rank
+// is done with the previous call's out-area and verdict note.
 shm::Status HierAlltoall::check_round(std::uint64_t k, std::size_t announced, bool pmpi,
                                       bool* posted) noexcept {
   auto before = [](std::uint64_t c, std::uint64_t d) { return c > d ? c - d : 0; };
@@ -452,7 +454,9 @@ shm::Status HierAlltoall::check_round(std::uint64_t k, std::size_t announced, bo
     }
     if (shm::Status st = stage_->release_at(k, verdict); st != shm::Status::ok) return st;
   }
-  return stage_->wait_released(leaders_, k);
+  // A rank in PMPI needs no verdict: it goes there whatever its peers do, and
+  // its own next signal (the next call's arrival) needs nobody's release.
+  return pmpi ? shm::Status::ok : stage_->wait_released(leaders_, k);
 }
 
 shm::Status HierAlltoall::check(std::size_t announced, bool pmpi, void (*call)(void*),

@@ -81,7 +81,7 @@ class HierAlltoall {
   // bytes per partner (receives as large as a real round's), release their
   // node with the local verdict at once when pmpi (a rank of the node went
   // to PMPI: nobody here reads data), else after the exchange; then every
-  // rank waits for its leaders' release, `call(ctx)` runs (pmpi: this
+  // rank but a pmpi one waits for its leaders' release, `call(ctx)` runs (pmpi: this
   // rank's PMPI_Alltoall, during which the posted messages travel), and the
   // leaders complete the exchange.
   // * call: null, or run exactly once whatever happens (even on a broken
