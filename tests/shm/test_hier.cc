@@ -157,11 +157,64 @@ struct Case {
 
 constexpr std::size_t kStagePerRank = 4096;  // small: large sizes need rounds
 
+// Mixed decisions (docs/hier.md "A rank sent to PMPI"): a stand-in for
+// PMPI_Alltoall, in memory shared by the forks, that returns only once every
+// rank of the team has entered it (as the MPI's collective would).
+struct PmpiStandIn {
+  std::atomic<std::uint64_t> entered{0};
+};
+
+struct Mixed {
+  PmpiStandIn* pmpi;    // shared
+  unsigned pmpi_ranks;  // bits: the ranks the rules send to PMPI in a mixed call
+};
+
+struct StandInCall {
+  PmpiStandIn* shared;
+  std::uint64_t want;  // entries of every rank so far, this one included
+  int calls = 0;       // how often this rank entered it in this call
+};
+
+void enter_pmpi(void* p) {
+  auto* c = static_cast<StandInCall*>(p);
+  ++c->calls;
+  c->shared->entered.fetch_add(1, std::memory_order_acq_rel);
+  while (c->shared->entered.load(std::memory_order_acquire) < c->want) sched_yield();
+}
+
+// One mixed call (every third call of run_rank): the ranks in pmpi_ranks
+// announce `odd` beside the stand-in (check(pmpi = true)); the others run()
+// with `bytes` - or, every third such call, check(pmpi = false) as the tuner
+// does - and must get peer_in_pmpi and then enter the stand-in themselves;
+// every fifth such call sends every rank to PMPI alike (a correct program).
+// Every rank must enter the stand-in exactly once.
+int mixed_call(HierAlltoall& engine, const Mixed& mx, int rank, int n, int mixed_no,
+               std::size_t bytes, std::size_t odd, std::uint64_t* pmpi_calls) {
+  const bool all = mixed_no % 5 == 4;
+  const bool in_pmpi = all || ((mx.pmpi_ranks >> rank) & 1u);
+  ++*pmpi_calls;
+  StandInCall call{mx.pmpi, *pmpi_calls * static_cast<std::uint64_t>(n)};
+  if (in_pmpi) {
+    FT_CHECK_STATUS(engine.check(all ? bytes : odd, true, enter_pmpi, &call), Status::ok);
+  } else {
+    std::vector<unsigned char> send(n * bytes), recv(n * bytes, 0xee);
+    const Status st = mixed_no % 3 == 2 ? engine.check(bytes, false, nullptr, nullptr)
+                                        : engine.run(send.data(), recv.data(), bytes);
+    FT_CHECK_STATUS(st, Status::peer_in_pmpi);
+    // Nothing written: PMPI gets the receive buffer as the user left it.
+    for (unsigned char b : recv) FT_CHECK(b == 0xee);
+    enter_pmpi(&call);
+  }
+  FT_CHECK(call.calls == 1);
+  return 0;
+}
+
 // odd_rank >= 0: every third call (it % 3 == 1) that rank calls with another
 // size (another round count, or 1 against 5000 bytes); every rank must get
 // size_mismatch, and the calls in between must be right.
 int run_rank(ForkBootstrap& boot, int rank, const Case& c, Mailboxes& boxes, int fail_node,
-             std::uint64_t fail_at, int iterations, bool pipeline = false, int odd_rank = -1) {
+             std::uint64_t fail_at, int iterations, bool pipeline = false, int odd_rank = -1,
+             const Mixed* mixed = nullptr) {
   const std::vector<int>& node_of = c.node_of;
   const int n = static_cast<int>(node_of.size());
   const NodeMap map(node_of, c.leads);
@@ -187,8 +240,14 @@ int run_rank(ForkBootstrap& boot, int rank, const Case& c, Mailboxes& boxes, int
   engine->set_pipeline(pipeline);
   // Back to back with changing sizes: one round, then up to a dozen.
   const std::size_t sizes[] = {1, 3, 8, 64, 100, 1000, 5000};
+  std::uint64_t pmpi_calls = 0;
   for (int it = 0; it < iterations; ++it) {
     std::size_t bytes = sizes[static_cast<std::size_t>(it) % std::size(sizes)];
+    if (mixed && it % 3 == 1) {
+      const std::size_t odd = bytes == 5000 ? 1 : bytes + 1000;
+      if (mixed_call(*engine, *mixed, rank, n, it / 3, bytes, odd, &pmpi_calls) != 0) return 1;
+      continue;
+    }
     const bool mismatched = odd_rank >= 0 && it % 3 == 1;
     if (mismatched && rank == odd_rank) bytes = bytes == 5000 ? 1 : bytes + 1000;
     std::vector<unsigned char> send(n * bytes), recv(n * bytes, 0);
@@ -305,6 +364,41 @@ TEST(HierMismatch, EveryRankFailsThenTheEngineWorks) {
           });
       EXPECT_FALSE(res.hung);
       for (int code : res.exit_codes) EXPECT_EQ(code, 0);
+    }
+  }
+}
+
+// A rank sent to PMPI beside a check call while its peers are in the engine:
+// a non-leader, a leader, a whole node, a node's only rank, a second leader;
+// the engine ranks get peer_in_pmpi from that call (both modes), everyone
+// meets in the stand-in PMPI call, and the calls in between are right.
+TEST(HierMixed, EngineRanksJoinARankInPmpiThenTheEngineWorks) {
+  for (const bool pipeline : {false, true}) {
+    SCOPED_TRACE(pipeline ? "pipelined" : "serial");
+    const struct {
+      Case c;
+      unsigned pmpi_ranks;
+    } cases[] = {{{"non_leader", {0, 0, 1, 1}, {}}, 1u << 3},
+                 {{"leader", {0, 0, 1, 1}, {}}, 1u << 2},
+                 {{"whole_node", {0, 0, 1, 1}, {}}, (1u << 2) | (1u << 3)},
+                 {{"single", {0, 1, 2}, {}}, 1u << 1},
+                 {{"second_leader", {0, 0, 0, 1, 1, 1, 2, 2}, {1, 1, 0, 1, 0, 1, 1, 1}}, 1u << 1}};
+    for (const auto& k : cases) {
+      SCOPED_TRACE(k.c.name);
+      const NodeMap map(k.c.node_of, k.c.leads);
+      Mailboxes boxes(map.nodes(), 1 << 20);
+      ASSERT_TRUE(boxes.ok());
+      void* mem = mmap(nullptr, sizeof(PmpiStandIn), PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+      ASSERT_NE(mem, MAP_FAILED);
+      const Mixed mx{new (mem) PmpiStandIn, k.pmpi_ranks};
+      const auto res =
+          shm::test::run_forked_nodes(k.c.node_of, [&](ForkBootstrap& boot, int rank) {
+            return run_rank(boot, rank, k.c, boxes, -1, 0, 45, pipeline, -1, &mx);
+          });
+      EXPECT_FALSE(res.hung);
+      for (int code : res.exit_codes) EXPECT_EQ(code, 0);
+      munmap(mem, sizeof(PmpiStandIn));
     }
   }
 }
