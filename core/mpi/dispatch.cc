@@ -266,7 +266,10 @@ bool tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, const
   // team resyncs); begin()'s agreement over the tune file is checked first.
   const std::uint64_t resyncs = st.team->resyncs();
   if (st.tuning->begin_is_collective(bytes) && st.team->compares_sizes()) {
-    if (const int r = shm_check_sizes(a, *st.team, bytes); r != MPI_SUCCESS) {
+    // Served already when sizes differ or (multi-node) a rank went to PMPI,
+    // which this rank then joined (r is PMPI's result); both resync.
+    if (const int r = shm_check_sizes(a, *st.team, bytes);
+        r != MPI_SUCCESS || st.team->resyncs() != resyncs) {
       ++t_counts.shm;
       if (trace) trace_call(a, bytes, &st, Path::Shm, "size check before tuning failed");
       *rc = r;
@@ -287,7 +290,21 @@ bool tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, const
   }
   ++t_counts.trials;
   const auto t0 = std::chrono::steady_clock::now();
-  *rc = run_route(a, st, bytes, step.path, trace, step.reason, plain);
+  if (step.path == Candidate::pmpi && st.team->hier_alltoall()) {
+    // A pmpi trial on a multi-node team checks sizes before PMPI, as the
+    // single-node engine does in run_route: the check beside PMPI tells
+    // engine peers, not this rank, and a mismatched call must record no
+    // trial anywhere (docs/tune.md). Inside the timing: part of pmpi's cost.
+    *rc = shm_check_sizes(a, *st.team, bytes);
+    if (*rc == MPI_SUCCESS && st.team->resyncs() == resyncs) {
+      *rc = fall_through(a, trace, bytes, &st, step.reason);
+    } else {
+      ++t_counts.shm;
+      if (trace) trace_call(a, bytes, &st, Path::Shm, "size check before pmpi failed");
+    }
+  } else {
+    *rc = run_route(a, st, bytes, step.path, trace, step.reason, plain);
+  }
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (st.team->resyncs() != resyncs) return true;  // a mismatch: no trial recorded anywhere
   if (const double agreed = st.tuning->finish_trial(bytes, took, a.comm); agreed >= 0) {
