@@ -115,7 +115,9 @@ int fall_through_checked(const AlltoallArgs& a, bool trace, std::uint64_t bytes,
                          std::uint64_t announced, CommState* st, const char* reason) {
   Runtime& rt = Runtime::instance();
   const config::tune::Table& tune = rt.settings().tune;
-  if (tune.uniform() && tune.lookup(0) == Path::Pmpi) return fall_through(a, trace, bytes, st, reason);
+  if (tune.uniform() && tune.lookup(0) == Path::Pmpi) {
+    return fall_through(a, trace, bytes, st, reason);
+  }
   if (!st) {
     st = comm_state(a.comm, rt.comm_keyval());
     if (!st) return fall_through(a, trace, bytes, nullptr, "communicator state unavailable");
