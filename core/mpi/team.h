@@ -110,10 +110,11 @@ class Team {
   // is then abandoned (later calls report an error instead of waiting).
   [[nodiscard]] bool resync(MPI_Comm comm) noexcept;
   // Whether the engine compares every rank's size in each call it takes part
-  // in (the single-node engine): then a 0-byte call still enters run(), and a
-  // call served elsewhere (PMPI, chosen by measured selection) calls
-  // check_sizes() first, so that a peer called with another size is found
-  // rather than left waiting for.
+  // in (the single-node and hierarchical engines): then a 0-byte call still
+  // enters run() (the hierarchical engine returns at once there), and a call
+  // this rank serves through PMPI runs beside the engine's check
+  // (Engine::beside_pmpi), so that a peer called with another size, or sent
+  // to the engine, is found rather than left waiting.
   bool compares_sizes() const noexcept { return engine_ && engine_->compares_sizes(); }
   // How many size mismatches resync() has agreed on (every rank alike): a
   // caller tells by it whether a failed call was a mismatch, which every rank
