@@ -291,23 +291,29 @@ bool tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, const
     return true;
   }
   ++t_counts.trials;
-  const auto t0 = std::chrono::steady_clock::now();
+  using Clock = std::chrono::steady_clock;
+  double took = 0;
   if (step.path == Candidate::pmpi && st.team->hier_alltoall()) {
     // A pmpi trial on a multi-node team checks sizes before PMPI, as the
     // single-node engine does in run_route: the check beside PMPI tells
     // engine peers, not this rank, and a mismatched call must record no
-    // trial anywhere (docs/tune.md). Inside the timing: part of pmpi's cost.
+    // trial anywhere (docs/tune.md). Outside the timing: a routed pmpi call
+    // pays only the check beside PMPI, far less than this one's round trip,
+    // so timing it would bias the choice against the MPI's own alltoall.
     *rc = shm_check_sizes(a, *st.team, bytes);
     if (*rc == MPI_SUCCESS && st.team->resyncs() == resyncs) {
+      const auto t0 = Clock::now();
       *rc = fall_through(a, trace, bytes, &st, step.reason);
+      took = std::chrono::duration<double>(Clock::now() - t0).count();
     } else {
       ++t_counts.shm;
       if (trace) trace_call(a, bytes, &st, Path::Shm, "size check before pmpi failed");
     }
   } else {
+    const auto t0 = Clock::now();
     *rc = run_route(a, st, bytes, step.path, trace, step.reason, plain);
+    took = std::chrono::duration<double>(Clock::now() - t0).count();
   }
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (st.team->resyncs() != resyncs) return true;  // a mismatch: no trial recorded anywhere
   if (const double agreed = st.tuning->finish_trial(bytes, took, a.comm); agreed >= 0) {
     ++t_counts.agreements;
