@@ -253,10 +253,12 @@ constexpr Spec kSwitches[] = {
     {.name = "SHM_POOL",
      .type = Type::Int,
      .default_text = "2",
-     .description = "Single-node teams: shared-memory segments of freed communicators kept "
-                    "per process and reused by a later communicator of the same ranks in the "
-                    "same order (MPI_Comm_dup/split churn then creates no segment). Each keeps "
-                    "its segment mapped (2 x ranks x slot size). 0 = none, at most 64.",
+     .description = "Engines of freed communicators kept per process and reused by a later "
+                    "communicator of the same ranks in the same order (MPI_Comm_dup/split "
+                    "churn then builds no engine): single-node teams' shared-memory segments, "
+                    "multi-node teams' staging segment, leaders' communicator and transport. "
+                    "Each keeps its segment mapped (2 x ranks x slot size). 0 = none, at most "
+                    "64.",
      .verbosity = Verbosity::Tuner,
      .scope = Scope::AllEqual,
      .min = 0,

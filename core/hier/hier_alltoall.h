@@ -98,6 +98,10 @@ class HierAlltoall {
   // As NodeAlltoall::abandon(): for a rank that cannot take part in a run()
   // its node's peers have entered.
   void abandon() noexcept;
+  // As NodeAlltoall::healthy() and rebind(), for the engine pool: nothing
+  // failed here or on this node; later waits take opt's abort callback.
+  bool healthy() const noexcept { return !broken_ && stage_->healthy(); }
+  void rebind(const shm::Options& opt) noexcept { stage_->rebind(opt); }
   // Pipelined rounds (MLXA2A_NET_PIPELINE) or one round after the other (the
   // default). A protocol choice: every rank of the team must set the same,
   // before its first run().

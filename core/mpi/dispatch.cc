@@ -63,7 +63,7 @@ bool finish_setup(CommState& st, MPI_Comm comm, bool trace) {
   Runtime& rt = Runtime::instance();
   const bool ok = st.team->complete_setup(comm, rt.settings());
   st.caps = st.team->caps();
-  if (ok && trace && st.team->node_alltoall()) {
+  if (ok && trace && (st.team->node_alltoall() || st.team->hier_alltoall())) {
     log::trace("team id=%llu engine: %s", static_cast<unsigned long long>(st.id),
                st.team->reused_engine() ? "reused" : "new");
   }

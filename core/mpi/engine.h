@@ -32,7 +32,6 @@
 #include <vector>
 
 #include "core/config/switches.h"
-#include "core/mpi/engine_pool.h"
 #include "core/shm/options.h"
 #include "core/shm/status.h"
 #include "core/tune/candidate.h"
@@ -46,6 +45,18 @@ class NodeAlltoall;
 }
 
 namespace mlxa2a::core::mpi {
+
+// What an idle engine is kept under in the pool (core/mpi/engine_pool.h): the
+// processes of its communicator, in its rank order, and what else its set-up
+// depended on. Only a communicator whose key is equal on every rank may take
+// it (then its ranks are the processes the engine was built for, each at its
+// own rank). Empty world_ranks: never pooled.
+struct PoolKey {
+  std::vector<int> world_ranks;  // MPI_COMM_WORLD rank of each team rank
+  std::vector<int> node_ids;     // the team's node map (multi-node teams)
+  bool oversubscribed = false;
+  bool operator==(const PoolKey&) const = default;
+};
 
 // The switches engines read, copied from config::Settings at team creation.
 struct EngineSettings {
@@ -120,13 +131,24 @@ class Engine {
   virtual const std::string& contained_why() const noexcept { return no_text(); }
 
   // What set-up agreed on every rank, for selection and traces: the leaders
-  // exchange over RDMA, the zero-copy path is up; why not ("" when they are);
-  // whether the engine came from the pool (engine_pool.h).
+  // exchange over RDMA, the zero-copy path is up; why not ("" when they are).
   virtual bool rdma() const noexcept { return false; }
   virtual bool zcopy() const noexcept { return false; }
   virtual const std::string& rdma_why() const noexcept { return no_text(); }
   virtual const std::string& zcopy_why() const noexcept { return no_text(); }
-  virtual bool reused() const noexcept { return false; }
+
+  // The pool (core/mpi/engine_pool.h). pool_id(): a number naming this
+  // engine, equal on every rank of its team and never reused by another
+  // engine; 0 for an engine that is never pooled. poolable(): nothing failed
+  // in it as far as this rank can see, so it may serve another communicator
+  // of the same processes. rebind(): takes opt's abort callback (the new
+  // communicator's) for later waits. All local.
+  virtual std::uint64_t pool_id() const noexcept { return 0; }
+  virtual bool poolable() const noexcept { return false; }
+  virtual void rebind(const shm::Options&) noexcept {}
+  // Whether the team took this engine from the pool.
+  bool reused() const noexcept { return reused_; }
+  void mark_reused() noexcept { reused_ = true; }
 
   // Introspection for selection, tuning and traces; nullptr when not that engine.
   virtual shm::NodeAlltoall* node_alltoall() const noexcept { return nullptr; }
@@ -134,6 +156,9 @@ class Engine {
 
  protected:
   static const std::string& no_text() noexcept;  // ""
+
+ private:
+  bool reused_ = false;
 };
 
 // What make_engine needs to know about the team; all of it agreed or equal
@@ -147,11 +172,6 @@ struct EngineRequest {
   bool oversubscribed = false;
   const std::vector<int>* node_ids = nullptr;  // per rank: its node's first rank (several nodes)
   int nodes = 1;
-  // A single-node engine may come from the pool (engine_pool.h) under
-  // pool_key (collective over comm: every rank passes from_pool alike), and
-  // goes back there when the team is gone (empty key: never pooled).
-  bool from_pool = false;
-  EnginePool::Members pool_key;
 };
 
 // While a rank waits in an engine it makes no MPI call, yet a peer may need

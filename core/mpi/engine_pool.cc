@@ -26,12 +26,9 @@ std::size_t EnginePool::idle() const noexcept {
   return idle_.size();
 }
 
-void EnginePool::give(std::unique_ptr<shm::NodeAlltoall> engine, Members members) noexcept {
-  if (!engine || !engine->healthy() || engine->local_size() < 2 ||
-      members.world_ranks.size() != static_cast<std::size_t>(engine->local_size())) {
-    return;
-  }
-  std::unique_ptr<shm::NodeAlltoall> dropped;  // unmapped outside the lock
+void EnginePool::give(std::unique_ptr<Engine> engine, PoolKey key) noexcept {
+  if (!engine || engine->pool_id() == 0 || !engine->poolable() || key.world_ranks.empty()) return;
+  std::unique_ptr<Engine> dropped;  // destroyed outside the lock
   std::lock_guard lock(mutex_);
   if (closed_ || capacity_ == 0) return;
   try {
@@ -43,23 +40,23 @@ void EnginePool::give(std::unique_ptr<shm::NodeAlltoall> engine, Members members
       dropped = std::move(old->engine);
       idle_.erase(old);
     }
-    const std::uint64_t id = engine->id();
-    idle_.push_back(Entry{std::move(engine), id, std::move(members), false});
+    const std::uint64_t id = engine->pool_id();
+    idle_.push_back(Entry{std::move(engine), id, std::move(key), false});
   } catch (...) {
     // push_back's allocation only; the engine is then destroyed here.
   }
 }
 
-std::unique_ptr<shm::NodeAlltoall> EnginePool::acquire(MPI_Comm comm, const Members& members,
-                                                       const shm::Options& opt) noexcept {
+std::unique_ptr<Engine> EnginePool::acquire(MPI_Comm comm, const PoolKey& key,
+                                            const shm::Options& opt) noexcept {
   std::uint64_t proposal = 0;  // 0: none (ids are never 0)
   {
     std::lock_guard lock(mutex_);
     if (capacity_ == 0) return nullptr;  // on every rank: the switch is all-equal
     Entry* best = nullptr;
     for (Entry& e : idle_) {
-      if (!e.reserved && !members.world_ranks.empty() && e.members == members &&
-          e.engine->healthy() && (!best || e.id < best->id)) {
+      if (!e.reserved && !key.world_ranks.empty() && e.key == key && e.engine->poolable() &&
+          (!best || e.id < best->id)) {
         best = &e;
       }
     }
@@ -77,7 +74,7 @@ std::unique_ptr<shm::NodeAlltoall> EnginePool::acquire(MPI_Comm comm, const Memb
                           MPI_SUCCESS &&
                       proposal != 0 && v[0] == proposal && v[1] == ~proposal;
   if (proposal == 0) return nullptr;
-  std::unique_ptr<shm::NodeAlltoall> engine;
+  std::unique_ptr<Engine> engine;
   {
     std::lock_guard lock(mutex_);
     // Reserved entries are removed only here, by the thread that reserved
@@ -93,6 +90,7 @@ std::unique_ptr<shm::NodeAlltoall> EnginePool::acquire(MPI_Comm comm, const Memb
     idle_.erase(it);
   }
   engine->rebind(opt);
+  engine->mark_reused();
   return engine;
 }
 

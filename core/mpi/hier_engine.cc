@@ -1,6 +1,10 @@
 #include "core/mpi/hier_engine.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <new>
 
 #include "core/log.h"
@@ -41,6 +45,21 @@ bool choose_leadership(const config::LeaderPolicy& policy, MPI_Comm node_comm, i
   }
   const std::vector<int> leaders = config::choose_leaders(policy, domains);
   return std::find(leaders.begin(), leaders.end(), local_rank) != leaders.end();
+}
+
+// A random engine name, different in every process and every call (so the
+// team's maximum names no other engine): splitmix64 over the process id, a
+// process-wide counter and the clock.
+std::uint64_t pool_proposal() noexcept {
+  static std::atomic<std::uint64_t> counter{0};
+  std::uint64_t z = (static_cast<std::uint64_t>(getpid()) << 32) ^
+                    counter.fetch_add(1, std::memory_order_relaxed) ^
+                    static_cast<std::uint64_t>(
+                        std::chrono::steady_clock::now().time_since_epoch().count());
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
 }
 
 }  // namespace
@@ -246,10 +265,14 @@ bool HierEngine::setup(const EngineRequest& req) noexcept {
   } catch (...) {  // allocation only
     failed = 1;
   }
-  int any_failed = 1;
-  if (PMPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) {
-    any_failed = 1;
+  // With the outcome, the engine's name for the pool, equal on every rank:
+  // the largest of the ranks' random proposals (core/mpi/engine_pool.h).
+  std::uint64_t outcome[2] = {failed ? 1u : 0u, pool_proposal()}, agreed[2] = {1, 0};
+  if (PMPI_Allreduce(outcome, agreed, 2, MPI_UINT64_T, MPI_MAX, comm) != MPI_SUCCESS) {
+    agreed[0] = 1;
   }
+  int any_failed = agreed[0] != 0 ? 1 : 0;
+  pool_id_ = agreed[1] != 0 ? agreed[1] : 1;
   // The containment agreement's communicator (RDMA teams only; every rank
   // knows rdma_ alike); without it the team does not use RDMA.
   if (!any_failed && rdma_) {

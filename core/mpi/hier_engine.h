@@ -13,6 +13,10 @@
 //   (RDMA where every leader has it, else PMPI: LeaderTransport,
 //   core/hier/transport.h) and on zero-copy. Every step runs on every rank
 //   whatever failed before, so no rank skips a collective its peers are in.
+// * The engine may outlive its team in the pool (core/mpi/engine_pool.h) and
+//   serve a later communicator of the same processes: set-up agrees on its
+//   pool_id(); everything it owns was made from its first communicator's
+//   group and serves any communicator of that group.
 // * RDMA teams arm a Containment (core/mpi/containment.h): a failed or
 //   abandoned run() starts its agreement, and contained()/contained_call()
 //   then serve later calls. With PMPI leaders a failure leaves the engine
@@ -56,6 +60,15 @@ class HierEngine final : public Engine {
   bool contained_call(std::size_t bytes) noexcept override;
   const std::string& contained_why() const noexcept override { return containment_.why(); }
   hier::HierAlltoall* hier_alltoall() const noexcept override { return hier_.get(); }
+  // The pool (core/mpi/engine_pool.h): the id agreed at set-up; healthy when
+  // neither the stage nor the transport failed and no containment is engaged.
+  std::uint64_t pool_id() const noexcept override { return pool_id_; }
+  bool poolable() const noexcept override {
+    return hier_ && hier_->healthy() && !containment_.engaged();
+  }
+  void rebind(const shm::Options& opt) noexcept override {
+    if (hier_) hier_->rebind(opt);
+  }
 
   // Agreed on every rank at set-up: the leaders exchange over RDMA, and the
   // zero-copy path is up.
@@ -96,6 +109,7 @@ class HierEngine final : public Engine {
   // with zcopy_on_. Destroyed before the engine, as before the split.
   std::unique_ptr<hier::SendRegistration> zcopy_;
   std::uint64_t engine_calls_ = 0;  // alike on every rank
+  std::uint64_t pool_id_ = 0;       // agreed at set-up, alike on every rank
   bool rdma_ = false;
   bool zcopy_on_ = false;
   std::string rdma_why_;

@@ -18,34 +18,17 @@ std::unique_ptr<ShmEngine> ShmEngine::create(const EngineRequest& req,
                                              const EngineSettings& s) noexcept {
   shm::Status st = shm::Status::create_failed;
   std::unique_ptr<shm::NodeAlltoall> node;
-  bool reused = false;
   try {
     const shm::Options opt = shm_options(s, req.comm, req.oversubscribed);
-    // An idle engine of a freed communicator of the same ranks, if every rank
-    // has it (one allreduce); else a new segment.
-    if (req.from_pool) {
-      node = EnginePool::instance().acquire(req.comm, req.pool_key, opt);
-    }
-    if (node) {
-      st = shm::Status::ok;
-      reused = true;
-    } else {
-      MpiBootstrap boot(req.node_comm, req.local_rank, req.local_size);
-      st = shm::NodeAlltoall::create(boot, opt, node);
-    }
-    if (st == shm::Status::ok) {
-      std::unique_ptr<ShmEngine> e(new ShmEngine(std::move(node), req.pool_key, reused));
-      return e;
-    }
+    MpiBootstrap boot(req.node_comm, req.local_rank, req.local_size);
+    st = shm::NodeAlltoall::create(boot, opt, node);
+    if (st == shm::Status::ok) return std::unique_ptr<ShmEngine>(new ShmEngine(std::move(node)));
   } catch (...) {  // allocation only
   }
   MLXA2A_LOG_LIMITED(Warn, "shared-memory set-up failed (%s); this communicator uses PMPI",
                      shm::to_string(st));
   return nullptr;
 }
-
-// A healthy engine outlives its communicator in the pool (engine_pool.h).
-ShmEngine::~ShmEngine() { EnginePool::instance().give(std::move(node_), std::move(pool_key_)); }
 
 shm::Status ShmEngine::run(const char* send, char* recv, std::size_t bytes,
                            tuning::Candidate path) noexcept {

@@ -4,11 +4,11 @@
 //
 // Contract
 // * ShmEngine::create is collective over the node communicator (which is the
-//   team's communicator): first the engine pool when a pool key is given
-//   (one PMPI_Allreduce, engine_pool.h), else a new segment. It fails on every
-//   rank alike unless MPI itself broke; the team's agreement follows anyway.
-// * ShmEngine owns its NodeAlltoall; its destructor hands a healthy one to the
-//   pool under its key (engine_pool.h), else unmaps it. Local.
+//   team's communicator): a new segment. It fails on every rank alike unless
+//   MPI itself broke; the team's agreement follows anyway.
+// * ShmEngine owns its NodeAlltoall; the whole engine may outlive its team in
+//   the pool (core/mpi/engine_pool.h: pool_id() is the segment's id,
+//   poolable() its health). Destruction unmaps the segment. Local.
 // * Everything else: as Engine and NodeAlltoall.
 #pragma once
 
@@ -36,7 +36,6 @@ class ShmEngine final : public Engine {
  public:
   static std::unique_ptr<ShmEngine> create(const EngineRequest& req,
                                            const EngineSettings& s) noexcept;
-  ~ShmEngine() override;
 
   shm::Status run(const char* send, char* recv, std::size_t bytes) noexcept override {
     return node_->run(send, recv, bytes);
@@ -51,15 +50,15 @@ class ShmEngine final : public Engine {
   }
   bool resync(MPI_Comm comm) noexcept override;
   shm::NodeAlltoall* node_alltoall() const noexcept override { return node_.get(); }
-  // Whether create() took the engine from the pool.
-  bool reused() const noexcept override { return reused_; }
+  std::uint64_t pool_id() const noexcept override { return node_->id(); }
+  bool poolable() const noexcept override {
+    return node_->healthy() && node_->local_size() >= 2;
+  }
+  void rebind(const shm::Options& opt) noexcept override { node_->rebind(opt); }
 
  private:
-  ShmEngine(std::unique_ptr<shm::NodeAlltoall> node, EnginePool::Members key, bool reused)
-      : node_(std::move(node)), pool_key_(std::move(key)), reused_(reused) {}
+  explicit ShmEngine(std::unique_ptr<shm::NodeAlltoall> node) : node_(std::move(node)) {}
   std::unique_ptr<shm::NodeAlltoall> node_;
-  EnginePool::Members pool_key_;  // where node_ goes when the team is gone (empty: nowhere)
-  bool reused_;
 };
 
 }  // namespace mlxa2a::core::mpi

@@ -4,6 +4,7 @@
 #include <new>
 
 #include "core/log.h"
+#include "core/mpi/engine_pool.h"
 #include "core/mpi/topology.h"
 
 namespace mlxa2a::core::mpi {
@@ -59,7 +60,10 @@ int count_nodes(const std::vector<int>& ids) {
 
 }  // namespace
 
-Team::~Team() = default;
+// A derived team's engine may serve the next team of the same processes.
+Team::~Team() {
+  if (engine_) EnginePool::instance().give(std::move(engine_), std::move(pool_key_));
+}
 
 int Team::ranks_per_node() const noexcept {
   // Node ids name a node's first rank, so a node's members count its id.
@@ -121,7 +125,7 @@ std::unique_ptr<Team> Team::create(MPI_Comm comm, const config::Settings& settin
     // single-node team build the engine and no rank of a multi-node one does.
     if (mine[1] == 0 && node.local_size == team->size_) {
       team->caps_.nodes = 1;
-      team->build_engine(comm, node.comm.get(), node.local_rank, node.local_size, false, settings);
+      team->build_engine(comm, node.comm.get(), node.local_rank, node.local_size, settings);
       if (!team->engine_) mine[1] = 1;
     }
   } catch (...) {
@@ -146,7 +150,7 @@ std::unique_ptr<Team> Team::create(MPI_Comm comm, const config::Settings& settin
     set_auto_ranges(team->caps_, team->size_, team->oversubscribed_, kPmpiWinsOversubscribed);
     // Every rank saw the same node count: all build the engine or none does.
     if (team->caps_.nodes > 1) {
-      team->build_engine(comm, node.comm.get(), node.local_rank, node.local_size, false, settings);
+      team->build_engine(comm, node.comm.get(), node.local_rank, node.local_size, settings);
     }
   }
   if (!team->caps_.shm && !team->caps_.hier) team->engine_.reset();
@@ -154,7 +158,8 @@ std::unique_ptr<Team> Team::create(MPI_Comm comm, const config::Settings& settin
 }
 
 void Team::build_engine(MPI_Comm comm, MPI_Comm node_comm, int local_rank, int local_size,
-                        bool from_pool, const config::Settings& settings) noexcept {
+                        const config::Settings& settings) noexcept {
+  std::unique_ptr<Engine> e;
   try {
     EngineRequest req;
     req.comm = comm;
@@ -165,24 +170,43 @@ void Team::build_engine(MPI_Comm comm, MPI_Comm node_comm, int local_rank, int l
     req.oversubscribed = oversubscribed_;
     req.node_ids = &node_ids_;
     req.nodes = caps_.nodes;
-    if (from_pool) {
-      req.from_pool = true;
-      req.pool_key = {world_ranks_of(comm, size_), oversubscribed_};
-    }
-    engine_ = make_engine(req, EngineSettings::from(settings));
+    e = make_engine(req, EngineSettings::from(settings));
   } catch (...) {  // allocation only
     // A multi-node rank that cannot even build its request would leave its
     // peers in the set-up's collectives; out of memory the job is lost anyway.
-    engine_.reset();
   }
+  adopt(std::move(e));
+}
+
+void Team::adopt(std::unique_ptr<Engine> e) noexcept {
+  engine_ = std::move(e);
   if (caps_.nodes > 1) {
     caps_.hier = engine_ != nullptr;
     caps_.rdma = engine_ && engine_->rdma();
     caps_.zcopy = engine_ && engine_->zcopy();
-    rdma_why_ = engine_ ? engine_->rdma_why() : std::string();
-    zcopy_why_ = engine_ ? engine_->zcopy_why() : std::string();
+    try {
+      rdma_why_ = engine_ ? engine_->rdma_why() : std::string();
+      zcopy_why_ = engine_ ? engine_->zcopy_why() : std::string();
+    } catch (...) {  // a trace's text only
+    }
   }
   reused_ = engine_ && engine_->reused();
+}
+
+bool Team::adopt_pooled(MPI_Comm comm, const config::Settings& settings) noexcept {
+  shm::Options opt;
+  try {
+    pool_key_ = {world_ranks_of(comm, size_), node_ids_, oversubscribed_};
+    opt = shm_options(EngineSettings::from(settings), comm, oversubscribed_);
+  } catch (...) {
+    // Allocation only: an empty key proposes nothing, and the rank still
+    // takes part in the pool's agreement (collective).
+    pool_key_ = {};
+  }
+  std::unique_ptr<Engine> e = EnginePool::instance().acquire(comm, pool_key_, opt);
+  if (!e) return false;
+  adopt(std::move(e));
+  return true;
 }
 
 bool Team::split_origin(Origin* out) const noexcept {
@@ -250,6 +274,9 @@ bool Team::complete_setup(MPI_Comm comm, const config::Settings& settings) noexc
   setup_pending_ = false;
   int rank = 0;
   PMPI_Comm_rank(comm, &rank);
+  // An idle engine of a freed communicator of the same processes in the same
+  // order, if every rank has it (the pool), else a new one.
+  if (adopt_pooled(comm, settings)) return true;
   if (caps_.hier) {
     // The derived node ids are equal on all ranks of a node: split by them.
     OwnedComm node;
@@ -259,13 +286,11 @@ bool Team::complete_setup(MPI_Comm comm, const config::Settings& settings) noexc
       caps_.rdma = false;
       return false;
     }
-    build_engine(comm, node.get(), 0, 1, false, settings);
+    build_engine(comm, node.get(), 0, 1, settings);
     return caps_.hier;
   }
-  // A single-node child: the child communicator is the node communicator. An
-  // idle engine of a freed communicator of the same ranks if every rank has
-  // it (the pool), else a new segment.
-  build_engine(comm, comm, rank, size_, true, settings);
+  // A single-node child: the child communicator is the node communicator.
+  build_engine(comm, comm, rank, size_, settings);
   if (!engine_) caps_.shm = false;
   return caps_.shm;
 }

@@ -28,7 +28,10 @@
 //   the child derives alike (the parent's team exists on all its ranks or on
 //   none), so every rank reaches complete_setup() at the same call.
 // * Ownership: CommState owns the Team; the comm keyval's delete callback
-//   destroys it, which unmaps the shared-memory segment (its name was already
+//   destroys it. A derived team's healthy engine then goes to the pool
+//   (core/mpi/engine_pool.h), where a later derived team of the same
+//   processes in the same order may take it at complete_setup(); any other
+//   engine is destroyed, which unmaps its segment (its name was already
 //   unlinked during set-up, so nothing is left in /dev/shm).
 // * Thread safety: none needed — a Team is used only by collective calls on its
 //   communicator, which MPI requires to be serialised.
@@ -132,7 +135,13 @@ class Team {
   // Builds engine_ through make_engine and records what it tells; caps_
   // follow. node_comm: this rank's node in team rank order.
   void build_engine(MPI_Comm comm, MPI_Comm node_comm, int local_rank, int local_size,
-                    bool from_pool, const config::Settings& settings) noexcept;
+                    const config::Settings& settings) noexcept;
+  // A derived team's engine from the pool (engine_pool.h): sets pool_key_,
+  // then one PMPI_Allreduce when the pool is on. true: engine_ is an idle
+  // engine of a freed communicator of the same processes, on every rank.
+  bool adopt_pooled(MPI_Comm comm, const config::Settings& settings) noexcept;
+  // engine_ = e, and what it tells about the team (caps_, reasons).
+  void adopt(std::unique_ptr<Engine> e) noexcept;
 
   Capabilities caps_;
   int size_ = 1;
@@ -144,6 +153,7 @@ class Team {
   std::string rdma_why_;
   std::string zcopy_why_;
   std::unique_ptr<Engine> engine_;
+  PoolKey pool_key_;  // derived teams: where engine_ goes when the team is gone
   struct Buffer {
     std::unique_ptr<char[]> data;
     std::size_t size = 0;

@@ -80,6 +80,14 @@ Status NodeStage::create(Bootstrap& boot, const Options& opt, std::size_t in_byt
   }
 }
 
+void NodeStage::rebind(const Options& opt) noexcept {
+  try {
+    waiter_ = Waiter(opt, seg_.failed_flag());
+  } catch (...) {
+    broken_ = true;  // copying the callback failed (allocation): later calls report it
+  }
+}
+
 Status NodeStage::fail(Status st) noexcept {
   broken_ = true;
   seg_.failed_flag()->store(1, std::memory_order_release);

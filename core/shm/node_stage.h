@@ -107,6 +107,14 @@ class NodeStage {
   // the stage broken and sets the node's failure flag, so their waits end
   // with Status::peer_failed. Local, never blocks.
   void abandon() noexcept { (void)fail(Status::broken); }
+  // Not broken, and no rank of the node has reported a failure (a pooled
+  // engine's health, core/mpi/engine_pool.h).
+  bool healthy() const noexcept {
+    return !broken_ && seg_.failed_flag()->load(std::memory_order_acquire) == 0;
+  }
+  // Takes opt's abort callback (a new communicator's) for later waits; every
+  // other option was fixed at creation. Local.
+  void rebind(const Options& opt) noexcept;
 
   int local_rank() const noexcept { return seg_.local_rank(); }
   int local_size() const noexcept { return seg_.local_size(); }
