@@ -292,6 +292,7 @@ bool tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, const
   }
   ++t_counts.trials;
   using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
   double took = 0;
   if (step.path == Candidate::pmpi && st.team->hier_alltoall()) {
     // A pmpi trial on a multi-node team checks sizes before PMPI, as the
@@ -302,15 +303,16 @@ bool tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, const
     // so timing it would bias the choice against the MPI's own alltoall.
     *rc = shm_check_sizes(a, *st.team, bytes);
     if (*rc == MPI_SUCCESS && st.team->resyncs() == resyncs) {
-      const auto t0 = Clock::now();
+      const auto t1 = Clock::now();
       *rc = fall_through(a, trace, bytes, &st, step.reason);
-      took = std::chrono::duration<double>(Clock::now() - t0).count();
+      took = std::chrono::duration<double>(Clock::now() - t1).count();
     } else {
+      // A failed check (not a mismatch: that returns below) counts whole.
       ++t_counts.shm;
       if (trace) trace_call(a, bytes, &st, Path::Shm, "size check before pmpi failed");
+      took = std::chrono::duration<double>(Clock::now() - t0).count();
     }
   } else {
-    const auto t0 = Clock::now();
     *rc = run_route(a, st, bytes, step.path, trace, step.reason, plain);
     took = std::chrono::duration<double>(Clock::now() - t0).count();
   }

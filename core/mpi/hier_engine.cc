@@ -102,13 +102,24 @@ shm::Status HierEngine::run_counted(const char* send, char* recv, std::size_t by
   return counted(hier_->run(send, recv, bytes, zcopy));
 }
 
+// A contained team runs no more rounds: a check is numbered like any engine
+// call and ends as contained_call() says - PMPI judges the sizes, or the
+// call fails because some rank's failed (the same call on every rank).
 shm::Status HierEngine::check_sizes(std::size_t bytes) noexcept {
+  if (containment_.engaged()) {
+    return contained_call(bytes) ? shm::Status::ok : shm::Status::peer_failed;
+  }
   ++engine_calls_;
   return counted(hier_->check(bytes, false, nullptr, nullptr));
 }
 
 shm::Status HierEngine::beside_pmpi(std::size_t announced, void (*call)(void*),
                                     void* ctx) noexcept {
+  if (containment_.engaged()) {
+    if (!contained_call(announced)) return shm::Status::peer_failed;
+    call(ctx);
+    return shm::Status::ok;
+  }
   ++engine_calls_;
   return counted(hier_->check(announced, true, call, ctx));
 }

@@ -23,7 +23,8 @@
 //   broken (docs/hier.md, "Errors").
 // * Engine calls are numbered alike on every rank (0-byte runs are not
 //   calls: they return at once everywhere); a check call (check_sizes,
-//   beside_pmpi) is one.
+//   beside_pmpi) is one. On a contained team a check ends as
+//   contained_call() says (ok: PMPI judges the sizes; else the call fails).
 #pragma once
 
 #include <memory>

@@ -13,6 +13,10 @@
 //           A2A_EXPECT_ERROR=last the fault hits the last call: errors, and
 //           a clean MPI_Finalize with the agreement still pending. Without
 //           it, no error.
+//   fault-churn  fault on a duplicate of MPI_COMM_WORLD, freed; then a
+//           second duplicate, 4 calls that must be right: its engine is a
+//           new one (the runner counts "engine: new"), never the contained
+//           one from the pool.
 //   leak N  one call on MPI_COMM_WORLD, then N cycles of MPI_Comm_split
 //           (even/odd halves), one call on the half, MPI_Comm_free: the
 //           runner checks from MLXA2A_COLL_STATS that QPs were created once
@@ -69,17 +73,17 @@ int counts() {
   return failed || wrong;
 }
 
-int fault() {
+int fault(MPI_Comm comm) {
   const char* expect = std::getenv("A2A_EXPECT_ERROR");
   // "last": the fault hits the last call; only a clean finalize is asked.
   const bool last = expect && std::strcmp(expect, "last") == 0;
   const bool want_error = last || (expect && std::strcmp(expect, "1") == 0);
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   constexpr int kCalls = 8;
   int errors = 0, other = 0, first_error = -1, last_error = -1, wrong_after = 0;
   for (int i = 0; i < kCalls; ++i) {
     int wrong = 0;  // counted only for calls that succeed
-    const int rc = call(MPI_COMM_WORLD, 16, i, &wrong);
+    const int rc = call(comm, 16, i, &wrong);
     if (rc != MPI_SUCCESS) {
       int cls = 0;
       MPI_Error_class(rc, &cls);
@@ -113,12 +117,32 @@ int leak(int cycles) {
 
 }  // namespace
 
+// fault on a duplicate of MPI_COMM_WORLD, which is then freed; a second
+// duplicate must get a new engine (a contained one never goes to the pool)
+// and its calls must be right.
+int fault_churn() {
+  MPI_Comm first = MPI_COMM_NULL, second = MPI_COMM_NULL;
+  int wrong = 0;
+  // World's state first, so that its duplicates are derived teams (pooled).
+  int failed = call(MPI_COMM_WORLD, 16, 70, &wrong) != MPI_SUCCESS;
+  MPI_Comm_dup(MPI_COMM_WORLD, &first);
+  failed |= fault(first);
+  MPI_Comm_free(&first);
+  MPI_Comm_dup(MPI_COMM_WORLD, &second);
+  for (int i = 0; i < 4; ++i) failed |= call(second, 16, 60 + i, &wrong) != MPI_SUCCESS;
+  MPI_Comm_free(&second);
+  return failed || wrong;
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
-  const bool is_fault = argc > 1 && std::strcmp(argv[1], "fault") == 0;
-  const bool is_leak = argc > 2 && std::strcmp(argv[1], "leak") == 0;
-  const int failed = is_fault ? fault() : is_leak ? leak(std::atoi(argv[2])) : counts();
+  const char* mode = argc > 1 ? argv[1] : "counts";
+  const bool is_leak = argc > 2 && std::strcmp(mode, "leak") == 0;
+  const int failed = std::strcmp(mode, "fault") == 0         ? fault(MPI_COMM_WORLD)
+                     : std::strcmp(mode, "fault-churn") == 0 ? fault_churn()
+                     : is_leak                               ? leak(std::atoi(argv[2]))
+                                                             : counts();
   std::printf("CALLS %d %d\n", g_world_rank, g_calls);
   std::fflush(stdout);
   int any = 0;
