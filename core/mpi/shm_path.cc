@@ -67,7 +67,14 @@ struct Beside {
 }  // namespace
 
 int shm_check_sizes(const AlltoallArgs& a, Team& team, std::uint64_t bytes) noexcept {
-  return engine_result(a, team, team.engine()->check_sizes(bytes));
+  const shm::Status st = team.engine()->check_sizes(bytes);
+  if (st != shm::Status::ok && st != shm::Status::size_mismatch &&
+      st != shm::Status::peer_in_pmpi && team.hier_alltoall() != nullptr) {
+    MLXA2A_LOG_LIMITED(Warn, "%s: the engine's size check failed (%s); the call goes on without it",
+                       a.entry, shm::to_string(st));
+    return MPI_SUCCESS;
+  }
+  return engine_result(a, team, st);
 }
 
 int shm_beside_pmpi(const AlltoallArgs& a, Team& team, std::uint64_t announced,

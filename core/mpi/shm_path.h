@@ -49,6 +49,11 @@ int shm_alltoall_contiguous(const AlltoallArgs& args, Team& team, std::uint64_t 
 // bytes_per_peer, PMPI may serve the call.
 // Status::peer_in_pmpi (hierarchical engine: a rank went to PMPI) makes this
 // rank call PMPI_Alltoall with its arguments too, and returns its result.
+// A multi-node check that failed here (its transport; the engine is then
+// contained or broken, as after a failed run) also returns MPI_SUCCESS,
+// logged: a partner whose check passed goes on to PMPI_Alltoall or to an
+// agreement, and this rank must meet it there (the failure surfaces at the
+// next engine call, alike on every rank through the containment).
 int shm_check_sizes(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer) noexcept;
 
 // A call this rank serves through PMPI because of its own size or arguments,
