@@ -39,7 +39,23 @@ void futex_sleep(const std::atomic<std::uint64_t>& flag, std::uint64_t seen) noe
   (void)::syscall(SYS_futex, futex_word(flag), FUTEX_WAIT, static_cast<std::uint32_t>(seen), &ms,
                   nullptr, 0);
 }
+std::atomic<std::uint32_t> g_spin_budget{spin_budget::kCeiling};
+
 }  // namespace
+
+namespace spin_budget {
+
+std::uint32_t next(std::uint32_t budget, std::uint64_t yield_ns, bool ready_after) noexcept {
+  if (yield_ns < kGaveCoreNs) return budget >= kCeiling / 2 ? kCeiling : budget * 2;
+  if (ready_after) return budget / 2 <= kFloor ? kFloor : budget / 2;
+  return budget;
+}
+
+std::uint32_t current() noexcept { return g_spin_budget.load(std::memory_order_relaxed); }
+
+void reset() noexcept { g_spin_budget.store(kCeiling, std::memory_order_relaxed); }
+
+}  // namespace spin_budget
 
 Waiter::Waiter(const Options& opt, const std::atomic<std::uint32_t>* failed)
     : spin_(opt.oversubscribed && opt.spin_iterations > kOversubscribedSpin
@@ -79,7 +95,9 @@ Status Waiter::wait_until(Ready ready, const void* ctx, int pid,
 Status Waiter::wait_impl(Ready ready, const void* ctx, int pid, const CallProbe* probe,
                          const std::atomic<std::uint64_t>* sleep_on) const noexcept {
   const core::wait_cpu::Scope accounted;  // MLXA2A_COLL_STATS: CPU spent waiting
-  for (std::uint32_t i = 0; i < spin_; ++i) {
+  const std::uint32_t budget = g_spin_budget.load(std::memory_order_relaxed);
+  const std::uint32_t spin = spin_ < budget ? spin_ : budget;
+  for (std::uint32_t i = 0; i < spin; ++i) {
     cpu_relax();
     if (ready(ctx)) return Status::ok;
   }
@@ -93,6 +111,15 @@ Status Waiter::wait_impl(Ready ready, const void* ctx, int pid, const CallProbe*
       const std::uint64_t seen = sleep_on->load(std::memory_order_acquire);
       if (ready(ctx)) return Status::ok;
       futex_sleep(*sleep_on, seen);
+    } else if (yields == 0) {
+      // The first yield tells whether this core is shared (spin_budget).
+      ::sched_yield();
+      const auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start);
+      const bool now_ready = ready(ctx);
+      g_spin_budget.store(
+          spin_budget::next(budget, static_cast<std::uint64_t>(took.count()), now_ready),
+          std::memory_order_relaxed);
+      if (now_ready) return Status::ok;
     } else {
       ::sched_yield();
     }

@@ -3,6 +3,8 @@
 // wait still runs while it sleeps.
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+#include <sched.h>
 #include <time.h>
 
 #include <atomic>
@@ -106,6 +108,59 @@ TEST(WaiterSleep, SeesTheFailureFlag) {
   });
   EXPECT_EQ(w.wait_geq_sleeping(flag, 1, 0), Status::peer_failed);
   other.join();
+}
+
+// The spin budget's rule: a first yield that returned at once doubles it (up
+// to the ceiling); one that gave the core away and after which the awaited
+// flag was set halves it (down to the floor); a long yield after which the
+// flag is still unset says nothing.
+TEST(SpinBudget, Rule) {
+  using namespace spin_budget;
+  EXPECT_EQ(next(16, 300, false), 32u);
+  EXPECT_EQ(next(16, 300, true), 32u);
+  EXPECT_EQ(next(kCeiling / 2, 100, false), kCeiling);
+  EXPECT_EQ(next(kCeiling, 100, false), kCeiling);
+  EXPECT_EQ(next(2000, kGaveCoreNs, true), 1000u);
+  EXPECT_EQ(next(kFloor * 2 + 1, 50000, true), kFloor);
+  EXPECT_EQ(next(kFloor, 50000, true), kFloor);
+  EXPECT_EQ(next(2000, 50000, false), 2000u);
+}
+
+bool pin_to_cpu0() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(0, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+// Two waiters taking turns on one core (as ranks do when they share a core
+// with each other or with other work): each spin only delays the turn of the
+// one it waits for, so the budget falls to the floor, and the turns still all
+// complete. Before the budget adapted, every wait spun Options::spin_iterations.
+TEST(SpinBudget, FallsWhenTheWaitersShareACore) {
+  spin_budget::reset();
+  Options o;
+  o.timeout_ms = 20000;
+  const Waiter w(o, nullptr);
+  std::atomic<std::uint64_t> ping{0}, pong{0};
+  constexpr std::uint64_t kTurns = 2000;
+  std::atomic<bool> pinned{true};
+  std::thread other([&] {
+    if (!pin_to_cpu0()) pinned = false;
+    for (std::uint64_t i = 1; i <= kTurns; ++i) {
+      if (w.wait_geq(ping, i, 0) != Status::ok) return;
+      pong.store(i, std::memory_order_release);
+    }
+  });
+  if (!pin_to_cpu0()) pinned = false;
+  for (std::uint64_t i = 1; i <= kTurns; ++i) {
+    ping.store(i, std::memory_order_release);
+    ASSERT_EQ(w.wait_geq(pong, i, 0), Status::ok);
+  }
+  other.join();
+  if (!pinned) GTEST_SKIP() << "cannot pin threads to CPU 0 here";
+  EXPECT_LE(spin_budget::current(), 4 * spin_budget::kFloor);
+  spin_budget::reset();
 }
 
 }  // namespace
