@@ -15,10 +15,10 @@
 namespace mlxa2a::shm {
 
 struct Options {
-  // Busy-wait iterations (one `pause`/`yield` instruction, ~20 ns here) before
-  // a waiting rank starts calling sched_yield(). Suggested 2000 (~40 us):
-  // long enough to cover a peer that is a few microseconds behind, short
-  // enough not to burn a time slice a descheduled peer needs.
+  // At most this many busy-wait iterations (one `pause`, ~10-20 ns) before a
+  // waiting rank starts calling sched_yield(); the process-wide adaptive budget
+  // (wait.h) lowers it while the rank's core is shared. 2000 (~20-40 us):
+  // long enough to cover a peer that is a few microseconds behind.
   std::uint32_t spin_iterations = 2000;
 
   // [layout] True when local ranks outnumber the cores they may run on. Waits
