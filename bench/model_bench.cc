@@ -2,10 +2,12 @@
 // reference layout: 23 nodes x 32 ranks (736 ranks), 1-128 bytes per peer.
 //
 // Measured here (Google Benchmark, one core): what one rank's fan-in and
-// fan-out cost per call — the exact shm::copy_blocks calls the engine makes
-// (core/hier/hier_alltoall.cc, block layout: per node, 32 contiguous user
-// blocks into the in-area, and 32 blocks of stride 32 x m out of the
-// out-area) — against one memcpy of the same bytes (736 x m).
+// fan-out cost per call — the shm::copy_blocks calls the engine makes
+// (core/hier/hier_alltoall.cc, block layout), over the runs of the engine's
+// section layout (core/hier/rows.h): per node, 32 contiguous user blocks into
+// one row of the in-area, and a column of 32 blocks out of the out-area
+// (stride 32 x m, or 33 x m where the rows are rotated, from 64 B) — against
+// one memcpy of the same bytes (736 x m).
 // Stated, not measured (no ConnectX here): the adapter's figures and the
 // node-local synchronisation, printed with their sources.
 // The prediction is printed after the benchmarks:
@@ -24,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "core/hier/rows.h"
 #include "core/shm/strided_copy.h"
 
 namespace {
@@ -31,7 +34,7 @@ namespace {
 constexpr std::size_t kNodes = 23;
 constexpr std::size_t kPerNode = 32;
 constexpr std::size_t kRanks = kNodes * kPerNode;
-constexpr std::size_t kLocal = 5;  // any local rank: its rows are as far apart as any other's
+constexpr std::size_t kLocal = 5;  // any local rank but 0 (whose rotated row is one run)
 
 // ConnectX-6 VPI (HDR InfiniBand / 200 GbE), NVIDIA's adapter documentation
 // (docs.nvidia.com/networking/display/ConnectX6EN/Introduction): "up to two
@@ -53,6 +56,26 @@ struct Buffers {
   explicit Buffers(std::size_t m) : user(kRanks * m, 1), stage(kPerNode * kRanks * m, 2) {}
 };
 
+using mlxa2a::hier::BlockRun;
+
+// One node's share of a fan-in: rank `local`'s blocks for the node's 32
+// members (contiguous in its send buffer) into row `local` of the section.
+void fan_in_node(char* section, const char* user, std::size_t local, std::size_t m) {
+  auto row = [&](const BlockRun& r) __attribute__((always_inline)) {  // as the engine's
+    mlxa2a::shm::copy_blocks(section + r.slot * m, m, user + r.first * m, m, m, r.count);
+  };
+  mlxa2a::hier::row_runs(local, kPerNode, m, row);
+}
+
+// One node's share of a fan-out: column `local` of the section, block [s][local]
+// from each of the node's 32 sources, into the receive buffer.
+void fan_out_node(char* user, const char* section, std::size_t local, std::size_t m) {
+  auto column = [&](const BlockRun& r) __attribute__((always_inline)) {
+    mlxa2a::shm::copy_blocks(user + r.first * m, m, section + r.slot * m, r.step * m, m, r.count);
+  };
+  mlxa2a::hier::column_runs(local, kPerNode, kPerNode, m, column);
+}
+
 // Fan-in: for each node k, this rank's 32 blocks for k's members go to
 // section k (kPerNode rows of 32 blocks), row kLocal.
 void BM_FanIn(benchmark::State& state) {
@@ -60,9 +83,8 @@ void BM_FanIn(benchmark::State& state) {
   Buffers b(m);
   for (auto _ : state) {
     for (std::size_t k = 0; k < kNodes; ++k) {
-      char* section = b.stage.data() + k * kPerNode * kPerNode * m;
-      mlxa2a::shm::copy_blocks(section + kLocal * kPerNode * m, m, b.user.data() + k * kPerNode * m,
-                               m, m, kPerNode);
+      fan_in_node(b.stage.data() + k * kPerNode * kPerNode * m, b.user.data() + k * kPerNode * m,
+                  kLocal, m);
     }
     benchmark::DoNotOptimize(b.stage.data());
     benchmark::ClobberMemory();
@@ -76,9 +98,8 @@ void BM_FanOut(benchmark::State& state) {
   Buffers b(m);
   for (auto _ : state) {
     for (std::size_t k = 0; k < kNodes; ++k) {
-      const char* section = b.stage.data() + k * kPerNode * kPerNode * m;
-      mlxa2a::shm::copy_blocks(b.user.data() + k * kPerNode * m, m, section + kLocal * m,
-                               kPerNode * m, m, kPerNode);
+      fan_out_node(b.user.data() + k * kPerNode * m, b.stage.data() + k * kPerNode * kPerNode * m,
+                   kLocal, m);
     }
     benchmark::DoNotOptimize(b.user.data());
     benchmark::ClobberMemory();
@@ -104,8 +125,9 @@ void BM_Memcpy(benchmark::State& state) {
 // of the stage), so an iteration's source bytes were last read 256
 // iterations ago (12-48 MiB apart at 64-256 B: out of this core's 2 MiB L2,
 // in the shared L3 as a NIC's writes would be). The hot variants above
-// repeat on the same lines, where the 32 x m row stride (4 KiB at 128 B) maps
-// a fan-out's blocks onto few cache sets; here every block is a miss anyway.
+// repeat on the same lines, where a 32 x m column stride (4 KiB at 128 B)
+// would map a fan-out's blocks onto few cache sets (why the rows are rotated
+// from 64 B, core/hier/rows.h); here every block is a miss anyway.
 constexpr std::size_t kCold = 8;
 
 // Runs op(buffers, local, m) once per iteration over the cold buffer sets.
@@ -127,9 +149,8 @@ void run_cold(benchmark::State& state, Op op) {
 void BM_FanOutCold(benchmark::State& state) {
   run_cold(state, [](Buffers& b, std::size_t local, std::size_t m) {
     for (std::size_t k = 0; k < kNodes; ++k) {
-      const char* section = b.stage.data() + k * kPerNode * kPerNode * m;
-      mlxa2a::shm::copy_blocks(b.user.data() + k * kPerNode * m, m, section + local * m,
-                               kPerNode * m, m, kPerNode);
+      fan_out_node(b.user.data() + k * kPerNode * m, b.stage.data() + k * kPerNode * kPerNode * m,
+                   local, m);
     }
   });
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/hier/rows.h"
 #include "core/shm/layout.h"
 #include "core/shm/strided_copy.h"
 
@@ -18,25 +19,26 @@ void count(std::atomic<std::uint64_t>& c, std::size_t bytes) noexcept {
   c.fetch_add(bytes, std::memory_order_relaxed);
 }
 
-// Copies the node's `count` members' blocks: block i between base + i * stride
-// (staging side) and the user buffer's block for member i of the node.
+// Copies the blocks of node `node`'s members run.first .. run.first +
+// run.count - 1: member i's block between stage + (i - run.first) *
+// stage_stride (staging side) and the user buffer's block for member i.
 // `to_user` picks the direction. Members in arithmetic progression (block and
 // round-robin layouts) make one strided copy; others go block by block.
-void move_blocks(const NodeMap& map, int node, char* user, std::size_t bytes, std::size_t off,
-                 char* stage, std::size_t stage_stride, std::size_t chunk, bool to_user) noexcept {
-  const std::vector<int>& members = map.members(node);
-  const std::size_t count = members.size();
-  char* first = user + static_cast<std::size_t>(members[0]) * bytes + off;
+void move_blocks(const NodeMap& map, int node, const BlockRun& run, char* user, std::size_t bytes,
+                 std::size_t off, char* stage, std::size_t stage_stride, std::size_t chunk,
+                 bool to_user) noexcept {
+  const int* members = map.members(node).data() + run.first;
   if (const int step = map.member_step(node); step > 0) {
+    char* first = user + static_cast<std::size_t>(members[0]) * bytes + off;
     const std::size_t user_stride = static_cast<std::size_t>(step) * bytes;
     if (to_user) {
-      shm::copy_blocks(first, user_stride, stage, stage_stride, chunk, count);
+      shm::copy_blocks(first, user_stride, stage, stage_stride, chunk, run.count);
     } else {
-      shm::copy_blocks(stage, stage_stride, first, user_stride, chunk, count);
+      shm::copy_blocks(stage, stage_stride, first, user_stride, chunk, run.count);
     }
     return;
   }
-  for (std::size_t i = 0; i < count; ++i) {
+  for (std::size_t i = 0; i < run.count; ++i) {
     char* u = user + static_cast<std::size_t>(members[i]) * bytes + off;
     char* s = stage + i * stage_stride;
     if (to_user) {
@@ -160,7 +162,7 @@ shm::Status HierAlltoall::run_rounds(const char* send, char* recv, std::size_t b
 
 std::size_t HierAlltoall::fan_in(char* in, const char* send, std::size_t bytes, std::size_t off,
                                  std::size_t chunk, const GatherSource* mine) noexcept {
-  // My blocks for node m's members go to in-section m, row `local`;
+  // My blocks for node m's members go to in-section m, row `local` (rows.h);
   // zero-copy: only my own node's (the leader gathers the rest from `send`).
   const Plan& p = plan_;
   const std::size_t local = static_cast<std::size_t>(p.local_rank());
@@ -172,8 +174,12 @@ std::size_t HierAlltoall::fan_in(char* in, const char* send, std::size_t bytes, 
       count(node_copy_counters().zero_copy, lm * chunk);
       continue;
     }
-    move_blocks(map_, m, const_cast<char*>(send), bytes, off,
-                in + p.section(m, chunk) + local * lm * chunk, chunk, chunk, false);
+    char* section = in + p.section(m, chunk);
+    auto row = [&](const BlockRun& run) __attribute__((always_inline)) {
+      move_blocks(map_, m, run, const_cast<char*>(send), bytes, off, section + run.slot * chunk,
+                  chunk, chunk, false);
+    };
+    row_runs(local, lm, chunk, row);
     copied += lm * chunk;
   }
   if (mine) trailer(in)[local] = *mine;  // read by the leader after wait_arrived
@@ -252,18 +258,22 @@ void HierAlltoall::build_messages(char* in, char* out, int parity, std::size_t b
 
 std::size_t HierAlltoall::fan_out(const char* in, const char* out, char* recv, std::size_t bytes,
                                   std::size_t off, std::size_t chunk) noexcept {
-  // From node m's source s, my block is [s][local] of section m — in the
-  // in-area for my own node, in the out-area for the others.
+  // From node m's source s, my block is [s][local] of section m (rows of my
+  // node's size, rows.h) — in the in-area for my own node, in the out-area
+  // for the others.
   const Plan& p = plan_;
   const std::size_t local = static_cast<std::size_t>(p.local_rank());
   const std::size_t lsize = static_cast<std::size_t>(p.local_size());
   std::size_t copied = 0;
   for (int m = 0; m < map_.nodes(); ++m) {
-    const char* area = m == p.node() ? in : out;
-    move_blocks(map_, m, recv, bytes, off,
-                const_cast<char*>(area) + p.section(m, chunk) + local * chunk, lsize * chunk,
-                chunk, true);
-    copied += static_cast<std::size_t>(map_.node_size(m)) * chunk;
+    char* section = const_cast<char*>(m == p.node() ? in : out) + p.section(m, chunk);
+    const std::size_t lm = static_cast<std::size_t>(map_.node_size(m));
+    auto column = [&](const BlockRun& run) __attribute__((always_inline)) {
+      move_blocks(map_, m, run, recv, bytes, off, section + run.slot * chunk, run.step * chunk,
+                  chunk, true);
+    };
+    column_runs(local, lm, lsize, chunk, column);
+    copied += lm * chunk;
   }
   return copied;
 }

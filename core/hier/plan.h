@@ -65,9 +65,10 @@ class NodeMap {
 // called with another size still finds it (docs/hier.md, "Sizes that differ").
 // Both areas are indexed alike: section m (one per node m) starts at
 // header_bytes() + L * c * ranks_before(m), where L is this node's size, and holds block
-// [a][b] at (a * L_m + b) * c in the in-area (a: local source, b: destination
-// index in m) and block [s][j] at (s * L + j) * c in the out-area (s: source
-// index in m, j: local destination). The in-area's section m is exactly the
+// [a][b] at block_slot(a, b, L_m, c) * c in the in-area (a: local source, b:
+// destination index in m) and block [s][j] at block_slot(s, j, L, c) * c in
+// the out-area (s: source index in m, j: local destination): row by row,
+// each row rotated by its source from 64-byte chunks (core/hier/rows.h). The in-area's section m is exactly the
 // message this node's leader sends to node m's leader, and the out-area's
 // section m is where the message from node m's leader lands; section m of
 // the out-area for m == this node stays unused (local blocks are read from

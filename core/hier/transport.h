@@ -52,9 +52,10 @@ struct GatherSource {
 };
 
 // Where a zero-copy message's bytes are: the in-area section's layout (block
-// [a][b] = source a's bytes for dest_ranks[b]) read from the sources' own
-// buffers at dest_ranks[b] * bytes_per_peer + offset, chunk bytes per block;
-// a staged source's row is in the section (Message::send) as usual.
+// [a][b] = source a's bytes for dest_ranks[b], at slot block_slot() of
+// core/hier/rows.h) read from the sources' own buffers at dest_ranks[b] *
+// bytes_per_peer + offset, chunk bytes per block; a staged source's row is in
+// the section (Message::send) as usual.
 struct Gather {
   std::span<const GatherSource> sources;  // the node's ranks, local order
   std::span<const int> dest_ranks;        // the remote node's members (team ranks)

@@ -313,7 +313,7 @@ Status RdmaLeaderTransport::post_gather(const Peer& peer, const hier::Message& m
                          static_cast<std::uint32_t>(row), in_mr_[par]->lkey()});
         continue;
       }
-      gather_message({&src, 1}, g.dest_ranks, g.bytes_per_peer, g.offset, g.chunk, &one_);
+      gather_message({&src, 1}, g.dest_ranks, g.bytes_per_peer, g.offset, g.chunk, &one_, a);
       sges_.insert(sges_.end(), one_.begin(), one_.end());
     }
     split_wrs(sges_, peer.ep->qp->send_sge(), kPiece, &spans_);

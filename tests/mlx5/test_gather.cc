@@ -1,7 +1,8 @@
 // The zero-copy gather lists (core/mlx5/gather.h): the SGEs for the message to
 // node m must read exactly the bytes the fan-in copy puts in the in-area's
-// section m (core/hier/plan.h), in the same order, and split_wrs must cover
-// them once within max_sge / max_bytes. Pure computation: no verbs calls.
+// section m (core/hier/plan.h; rows rotated by source from 64-byte chunks,
+// core/hier/rows.h), in the same order, and split_wrs must cover them once
+// within max_sge / max_bytes. Pure computation: no verbs calls.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,9 +30,11 @@ std::vector<int> members(const std::vector<int>& node_of, int node) {
 }
 
 // Sends node 0's message to every other node through the SGEs and compares it
-// with the in-area section built by definition.
+// with the in-area section built by definition: row a holds source a's blocks
+// for the node's members b, from 64-byte chunks rotated by a (slot
+// (a + b) % L_m), below that in member order.
 void check_layout(const Layout& l, std::size_t bpp, std::size_t offset, std::size_t chunk,
-                  std::size_t misalign, std::size_t want_sges_per_message) {
+                  std::size_t misalign, std::size_t want_sges) {
   const int n = static_cast<int>(l.node_of.size());
   const std::vector<int> local = members(l.node_of, 0);
   // Every send buffer at an odd offset inside a larger allocation with guard
@@ -49,15 +52,29 @@ void check_layout(const Layout& l, std::size_t bpp, std::size_t offset, std::siz
   for (int m = 1; m < nodes; ++m) {
     const std::vector<int> dest = members(l.node_of, m);
     std::vector<unsigned char> want;
+    const std::size_t lm = dest.size();
+    const bool rotated = chunk >= 64 && lm > 1;
     for (std::size_t a = 0; a < local.size(); ++a) {
       const unsigned char* p = mem[a].data() + misalign;
-      for (int d : dest) {
-        const unsigned char* b = p + static_cast<std::size_t>(d) * bpp + offset;
-        want.insert(want.end(), b, b + chunk);
+      for (std::size_t slot = 0; slot < lm; ++slot) {
+        const std::size_t b = rotated ? (slot + lm - a % lm) % lm : slot;
+        const unsigned char* blk = p + static_cast<std::size_t>(dest[b]) * bpp + offset;
+        want.insert(want.end(), blk, blk + chunk);
       }
     }
     std::vector<ibv_sge> sges;
     gather_message(src, dest, bpp, offset, chunk, &sges);
+    // The transport lists one source at a time (its row first_source).
+    std::vector<ibv_sge> each, one;
+    for (std::size_t a = 0; a < local.size(); ++a) {
+      gather_message({&src[a], 1}, dest, bpp, offset, chunk, &one, a);
+      each.insert(each.end(), one.begin(), one.end());
+    }
+    ASSERT_EQ(each.size(), sges.size()) << l.name << " node " << m;
+    for (std::size_t i = 0; i < sges.size(); ++i) {
+      EXPECT_EQ(each[i].addr, sges[i].addr);
+      EXPECT_EQ(each[i].length, sges[i].length);
+    }
     std::vector<unsigned char> got;
     for (const ibv_sge& s : sges) {
       // lkey must be the one of the buffer the SGE lies in.
@@ -73,26 +90,31 @@ void check_layout(const Layout& l, std::size_t bpp, std::size_t offset, std::siz
       got.insert(got.end(), p, p + s.length);
     }
     EXPECT_EQ(got, want) << l.name << " node " << m;
-    EXPECT_EQ(sges.size(), want_sges_per_message * local.size()) << l.name << " node " << m;
+    EXPECT_EQ(sges.size(), want_sges) << l.name << " node " << m;
   }
 }
 
-TEST(Gather, BlockLayoutOneRoundIsOneSgePerSource) {
-  // Node 0 = ranks 0..2, node 1 = 3..5: a source's blocks for node 1 follow on.
-  check_layout({"block", {0, 0, 0, 1, 1, 1}}, 1000, 0, 1000, 3, 1);
+TEST(Gather, BlockLayoutOneRoundIsOneSgePerRun) {
+  // Node 0 = ranks 0..2, node 1 = 3..5: a source's blocks for node 1 follow
+  // on; rows 1 and 2 are rotated (destinations 2 | 0 1 and 1 2 | 0): 1+2+2.
+  check_layout({"block", {0, 0, 0, 1, 1, 1}}, 1000, 0, 1000, 3, 5);
+  // Below 64 bytes: in member order, one SGE per source.
+  check_layout({"block small", {0, 0, 0, 1, 1, 1}}, 63, 0, 63, 3, 3);
 }
 
 TEST(Gather, BlockLayoutInRoundsIsOneSgePerBlock) {
-  check_layout({"block rounds", {0, 0, 0, 1, 1, 1}}, 1000, 512, 488, 17, 3);
+  check_layout({"block rounds", {0, 0, 0, 1, 1, 1}}, 1000, 512, 488, 17, 9);
 }
 
 TEST(Gather, RoundRobinIsOneSgePerBlock) {
-  check_layout({"round robin", {0, 1, 0, 1, 0, 1}}, 4096, 0, 4096, 1, 3);
+  check_layout({"round robin", {0, 1, 0, 1, 0, 1}}, 4096, 0, 4096, 1, 9);
 }
 
 TEST(Gather, IrregularLayoutMergesOnlyNeighbours) {
-  // Node 1 = ranks 1, 4, 5: 4 and 5 merge, 1 does not.
-  check_layout({"irregular", {0, 1, 0, 0, 1, 1}}, 64, 0, 64, 1, 2);
+  // Node 1 = ranks 1, 4, 5: 4 and 5 merge where they follow each other in
+  // the row (rows 0 and 2: 1 4 5 -> 2 SGEs, 4 5 1 -> 2), not in row 1 (5 1 4).
+  check_layout({"irregular", {0, 1, 0, 0, 1, 1}}, 64, 0, 64, 1, 7);
+  check_layout({"irregular small", {0, 1, 0, 0, 1, 1}}, 63, 0, 63, 1, 6);
 }
 
 TEST(Gather, EmptyChunkIsEmpty) {

@@ -4,10 +4,12 @@
 //   CALLS <rank> <n>       MPI_Alltoall calls this rank made (for trace checks)
 //   ERRCLASS <case> <cls>  error classes for invalid arguments (rank 0)
 //   RESULT PASS|FAIL       (rank 0, after an allreduce of failures)
-// Usage: a2a_check [--init-thread] [--quick] [--repeat N]
+// Usage: a2a_check [--init-thread] [--quick] [--repeat N] [--sizes B,B,...]
 //   --repeat N  runs the MPI_COMM_WORLD battery N times (default 1), so that
 //               measured selection (MLXA2A_TUNE_SAMPLES) reaches decisions
 //               on it; every repetition checks its results as the first.
+//   --sizes     the bytes per peer of every battery's contiguous calls,
+//               instead of the quick or full list
 #include <mpi.h>
 
 #include <cstdint>
@@ -22,6 +24,7 @@ namespace {
 int g_calls = 0;
 int g_failures = 0;
 int g_world_rank = 0;
+std::vector<std::size_t> g_sizes;  // --sizes
 
 #define CHECK(cond, ...)                                         \
   do {                                                           \
@@ -223,7 +226,9 @@ void in_place_resized_case(const Comm& c, int iter) {
 void battery(const Comm& c, bool quick, int iter) {
   const std::size_t sizes_full[] = {0, 1, 3, 8, 17, 64, 100, 1024, 4096, 65536, 262144, 1048576};
   const std::size_t sizes_quick[] = {0, 1, 3, 64, 4096};
-  if (quick) {
+  if (!g_sizes.empty()) {
+    for (std::size_t n : g_sizes) bytes_case(c, n, false, iter, "bytes");
+  } else if (quick) {
     for (std::size_t n : sizes_quick) bytes_case(c, n, false, iter, "bytes");
   } else {
     for (std::size_t n : sizes_full) bytes_case(c, n, false, iter, "bytes");
@@ -302,6 +307,17 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--init-thread")) init_thread = true;
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--sizes") && i + 1 < argc) {
+      for (const char* p = argv[++i]; *p != '\0';) {
+        char* end = nullptr;
+        g_sizes.push_back(std::strtoull(p, &end, 10));
+        if (end == p || (*end != ',' && *end != '\0')) {
+          std::fprintf(stderr, "a2a_check: bad --sizes %s\n", argv[i]);
+          return 2;
+        }
+        p = *end == ',' ? end + 1 : end;
+      }
+    }
   }
   if (init_thread) {
     int provided = 0;

@@ -8,8 +8,10 @@
 #include <sys/mman.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/hier/hier_alltoall.h"
@@ -74,9 +76,15 @@ class Mailboxes {
 // every leader's exchange fail (as an MPI error handler returning would).
 class FakeTransport final : public LeaderTransport {
  public:
+  // layout: check every message against the section layout (layout_ok).
   FakeTransport(Mailboxes& boxes, int node, int leader, std::uint64_t fail_at,
-                const StageAreas& areas)
-      : boxes_(boxes), node_(node), leader_(leader), fail_at_(fail_at), areas_(areas) {}
+                const StageAreas& areas, const NodeMap* layout = nullptr)
+      : boxes_(boxes),
+        node_(node),
+        leader_(leader),
+        fail_at_(fail_at),
+        areas_(areas),
+        layout_(layout) {}
   const char* name() const noexcept override { return "fake"; }
 
   Status exchange(std::span<const Message> messages) noexcept override {
@@ -85,6 +93,7 @@ class FakeTransport final : public LeaderTransport {
       boxes_.poison().store(1, std::memory_order_release);
       return Status::transport_failed;
     }
+    if (layout_ && !layout_ok(messages)) return Status::invalid_argument;
     for (const Message& m : messages) {
       if (m.bytes > boxes_.capacity() || m.node == node_) return Status::invalid_argument;
       Mailbox& b = boxes_.box(node_, m.node);
@@ -141,18 +150,56 @@ class FakeTransport final : public LeaderTransport {
     }
     return true;
   }
+  // The section layout by definition (docs/hier.md, Layout): row a holds
+  // this node's local source a's blocks for node m's members b, at slot
+  // (a + b) % L_m of the row from 64-byte chunks (rows rotated by source), at
+  // slot b below. Follows run_rank's calls (pattern bytes, iteration = call
+  // number) round by round: one leader per node, correct calls only.
+  bool layout_ok(std::span<const Message> messages) {
+    const std::vector<int>& src = layout_->members(node_);
+    std::size_t chunk = 0, bytes = 0;
+    for (const Message& m : messages) {
+      const std::vector<int>& dst = layout_->members(m.node);
+      const std::size_t lm = dst.size();
+      chunk = m.bytes / (src.size() * lm);
+      bytes = m.head_send->bytes_per_peer;
+      const bool rotated = chunk >= 64 && lm > 1;
+      const auto* p = reinterpret_cast<const unsigned char*>(m.send);
+      for (std::size_t a = 0; a < src.size(); ++a) {
+        for (std::size_t slot = 0; slot < lm; ++slot) {
+          const std::size_t b = rotated ? (slot + lm - a % lm) % lm : slot;
+          for (std::size_t i = 0; i < chunk; ++i) {
+            const unsigned char want = shm::test::pattern_byte(src[a], dst[b], call_, off_ + i);
+            if (p[(a * lm + slot) * chunk + i] != want) {
+              std::fprintf(stderr, "node %d -> %d, %zu B per peer at %zu: row %zu slot %zu\n",
+                           node_, m.node, bytes, off_, a, slot);
+              return false;
+            }
+          }
+        }
+      }
+    }
+    off_ += chunk;
+    if (off_ >= bytes) off_ = 0, ++call_;
+    return true;
+  }
+
   Mailboxes& boxes_;
   int node_;
   int leader_;
   std::uint64_t fail_at_;
   StageAreas areas_;
+  const NodeMap* layout_;
   std::uint64_t calls_ = 0;
+  int call_ = 0;         // layout_ok: run_rank's call number and
+  std::size_t off_ = 0;  // the round's offset in its blocks
 };
 
 struct Case {
   const char* name;
   std::vector<int> node_of;     // node id per rank
   std::vector<int> leads = {};  // per rank, 1 = leads; empty: first rank of each node
+  bool check_layout = false;    // FakeTransport checks every message's layout
 };
 
 constexpr std::size_t kStagePerRank = 4096;  // small: large sizes need rounds
@@ -228,9 +275,9 @@ int run_rank(ForkBootstrap& boot, int rank, const Case& c, Mailboxes& boxes, int
   FT_CHECK_STATUS(shm::NodeStage::create(boot, opt, area, area, stage), Status::ok);
   std::unique_ptr<LeaderTransport> transport;
   if (plan.leader()) {
-    transport = std::make_unique<FakeTransport>(boxes, node, plan.leader_index(),
-                                                node == fail_node ? fail_at : 0,
-                                                HierAlltoall::areas_of(*stage));
+    transport = std::make_unique<FakeTransport>(
+        boxes, node, plan.leader_index(), node == fail_node ? fail_at : 0,
+        HierAlltoall::areas_of(*stage), c.check_layout ? &map : nullptr);
   }
   std::unique_ptr<HierAlltoall> engine;
   FT_CHECK_STATUS(HierAlltoall::create(node_of, c.leads, rank, kStagePerRank, std::move(stage),
@@ -238,8 +285,10 @@ int run_rank(ForkBootstrap& boot, int rank, const Case& c, Mailboxes& boxes, int
                   Status::ok);
   FT_CHECK(engine->plan().local_rank() == boot.local_rank());
   engine->set_pipeline(pipeline);
-  // Back to back with changing sizes: one round, then up to a dozen.
-  const std::size_t sizes[] = {1, 3, 8, 64, 100, 1000, 5000};
+  // Back to back with changing sizes: one round, then up to a dozen; both
+  // sides of the 64-byte gate of the rows' rotation (core/hier/rows.h), also
+  // in one call (a last round of 10 bytes).
+  const std::size_t sizes[] = {1, 3, 8, 63, 64, 65, 100, 1000, 5000, plan.max_chunk() + 10};
   std::uint64_t pmpi_calls = 0;
   for (int it = 0; it < iterations; ++it) {
     std::size_t bytes = sizes[static_cast<std::size_t>(it) % std::size(sizes)];
@@ -300,6 +349,30 @@ TEST_P(HierTest, PipelinedRoundsMatchAlltoall) {
   });
   EXPECT_FALSE(res.hung);
   for (int code : res.exit_codes) EXPECT_EQ(code, 0);
+}
+
+// What the engine puts in each message (docs/hier.md, Layout), checked byte
+// by byte against the definition on every round of run_rank's sizes: the
+// rows rotated by source from 64-byte chunks, in member order below.
+TEST(HierLayout, MessagesCarryRowsRotatedBySourceFrom64Bytes) {
+  for (const Case& c : {Case{"blocks_of_3", {0, 0, 0, 1, 1, 1}, {}, true},
+                        Case{"irregular", {7, 7, 7, 3, 5, 5}, {}, true},
+                        Case{"round_robin", {0, 1, 0, 1, 0}, {}, true}}) {
+    const NodeMap map(c.node_of);
+    std::vector<int> numbered(c.node_of.size());
+    for (std::size_t r = 0; r < numbered.size(); ++r) {
+      numbered[r] = map.node_of(static_cast<int>(r));
+    }
+    for (const bool pipeline : {false, true}) {
+      Mailboxes boxes(map.nodes(), 1 << 20);  // fresh: sequence numbers start anew
+      ASSERT_TRUE(boxes.ok());
+      const auto res = shm::test::run_forked_nodes(numbered, [&](ForkBootstrap& boot, int rank) {
+        return run_rank(boot, rank, c, boxes, -1, 0, 20, pipeline);
+      });
+      EXPECT_FALSE(res.hung) << c.name;
+      for (int code : res.exit_codes) EXPECT_EQ(code, 0) << c.name << " pipeline " << pipeline;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

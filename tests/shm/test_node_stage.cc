@@ -3,6 +3,7 @@
 // leaders "exchange" (here: copy in -> out), ranks pick their results out.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -34,6 +35,20 @@ TEST(StridedCopy, PlacesBlocksAtStrides) {
   std::vector<char> a(64, 1), b(64, 0);
   copy_blocks(b.data(), 8, a.data(), 8, 8, 8);  // contiguous fast path
   EXPECT_EQ(a, b);
+}
+
+// Contiguous runs: one memcpy, or block by block for short runs of 64- and
+// 128-byte blocks (kInlineRunBytes); either way exactly the run's bytes.
+TEST(StridedCopy, ContiguousRunsOfEveryLength) {
+  for (std::size_t block : {std::size_t{63}, std::size_t{64}, std::size_t{128}}) {
+    for (std::size_t count = 1; count <= 2 * kInlineRunBytes / block + 1; ++count) {
+      std::vector<unsigned char> src(block * count), dst(block * count + 1, 0xEE);
+      for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7 + 1);
+      copy_blocks(dst.data(), block, src.data(), block, block, count);
+      ASSERT_TRUE(std::equal(src.begin(), src.end(), dst.begin())) << block << " x " << count;
+      ASSERT_EQ(dst.back(), 0xEE) << block << " x " << count;
+    }
+  }
 }
 
 class StageTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
