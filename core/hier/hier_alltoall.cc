@@ -24,9 +24,12 @@ void count(std::atomic<std::uint64_t>& c, std::size_t bytes) noexcept {
 // stage_stride (staging side) and the user buffer's block for member i.
 // `to_user` picks the direction. Members in arithmetic progression (block and
 // round-robin layouts) make one strided copy; others go block by block.
-void move_blocks(const NodeMap& map, int node, const BlockRun& run, char* user, std::size_t bytes,
-                 std::size_t off, char* stage, std::size_t stage_stride, std::size_t chunk,
-                 bool to_user) noexcept {
+// Always inlined, as before the rows were rotated (called per run now, GCC
+// kept it out of line: +280 instructions per call at 2 B on 2 x 2 ranks).
+[[gnu::always_inline]] inline void move_blocks(const NodeMap& map, int node, const BlockRun& run,
+                                               char* user, std::size_t bytes, std::size_t off,
+                                               char* stage, std::size_t stage_stride,
+                                               std::size_t chunk, bool to_user) noexcept {
   const int* members = map.members(node).data() + run.first;
   if (const int step = map.member_step(node); step > 0) {
     char* first = user + static_cast<std::size_t>(members[0]) * bytes + off;
