@@ -113,7 +113,6 @@ void RegCache::Impl::drop_locked(std::vector<uint32_t>& ids) {
     if (slot(id)->state.load(std::memory_order_relaxed) == kDead) dead_.push_back(id);
   }
   end_write();
-  if (regions_ == 0) sink_.reset_span();
 }
 
 void RegCache::Impl::drop_all_locked() {
@@ -148,6 +147,10 @@ void RegCache::Impl::sync_locked() {
       stats_.invalidations += ids.size();
       drop_locked(ids);
     }
+    // Narrowed only here, never inside drop_locked(): slow_get() drops the regions a
+    // merge absorbed *after* widening the span for the union it just registered, and
+    // a reset there left the union's unmaps unheard (stale registrations, issue 24).
+    if (regions_ == 0) sink_.reset_span();
   }
   if (!dead_.empty()) {
     std::vector<uint32_t> keep;

@@ -10,7 +10,8 @@
 // adjacent in one allocation with n * bytes not a multiple of 16, sub-buffers
 // of a cached region, buffers unmapped and mapped again (invalidation; with
 // invalidation off fakeverbs must see the stale pages), a small
-// RLIMIT_MEMLOCK forcing evictions and refused registrations.
+// RLIMIT_MEMLOCK forcing evictions and refused registrations, and staged and
+// zero-copy calls alternating over one remapped arena (issue 24).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -40,7 +41,7 @@ using shm::test::ForkBootstrap;
 using shm::test::check_recv;
 using shm::test::fill_send;
 
-enum class Mode { layouts, memlock, stale };
+enum class Mode { layouts, memlock, stale, mixed };
 
 struct Case {
   const char* name;
@@ -165,6 +166,49 @@ int remap(Rank& r, bool invalidation) {
   return 0;
 }
 
+// Issue 24: staged and zero-copy calls alternating on one engine, the send
+// and receive buffers at offsets 0-17 and 4095 inside one page-aligned arena
+// with guard bytes (the same pages at other offsets: the cache merges its
+// regions), sizes on both sides of the rounds' boundary; then the arena is
+// unmapped and mapped again at the same address and everything runs again.
+// No read may go through a stale registration, no byte may be wrong.
+int mixed(Rank& r) {
+  const std::vector<std::size_t> sizes = {1, 100, 4095, 4096, 5000};
+  const std::vector<std::size_t> offsets = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+                                            10, 11, 12, 13, 14, 15, 16, 17, 4095};
+  const std::size_t span = 2 * r.n * 5000;
+  const std::size_t len = (kGuardBytes + 4095 + span + kGuardBytes + 4095) / 4096 * 4096;
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  FT_CHECK(p != MAP_FAILED);
+  auto* base = static_cast<unsigned char*>(p);
+  const std::uint64_t stale = stale_reads();
+  int iter = 300;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::size_t off : offsets) {
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        const std::size_t bytes = sizes[i];
+        std::memset(base, kGuard, len);
+        unsigned char* send = base + kGuardBytes + off;
+        unsigned char* recv = send + r.n * bytes;
+        const bool zero_copy = (i + off + static_cast<std::size_t>(pass)) % 2 == 0;
+        fill_send(send, r.rank, r.n, ++iter, bytes);
+        FT_CHECK_STATUS(r.engine->run(send, recv, bytes, zero_copy ? r.sender.get() : nullptr),
+                        Status::ok);
+        FT_CHECK(check_recv(recv, r.rank, r.n, iter, bytes));
+        FT_CHECK(guards_intact(base, kGuardBytes + off));
+        FT_CHECK(guards_intact(recv + r.n * bytes, len - (kGuardBytes + off + 2 * r.n * bytes)));
+      }
+    }
+    // New pages at the same address: every cached registration of the arena is stale.
+    FT_CHECK(munmap(p, len) == 0);
+    FT_CHECK(mmap(p, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+                  0) == p);
+  }
+  FT_CHECK(stale_reads() == stale);
+  munmap(p, len);
+  return 0;
+}
+
 // RLIMIT_MEMLOCK 256 KiB (the cache keeps half): six distinct 48 KiB send
 // buffers in turn force evictions; one 300 KiB buffer cannot be pinned at
 // all, and that call stages this rank's blocks - still correct.
@@ -239,6 +283,7 @@ int run_rank(ForkBootstrap& boot, int rank, const Case& c, Mode mode,
     case Mode::layouts: rc = layouts(r) || remap(r, true); break;
     case Mode::memlock: rc = memlock(r); break;
     case Mode::stale: rc = remap(r, false); break;
+    case Mode::mixed: rc = mixed(r); break;
   }
   r.sender.reset();
   r.engine.reset();
@@ -279,6 +324,11 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(ZeroCopyMemlock, EvictsAndStagesWhatCannotBePinned) {
   run_case(Case{"block", {0, 0, 1, 1}}, Mode::memlock);
+}
+
+TEST(ZeroCopyMixed, StagedAndZeroCopyCallsAlternateOverRemappedBuffers) {
+  run_case(Case{"block", {0, 0, 1, 1}}, Mode::mixed);
+  run_case(Case{"irregular", {0, 1, 1, 0, 2, 2}}, Mode::mixed);
 }
 
 TEST(ZeroCopyStale, WithoutInvalidationFakeverbsSeesTheStalePages) {

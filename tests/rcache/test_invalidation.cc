@@ -93,6 +93,33 @@ TEST_F(RcacheInvalidation, MunmapThenMmapAtSameAddressRegistersAfresh) {
   EXPECT_EQ(fake_.entry(b.lkey()).marker, marker("MARKER-2")) << "stale registration";
 }
 
+// Issue 24: a get that merged the cache's only region into a larger one (the same
+// buffer at another offset, its end past the old region's) dropped the absorbed
+// region after widening the event span for the union, and the drop emptied the
+// span; the union's unmap then went unheard and the cache handed out the stale
+// registration of the unmapped pages (wrong data under zero-copy).
+TEST_F(RcacheInvalidation, MergedRegionStillSeesItsUnmap) {
+  for (size_t off : {size_t{5}, size_t{10}, size_t{17}}) {
+    Mapping first(4 * page());
+    char* addr = first.get();
+    char* start = addr + (off & ~size_t{15});  // where the merged/fresh registration begins
+    std::memcpy(start, "MARKER-1", 8);
+    const uint32_t a = cache_it(addr, 2 * page());
+    const uint32_t merged = cache_it(addr + off, 2 * page());  // reaches past a's end
+    ASSERT_NE(merged, a) << "offset " << off << ": expected a merged registration";
+    EXPECT_FALSE(fake_.is_live(a));
+    first.unmap();
+    Mapping second(4 * page(), addr);
+    ASSERT_EQ(second.get(), addr) << "could not map the same address again";
+    std::memcpy(start, "MARKER-2", 8);
+    Ref b = cache_->get(addr + off, 2 * page(), kLocalWrite);
+    ASSERT_TRUE(b);
+    EXPECT_NE(b.lkey(), merged) << "offset " << off << ": stale registration handed out";
+    EXPECT_FALSE(fake_.is_live(merged));
+    EXPECT_EQ(fake_.entry(b.lkey()).marker, marker("MARKER-2")) << "offset " << off;
+  }
+}
+
 TEST_F(RcacheInvalidation, MapFixedOverACachedRange) {
   Mapping m(2 * page());
   const uint32_t k = cache_it(m.get(), 2 * page());
