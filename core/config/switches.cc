@@ -112,7 +112,10 @@ constexpr Spec kSwitches[] = {
      .default_text = "",
      .description = "auto: read measured decisions from this file at start (their size "
                     "classes skip the trials) and write all decisions back at MPI_Finalize "
-                    "(rank 0). Explicit MLXA2A_TUNE rules still win. mlxa2a_info shows it.",
+                    "(rank 0) when they changed. Only a regular file (at most 1 MiB) that "
+                    "parses as a tune file, or no file, is used or replaced; never a "
+                    "symbolic link or device. Explicit MLXA2A_TUNE rules still win. "
+                    "mlxa2a_info shows it.",
      .verbosity = Verbosity::Tuner,
      .scope = Scope::AllEqual},
     {.name = "NET_DEVICES",

@@ -27,7 +27,7 @@ static_assert(std::size(kTrialReason) == tuning::kCandidateKinds);
 struct FileStore {
   std::mutex mutex;
   tuning::TuneFile loaded;
-  tuning::TuneFile to_save;  // loaded plus this run's decisions
+  tuning::TuneFile to_save;  // loaded (and where from) plus this run's decisions
 };
 FileStore& store() {
   static FileStore s;  // leaked-on-exit semantics are fine: plain memory
@@ -49,7 +49,7 @@ void load_tune_file(const std::string& path) noexcept {
     std::string error;
     auto file = tuning::TuneFile::load(path, &error);
     if (!file) {
-      MLXA2A_LOG(Warn, "MLXA2A_TUNE_FILE ignored (trials run instead): %s", error.c_str());
+      MLXA2A_LOG(Warn, "MLXA2A_TUNE_FILE ignored (trials run instead; it is not replaced): %s", error.c_str());
       return;
     }
     std::lock_guard lock(store().mutex);
@@ -65,7 +65,8 @@ void save_tune_file(const std::string& path) noexcept {
     std::string error;
     std::lock_guard lock(store().mutex);
     if (!store().to_save.save(path, &error)) {
-      MLXA2A_LOG(Warn, "MLXA2A_TUNE_FILE not written: %s", error.c_str());
+      MLXA2A_LOG(Warn, "MLXA2A_TUNE_FILE not written (this run's decisions are not kept): %s",
+                 error.c_str());
     }
   } catch (...) {
     MLXA2A_LOG(Warn, "MLXA2A_TUNE_FILE %s could not be written", path.c_str());

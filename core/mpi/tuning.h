@@ -90,8 +90,10 @@ class TeamTuning {
 // The process's tune file (MLXA2A_TUNE_FILE): loaded once at initialisation,
 // decisions added as classes are decided, written back at MPI_Finalize by
 // MPI_COMM_WORLD rank 0 (decisions of teams without that rank are not kept).
-// A malformed file is reported and ignored (trials run instead); the next
-// save replaces it.
+// A file that cannot be used (malformed, a symbolic link, not a regular
+// file, over 1 MiB) is reported and ignored (trials run instead), and is not
+// replaced either: TuneFile::save() writes only over a tune file, only when the
+// decisions changed, and only if the file is still the one read at start.
 void load_tune_file(const std::string& path) noexcept;
 void save_tune_file(const std::string& path) noexcept;
 

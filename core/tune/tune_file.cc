@@ -1,12 +1,6 @@
 #include "core/tune/tune_file.h"
 
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <sstream>
+#include <algorithm>
 
 #include "core/config/parse.h"
 
@@ -86,38 +80,42 @@ std::optional<TuneFile> TuneFile::parse(std::string_view text, std::string* erro
 }
 
 std::optional<TuneFile> TuneFile::load(const std::string& path, std::string* error) {
-  std::ifstream in(path);
-  if (!in) {
-    if (errno == ENOENT) return TuneFile{};
-    *error = path + ": " + std::strerror(errno);
+  std::string text;
+  FileIdentity found;
+  if (!read_regular_file(path, kMaxBytes, &text, &found, error)) return std::nullopt;
+  std::string why;
+  auto file = parse(text, &why);
+  if (!file) {
+    *error = path + ": " + why;
     return std::nullopt;
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string why;
-  auto file = parse(text.str(), &why);
-  if (!file) *error = path + ": " + why;
+  file->origin_ = Origin{path, found};
   return file;
 }
 
 bool TuneFile::save(const std::string& path, std::string* error) const {
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << format();
-    out.flush();
-    if (!out) {
-      *error = tmp + ": " + std::strerror(errno);
-      std::remove(tmp.c_str());
-      return false;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    *error = path + ": " + std::strerror(errno);
-    std::remove(tmp.c_str());
+  std::string text;
+  FileIdentity now;
+  if (!read_regular_file(path, kMaxBytes, &text, &now, error)) return false;
+  if (origin_ && origin_->path == path && origin_->found != now) {
+    *error = path + (origin_->found.exists ? ": was replaced or removed since it was read"
+                                           : ": was created since it was found absent");
     return false;
   }
-  return true;
+  std::string why;
+  const auto current = parse(text, &why);
+  if (!current) {
+    *error = path + ": not a tune file, so not replaced (" + why + ")";
+    return false;
+  }
+  if (*current == *this) return true;
+  const std::string out = format();
+  if (out.size() > kMaxBytes) {
+    *error = path + ": " + std::to_string(entries_.size()) + " decisions take more than " +
+             std::to_string(kMaxBytes) + " bytes, the limit of a tune file";
+    return false;
+  }
+  return replace_regular_file(path, out, now, error);
 }
 
 std::string TuneFile::format() const {
@@ -139,6 +137,13 @@ std::optional<Candidate> TuneFile::lookup(const Layout& layout, unsigned cls) co
     if (e.size_class == cls && e.layout == layout) return e.path;
   }
   return std::nullopt;
+}
+
+bool operator==(const TuneFile& a, const TuneFile& b) {
+  return a.entries_.size() == b.entries_.size() &&
+         std::all_of(a.entries_.begin(), a.entries_.end(), [&](const FileEntry& e) {
+           return b.lookup(e.layout, e.size_class) == e.path;
+         });
 }
 
 void TuneFile::set(const Layout& layout, unsigned cls, Candidate path) {

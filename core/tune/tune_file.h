@@ -12,6 +12,7 @@
 // copy with a mutex).
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <span>
 #include <string>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "core/tune/candidate.h"
+#include "core/tune/regular_file.h"
 
 namespace mlxa2a::core::tuning {
 
@@ -40,13 +42,24 @@ struct FileEntry {
 
 class TuneFile {
  public:
+  // The largest file load() reads (and save() writes): about 11000 decisions.
+  static constexpr std::size_t kMaxBytes = std::size_t{1} << 20;
+
   // On failure returns nullopt and sets *error to the offending line and why.
   static std::optional<TuneFile> parse(std::string_view text, std::string* error);
-  // A file that does not exist reads as an empty TuneFile (the first run
-  // creates it); an unreadable or malformed one is an error.
+  // A path with nothing at it reads as an empty TuneFile (the first run
+  // creates it). An error (*error = "path: why"): a symbolic link at path, a
+  // device, FIFO or anything but a regular file (never opened for reading, so
+  // neither blocks nor reads without end), a file over kMaxBytes, a read error
+  // or a malformed file. The result remembers what it was read from (see save()).
   static std::optional<TuneFile> load(const std::string& path, std::string* error);
-  // Writes format() to a temporary file beside path and renames it over path,
-  // so a reader never sees half a file.
+  // Writes the decisions to path, atomically for readers (core/tune/regular_file.h:
+  // a new mkstemp temporary beside path, mode 0666 & ~umask, renamed over path).
+  // Only ever replaces nothing or a regular file that parses as a tune file;
+  // when this TuneFile was loaded from path, only that same file (device and
+  // inode; or still nothing), also re-checked just before the rename. Writes
+  // nothing, and returns true, when path already holds these decisions. A
+  // refusal returns false with *error = "path: why"; path is left as it is.
   bool save(const std::string& path, std::string* error) const;
 
   // Canonical text; parse(format()) gives an equal TuneFile.
@@ -54,10 +67,16 @@ class TuneFile {
   std::optional<Candidate> lookup(const Layout& layout, unsigned size_class) const;
   void set(const Layout& layout, unsigned size_class, Candidate path);
   std::span<const FileEntry> entries() const { return entries_; }
-  friend bool operator==(const TuneFile&, const TuneFile&) = default;
+  // Equal decisions, in any order (where a file was read from is not compared).
+  friend bool operator==(const TuneFile& a, const TuneFile& b);
 
  private:
+  struct Origin {
+    std::string path;
+    FileIdentity found;
+  };
   std::vector<FileEntry> entries_;  // one per (layout, class)
+  std::optional<Origin> origin_;    // set by load()
 };
 
 }  // namespace mlxa2a::core::tuning
