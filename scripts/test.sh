@@ -61,6 +61,10 @@ if [ "$sanitize" = 1 ]; then
   logs+=("$san/meson-logs/testlog.json")
 fi
 
+# fakeverbs files of test processes killed with SIGKILL in a shared rendezvous
+# directory (the MPI and mlx5 harnesses already remove their per-run ones).
+python3 "$top/tests/fakeverbs/leftovers.py" sweep || true
+
 python3 - "${logs[@]}" <<'PY'
 import json, sys
 passed = failed = skipped = 0

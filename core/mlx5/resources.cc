@@ -1,5 +1,6 @@
 #include "core/mlx5/resources.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -59,6 +60,47 @@ int choose_gid(const Verbs& v, ibv_context* ctx, std::uint8_t port, int table_le
 }
 
 }  // namespace
+
+std::vector<std::string> unmatched_net_switches(const NetOptions& opt,
+                                                bool library_set) noexcept try {
+  std::vector<std::string> out;
+  if (!library_set && opt.devices.empty()) return out;
+  const Verbs* v = load_verbs(opt.verbs_library.c_str());
+  if (!v) {
+    if (library_set) {
+      out.push_back("MLXA2A_NET_VERBS_LIBRARY=" + opt.verbs_library + " names no usable verbs " +
+                    "library (" + verbs_unavailable_reason() + "; the default is " +
+                    NetOptions{}.verbs_library + "); no RDMA: multi-node leaders use PMPI");
+    }
+    return out;
+  }
+  int n = 0;
+  std::unique_ptr<ibv_device*, decltype(v->free_device_list)> list(v->get_device_list(&n),
+                                                                    v->free_device_list);
+  std::vector<std::string> found;
+  for (int i = 0; list && i < n; ++i) found.emplace_back(v->get_device_name(list.get()[i]));
+  std::string value, missing, have;
+  bool any_found = false;
+  for (const NetOptions::Port& p : opt.devices) {
+    const std::string name = p.port > 0 ? p.device + ":" + std::to_string(p.port) : p.device;
+    value += (value.empty() ? "" : ",") + name;
+    if (std::find(found.begin(), found.end(), p.device) != found.end()) {
+      any_found = true;
+    } else {
+      missing += (missing.empty() ? "" : ", ") + p.device;
+    }
+  }
+  for (const std::string& f : found) have += (have.empty() ? "" : ", ") + f;
+  if (!missing.empty()) {
+    out.push_back("MLXA2A_NET_DEVICES=" + value + ": no RDMA device " + missing + " (found: " +
+                  (have.empty() ? "none" : have) + "); " +
+                  (any_found ? "only the others are tried"
+                             : "no RDMA: multi-node leaders use PMPI"));
+  }
+  return out;
+} catch (...) {  // allocation only: the check is advice, the run goes on without it
+  return {};
+}
 
 template <class T>
 void VerbsDeleter<T>::operator()(T* p) const noexcept {

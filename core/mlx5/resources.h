@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/mlx5/options.h"
 #include "core/mlx5/verbs.h"
@@ -72,6 +73,14 @@ class Device {
   ibv_device_attr attr_{};
   std::string name_;
 };
+
+// Warnings for MLXA2A_NET_VERBS_LIBRARY / MLXA2A_NET_DEVICES values that name
+// nothing here: a library that does not load (when `library_set`: the
+// default's absence just means a host without RDMA), devices missing from the
+// verbs device list. Each names the variable, the value and what exists; the
+// inter-node engine then falls back (PMPI leaders) as before. Loads the verbs
+// library (load_verbs) when devices are given or the library was set.
+std::vector<std::string> unmatched_net_switches(const NetOptions& opt, bool library_set) noexcept;
 
 // A registered range. Counts itself in live_count() (MLXA2A_COLL_STATS).
 class MemoryRegion {

@@ -15,6 +15,7 @@
 #include "core/mpi/dispatch.h"
 #if MLXA2A_HAVE_VERBS
 #include "core/mlx5/endpoint_pool.h"
+#include "core/mlx5/resources.h"
 #include "core/mlx5/zcopy_sender.h"
 #endif
 #include "core/mpi/engine_pool.h"
@@ -137,6 +138,21 @@ void Runtime::load_settings(std::uint64_t* all_equal_hash, std::string* all_equa
   // Printed once per job by warn_once_per_job() (any rank may hold a bad
   // local value that the others lack).
   switch_warnings_ = registry.warnings();
+#if MLXA2A_HAVE_VERBS
+  // A verbs library or device that is not there is a bad value like any
+  // other: said once per job (RDMA then falls back to PMPI leaders, as it
+  // would silently). Probed only when the user named one.
+  if (settings_.enable) {
+    mlx5::NetOptions net;
+    net.verbs_library = settings_.net_verbs_library;
+    for (const config::Device& d : settings_.net_devices) net.devices.push_back({d.name, d.port});
+    const config::Registry::Entry* lib = registry.find("NET_VERBS_LIBRARY");
+    const bool lib_set = lib != nullptr && lib->source != config::Source::Default;
+    for (std::string& w : mlx5::unmatched_net_switches(net, lib_set)) {
+      switch_warnings_.push_back(std::move(w));
+    }
+  }
+#endif
   *all_equal_hash = registry.all_equal_hash();
   *all_equal_summary = registry.all_equal_summary();
 }

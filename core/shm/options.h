@@ -59,7 +59,7 @@ struct Options {
   // larger rounds win. Suggested 524288 (8 MiB of /dev/shm at 8 ranks).
   std::size_t slot_capacity_oversubscribed = 524288;
 
-  // Segment names are /dev/shm/<name_prefix>-<uid>-<creator pid>-<seq>[-<job_tag>].
+  // Segment names are /dev/shm/<name_prefix>-<uid>-<creator pid>-<seq>-<random>[-<job_tag>].
   // [layout] only in that the creator names the segment. The prefix must not
   // contain '/' or '-'; the tag must not contain '/'.
   std::string name_prefix = "mlxa2a";

@@ -4,11 +4,14 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +29,29 @@ struct Fd {
     if (fd >= 0) ::close(fd);
   }
 };
+
+// 64 bits an attacker cannot guess (getrandom(2)); if the call is
+// unavailable, the clock and an address still vary from run to run.
+unsigned long long random_part() noexcept {
+  unsigned long long r = 0;
+  for (;;) {
+    if (::getrandom(&r, sizeof r, 0) == static_cast<ssize_t>(sizeof r)) return r;
+    if (errno != EINTR) break;
+  }
+  static int anchor;
+  return static_cast<unsigned long long>(
+             std::chrono::steady_clock::now().time_since_epoch().count()) ^
+         reinterpret_cast<std::uintptr_t>(&anchor);
+}
+
+// A leftover of ours: a regular file (a symlink is not followed, a FIFO does
+// not block the open) owned by our effective uid, the owner of what we create.
+// Another user's file of a matching name is theirs to judge, whatever the pid.
+bool owned_regular_file(const char* path) noexcept {
+  Fd f{::open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)};
+  struct stat st {};
+  return f.fd >= 0 && ::fstat(f.fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid();
+}
 
 void* map(int fd, std::size_t bytes) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -108,8 +134,9 @@ Status Segment::attach(const std::string& name, std::size_t bytes, Segment& out)
 std::string make_segment_name(const std::string& prefix, const std::string& tag) {
   static std::atomic<unsigned long> counter{0};
   char buf[96];
-  std::snprintf(buf, sizeof buf, "-%u-%d-%lu", static_cast<unsigned>(::getuid()),
-                static_cast<int>(::getpid()), counter.fetch_add(1, std::memory_order_relaxed));
+  std::snprintf(buf, sizeof buf, "-%u-%d-%lu-%016llx", static_cast<unsigned>(::getuid()),
+                static_cast<int>(::getpid()), counter.fetch_add(1, std::memory_order_relaxed),
+                random_part());
   std::string name = prefix + buf;
   if (!tag.empty()) name += "-" + tag;
   return name;
@@ -147,9 +174,10 @@ int remove_stale_segments(const std::string& prefix) noexcept try {
     const long pid = std::strtol(n.c_str() + head.size(), &end, 10);
     if (end == n.c_str() + head.size() || *end != '-' || pid <= 0) continue;
     if (process_alive(static_cast<int>(pid))) continue;
-    char path[320];
-    std::snprintf(path, sizeof path, "/%s", e->d_name);
-    if (::shm_unlink(path) == 0) ++removed;
+    // Judged, then unlinked by name: /dev/shm is sticky (1777), so only the
+    // file's owner (or root) can put another file under that name meanwhile.
+    if (!owned_regular_file(("/dev/shm/" + n).c_str())) continue;
+    if (::shm_unlink(("/" + n).c_str()) == 0) ++removed;
   }
   return removed;
 } catch (...) {  // bad_alloc from the name strings: report nothing removed

@@ -45,12 +45,17 @@ class Segment {
   bool owns_name_ = false;
 };
 
-// "<prefix>-<uid>-<pid>-<seq>" (+ "-<tag>" when tag is not empty), unique within
-// this process; no leading '/'.
+// "<prefix>-<uid>-<pid>-<seq>-<random>" (+ "-<tag>" when tag is not empty),
+// unique within this process; no leading '/'. <random> is 16 hex digits from
+// getrandom(2): a local user who creates the names a job would use next
+// cannot make every creation fail (O_EXCL) and push the job onto PMPI.
+// <uid>-<pid> stays in front for remove_stale_segments().
 std::string make_segment_name(const std::string& prefix, const std::string& tag);
 
 // Unlinks /dev/shm/<prefix>-<our uid>-<pid>-* whose creator pid no longer
-// exists. Returns how many were removed. Call once at team setup: leftovers
+// exists and which are regular files owned by our effective uid (checked on
+// an O_NOFOLLOW open: another user's file or a symlink of a matching name is
+// left alone). Returns how many were removed. Call once at team setup: leftovers
 // only exist if a job crashed between creating and unlinking a segment.
 // Caveat: a pid is judged in our pid namespace.
 int remove_stale_segments(const std::string& prefix) noexcept;

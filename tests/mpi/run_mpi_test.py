@@ -8,6 +8,9 @@ and with the shim preloaded -- and requires that:
   * the shim logged no warning or error;
   * nothing of mlxa2a's is left in /dev/shm: no new mlxa2a-<uid>-<pid>-*
     segment whose creator process is gone.
+On one host the runs get a fresh fakeverbs rendezvous directory
+(FAKEVERBS_DIR, tests/fakeverbs/leftovers.py), removed afterwards however they
+ended: ranks killed with SIGKILL leave none of fakeverbs' files behind.
 Options for special cases:
   --expect-reason RE   every traced call must give a reason matching RE
   --expect-path PATH   every traced call must take PATH (e.g. shm) unless its
@@ -68,6 +71,9 @@ import subprocess
 import sys
 import signal
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "fakeverbs"))
+import leftovers  # noqa: E402
 
 TIMEOUT = int(os.environ.get("MLXA2A_TEST_TIMEOUT", "300"))
 CLUSTER = os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "scripts",
@@ -272,7 +278,11 @@ def main():
         finally:
             args.cluster.close()
     else:
-        check(args)
+        # meson's SIGTERM on a timeout must still remove the rendezvous directory.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit("FAIL: terminated"))
+        with leftovers.run_dir() as fakeverbs_dir:
+            os.environ["FAKEVERBS_DIR"] = fakeverbs_dir
+            check(args)
 
 
 def team_lines(text):

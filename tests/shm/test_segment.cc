@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <memory>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -81,6 +83,106 @@ TEST(Segment, RemovesOnlyDeadCreatorsLeftovers) {
   EXPECT_FALSE(exists(dead));
   EXPECT_TRUE(exists(live));
   shm_unlink(("/" + live).c_str());
+}
+
+pid_t dead_pid() {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  if (child > 0) waitpid(child, nullptr, 0);
+  return child;
+}
+
+void plant(const std::string& name) {
+  const int fd = shm_open(("/" + name).c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0) << name;
+  close(fd);
+}
+
+// Another user's file of a matching name, dead pid or not, is not ours to
+// remove (the old sweep unlinked it: as root, or had the name been ours).
+TEST(Segment, StaleCleanupLeavesOtherUsersFiles) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a file to another user";
+  const std::string prefix = unique_prefix();
+  const pid_t child = dead_pid();
+  ASSERT_GT(child, 0);
+  const std::string head = prefix + "-" + std::to_string(getuid()) + "-" + std::to_string(child);
+  const std::string theirs = head + "-0-theirs", ours = head + "-1-ours";
+  plant(theirs);
+  plant(ours);
+  ASSERT_EQ(chown(("/dev/shm/" + theirs).c_str(), 65534, 65534), 0);
+  EXPECT_EQ(remove_stale_segments(prefix), 1);
+  EXPECT_TRUE(exists(theirs));
+  EXPECT_FALSE(exists(ours));
+  shm_unlink(("/" + theirs).c_str());
+}
+
+// A symlink of a matching name is neither followed nor removed: only a
+// regular file is judged a leftover (the old sweep unlinked the link).
+TEST(Segment, StaleCleanupIgnoresSymlinks) {
+  const std::string prefix = unique_prefix();
+  const pid_t child = dead_pid();
+  ASSERT_GT(child, 0);
+  const std::string target = prefix + "target";
+  plant(target);
+  const std::string link =
+      prefix + "-" + std::to_string(getuid()) + "-" + std::to_string(child) + "-0-link";
+  ASSERT_EQ(symlink(("/dev/shm/" + target).c_str(), ("/dev/shm/" + link).c_str()), 0);
+  EXPECT_EQ(remove_stale_segments(prefix), 0);
+  struct stat st {};
+  EXPECT_EQ(lstat(("/dev/shm/" + link).c_str(), &st), 0) << "the symlink was removed";
+  EXPECT_TRUE(exists(target));
+  unlink(("/dev/shm/" + link).c_str());
+  shm_unlink(("/" + target).c_str());
+}
+
+// Names end in 64 random bits after the sequence number, so nobody can
+// create the next ones in advance.
+TEST(Segment, NamesHaveARandomPart) {
+  const std::string prefix = unique_prefix();
+  const std::string a = make_segment_name(prefix, "tag"), b = make_segment_name(prefix, "tag");
+  const std::regex form(prefix + "-" + std::to_string(getuid()) + "-" + std::to_string(getpid()) +
+                        "-([0-9]+)-([0-9a-f]{16})-tag");
+  std::smatch ma, mb;
+  ASSERT_TRUE(std::regex_match(a, ma, form)) << a;
+  ASSERT_TRUE(std::regex_match(b, mb, form)) << b;
+  EXPECT_EQ(std::stoul(mb[1].str()), std::stoul(ma[1].str()) + 1);
+  EXPECT_NE(ma[2].str(), mb[2].str());
+}
+
+// A local user who plants <prefix>-<uid>-<pid>-<seq> for the next sequence
+// numbers (all a node segment tries) no longer makes the team fall back: with
+// the old, predictable names create() failed with Status::create_failed.
+TEST(NodeAlltoallSegment, PlantedPredictableNamesDoNotBlockCreation) {
+  const std::string prefix = unique_prefix();
+  const ForkResult res = run_forked(2, [&prefix](ForkBootstrap& boot) {
+    if (boot.local_rank() == 0) {
+      // The sequence number the next name gets, as the old scheme spelled it.
+      const std::string probe = make_segment_name(prefix, "");
+      const std::string head = prefix + "-" + std::to_string(getuid()) + "-" +
+                               std::to_string(getpid()) + "-";
+      const unsigned long next = std::stoul(probe.substr(head.size())) + 1;
+      for (unsigned long seq = next; seq < next + 16; ++seq) {
+        for (const std::string& tag : {std::string(), std::string("-job7")}) {
+          const std::string n = head + std::to_string(seq) + tag;
+          const int fd = shm_open(("/" + n).c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+          FT_CHECK(fd >= 0);
+          close(fd);
+        }
+      }
+    }
+    Options o;
+    o.name_prefix = prefix;
+    o.job_tag = "job7";
+    o.timeout_ms = 10000;
+    std::unique_ptr<NodeAlltoall> a2a;
+    FT_CHECK_STATUS(NodeAlltoall::create(boot, o, a2a), Status::ok);
+    return 0;
+  });
+  EXPECT_FALSE(res.hung);
+  for (int code : res.exit_codes) EXPECT_EQ(code, 0);
+  const std::vector<std::string> planted = dev_shm_entries(prefix);
+  EXPECT_EQ(planted.size(), 32u);
+  for (const std::string& n : planted) shm_unlink(("/" + n).c_str());
 }
 
 TEST(Segment, ProcessAliveSeesZombiesAsDead) {
