@@ -19,6 +19,8 @@ class SplitOrigin {
   // nullptr when team's node map is not usable, or on an MPI or allocation
   // failure.
   static std::shared_ptr<const SplitOrigin> make(MPI_Comm comm, const Team& team) noexcept;
+  // From a map discovered without a team (Team::discover).
+  static std::shared_ptr<const SplitOrigin> make(MPI_Comm comm, Team::Origin map) noexcept;
   ~SplitOrigin();
   SplitOrigin(const SplitOrigin&) = delete;
   SplitOrigin& operator=(const SplitOrigin&) = delete;
@@ -45,13 +47,19 @@ std::mutex SplitOrigin::mutex_;
 SplitOrigin* SplitOrigin::head_ = nullptr;
 
 std::shared_ptr<const SplitOrigin> SplitOrigin::make(MPI_Comm comm, const Team& team) noexcept {
+  Team::Origin map;
+  if (!team.split_origin(&map)) return nullptr;
+  return make(comm, std::move(map));
+}
+
+std::shared_ptr<const SplitOrigin> SplitOrigin::make(MPI_Comm comm, Team::Origin map) noexcept {
   std::shared_ptr<SplitOrigin> o;
   try {
     o.reset(new SplitOrigin);  // the control block may throw too
   } catch (...) {
     return nullptr;
   }
-  if (!team.split_origin(&o->map_)) return nullptr;
+  o->map_ = std::move(map);
   MPI_Group group = MPI_GROUP_NULL;
   if (PMPI_Comm_group(comm, &group) != MPI_SUCCESS) return nullptr;
   std::lock_guard lock(mutex_);
@@ -82,7 +90,26 @@ void SplitOrigin::release_all() noexcept {
   for (SplitOrigin* o = head_; o; o = o->next_) o->free_group();
 }
 
-void release_split_origins() noexcept { SplitOrigin::release_all(); }
+namespace {
+// MPI_COMM_WORLD's node map, discovered at MPI_Init (discover_world_origin):
+// every intracommunicator of world's processes that has no state of its own
+// derives its team from it at its first alltoall, as a dup or split child of
+// a communicator with a team does - no node discovery per communicator.
+// Written once at init, read by any thread after; reset before finalize.
+std::shared_ptr<const SplitOrigin> g_world_origin;
+}  // namespace
+
+bool discover_world_origin(const config::Settings& settings) noexcept {
+  Team::Origin map;
+  if (!Team::discover(MPI_COMM_WORLD, settings, &map)) return false;
+  g_world_origin = SplitOrigin::make(MPI_COMM_WORLD, std::move(map));
+  return g_world_origin != nullptr;
+}
+
+void release_split_origins() noexcept {
+  SplitOrigin::release_all();
+  g_world_origin.reset();
+}
 
 namespace {
 
@@ -247,8 +274,21 @@ CommState* comm_state(MPI_Comm comm, int keyval) {
   }
   state->inter = inter != 0;
   // inter is the same on every rank, so either all ranks build the team here
-  // or none does. Without a team the communicator runs no engine.
-  if (!state->inter) {
+  // or none does. Without a team the communicator runs no engine. A
+  // communicator of world's processes derives from world's map (local);
+  // members outside world (spawned, connected) are outside it on every
+  // rank's world alike, so then every rank builds.
+  if (!state->inter && comm != MPI_COMM_WORLD && g_world_origin) {
+    state->origin = g_world_origin;
+    state->team = Team::derive(g_world_origin->map(), g_world_origin->group(), comm);
+    if (state->team) {
+      state->caps = state->team->caps();
+      trace_team(*state, "derived");
+    } else {
+      state->origin.reset();
+    }
+  }
+  if (!state->inter && !state->team) {
     state->team = Team::create(comm, Runtime::instance().settings());
     if (state->team) {
       state->caps = state->team->caps();

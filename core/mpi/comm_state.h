@@ -92,6 +92,13 @@ CommState* memoised_comm_state(MPI_Comm comm) noexcept;
 // its first alltoall. Local; never fails visibly.
 void derive_comm_state(MPI_Comm parent, MPI_Comm child, int keyval);
 
+// Collective over MPI_COMM_WORLD, at MPI_Init: discovers world's node map
+// (Team::discover) and keeps it as the origin from which every communicator
+// without a state of its own derives its team at its first alltoall
+// (comm_state). false on every rank when discovery failed (such
+// communicators then build their teams, collectively, as before).
+bool discover_world_origin(const config::Settings& settings) noexcept;
+
 // Frees the MPI groups that split origins hold. From Runtime::before_finalize,
 // while MPI calls are still allowed: communicators' delete callbacks that run
 // later in MPI_Finalize then drop their origins without any MPI call. Nothing

@@ -269,6 +269,15 @@ void Runtime::after_init() {
   } else {
     if (!settings_.tune_file.empty()) load_tune_file(settings_.tune_file);
     EnginePool::instance().set_capacity(settings_.shm_pool);
+    // World's node map, once: communicators without a team of their own
+    // derive from it (no discovery per communicator). Not where every size
+    // goes to PMPI: no team is ever built then. Collective; agreed.
+    const config::tune::Table& tune = settings_.tune;
+    if (!(tune.uniform() && tune.lookup(0) == config::tune::Path::Pmpi) &&
+        !discover_world_origin(settings_)) {
+      MLXA2A_LOG(Info, "node discovery of MPI_COMM_WORLD failed at MPI_Init; each "
+                       "communicator discovers its nodes at its first alltoall");
+    }
     state_.store(State::Active, std::memory_order_release);
   }
   MLXA2A_LOG(Debug, "initialised for %.*s: %s%s", static_cast<int>(kFamily.size()),

@@ -221,6 +221,39 @@ bool Team::split_origin(Origin* out) const noexcept {
   return true;
 }
 
+bool Team::discover(MPI_Comm comm, const config::Settings& settings, Origin* out) noexcept {
+  int size = 1;
+  PMPI_Comm_size(comm, &size);
+  int mine[2] = {-1, 1};  // {node id, failed}
+  std::vector<int> all;
+  NodeComm node;
+  try {
+    all.resize(2 * static_cast<std::size_t>(size));
+    out->node_ids.assign(static_cast<std::size_t>(size), -1);
+    if (node_of_comm(comm, settings.node_layout, &node)) {
+      mine[0] = node_leader(comm, node.comm.get());
+      mine[1] = mine[0] < 0 ? 1 : 0;
+    }
+  } catch (...) {  // allocation only: as in create()
+    mine[1] = 1;
+    if (all.size() != 2 * static_cast<std::size_t>(size)) return false;
+  }
+  // Failed on any rank (its flag): on every rank.
+  bool failed = PMPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, comm) != MPI_SUCCESS ||
+                out->node_ids.size() != static_cast<std::size_t>(size);
+  for (int r = 0; r < size && !failed; ++r) {
+    out->node_ids[r] = all[2 * r];
+    failed = all[2 * r + 1] != 0 || all[2 * r] < 0 || all[2 * r] >= size;
+  }
+  if (failed) {
+    out->node_ids.clear();
+    return false;
+  }
+  out->oversubscribed = node.oversubscribed;
+  out->rdma = count_nodes(out->node_ids) > 1;
+  return true;
+}
+
 std::unique_ptr<Team> Team::derive(const Origin& parent, MPI_Group parent_group,
                                    MPI_Comm child) noexcept {
   if (parent.node_ids.empty()) return nullptr;

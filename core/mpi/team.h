@@ -69,6 +69,12 @@ class Team {
   // false when this team's node map is not usable (its set-up failed) or the
   // copy could not be allocated.
   bool split_origin(Origin* out) const noexcept;
+  // The Origin of comm without a team: create()'s node discovery and its one
+  // agreement (PMPI_Allgather of node id and failure), no engine. Collective
+  // over comm; false on every rank when it failed on any. rdma is tentative
+  // (true where the map has several nodes): derived teams re-select after
+  // complete_setup() agreed on it.
+  static bool discover(MPI_Comm comm, const config::Settings& settings, Origin* out) noexcept;
   // child must be a subset of the group of the communicator that origin came
   // from (parent_group). nullptr on an MPI error or allocation failure.
   static std::unique_ptr<Team> derive(const Origin& parent, MPI_Group parent_group,
