@@ -54,7 +54,7 @@ MLXA2A_EXPORT int MPI_Finalize(void) { return mpi::finalize_entry(); }
 MLXA2A_ALLTOALL(MPI, alltoall_entry)
 MLXA2A_ALLTOALL(PMPI, pmpi_alltoall_entry)
 #ifdef MLXA2A_HAVE_LARGE_COUNT
-MLXA2A_ALLTOALL_C(MPI, alltoall_entry)
+MLXA2A_ALLTOALL_C(MPI, alltoall_c_entry)
 MLXA2A_ALLTOALL_C(PMPI, pmpi_alltoall_entry)
 #endif
 MLXA2A_COMM_SPLIT(MPI, comm_split_entry)

@@ -53,39 +53,52 @@ struct HandOn {
   ForeignSplit pmpi_comm_split = nullptr;
 };
 
-template <typename Fn>
-void next_of(Fn* fn, const char* name, const char* pname, bool foreign) {
-  *fn = reinterpret_cast<Fn>(foreign ? dlsym(RTLD_NEXT, name) : next_tool_definition(name, pname));
-}
-
-template <typename Fn>
-void own_of(Fn* fn, const char* pname) {
-  *fn = reinterpret_cast<Fn>(mpi_own_symbol(pname));
-}
-
-const HandOn& hand_on() {
-  static const HandOn h = [] {
-    HandOn t;
-    t.foreign = !family_ok();
-    next_of(&t.alltoall, "MPI_Alltoall", "PMPI_Alltoall", t.foreign);
-    next_of(&t.alltoall_c, "MPI_Alltoall_c", "PMPI_Alltoall_c", t.foreign);
-    next_of(&t.comm_split, "MPI_Comm_split", "PMPI_Comm_split", t.foreign);
-    next_of(&t.init, "MPI_Init", "PMPI_Init", false);
-    next_of(&t.init_thread, "MPI_Init_thread", "PMPI_Init_thread", false);
-    next_of(&t.finalize, "MPI_Finalize", "PMPI_Finalize", false);
-    if (t.foreign) {
-      own_of(&t.pmpi_alltoall, "PMPI_Alltoall");
-      own_of(&t.pmpi_alltoall_c, "PMPI_Alltoall_c");
-      own_of(&t.pmpi_comm_split, "PMPI_Comm_split");
-    }
-    return t;
-  }();
-  return h;
-}
-
 [[noreturn]] void missing(const char* name) {
   std::fprintf(stderr, "[mlxa2a] error: %s is not defined by this process's MPI\n", name);
   std::abort();
+}
+
+// Stand-ins for what a foreign shim cannot serve and the MPI does not define:
+// so that the hot path tests one pointer.
+int no_alltoall(const void*, int, RawHandle, void*, int, RawHandle, RawHandle) {
+  missing("MPI_Alltoall");
+}
+int no_alltoall_c(const void*, std::int64_t, RawHandle, void*, std::int64_t, RawHandle,
+                  RawHandle) {
+  missing("MPI_Alltoall_c");
+}
+int no_comm_split(RawHandle, int, int, void*) { missing("MPI_Comm_split"); }
+
+template <typename Fn>
+void next_of(Fn* fn, const char* name, const char* pname, bool foreign, Fn absent = nullptr) {
+  *fn = reinterpret_cast<Fn>(foreign ? dlsym(RTLD_NEXT, name) : next_tool_definition(name, pname));
+  if (!*fn && foreign) *fn = absent;
+}
+
+template <typename Fn>
+void own_of(Fn* fn, const char* pname, Fn absent) {
+  *fn = reinterpret_cast<Fn>(mpi_own_symbol(pname));
+  if (!*fn) *fn = absent;
+}
+
+// Resolved when the shim is loaded (as mpi_own(), core/mpi/stacking.h), so
+// an entry point reads plain pointers.
+constinit HandOn g_hand_on{};
+
+__attribute__((constructor)) void resolve_hand_on() {
+  HandOn& t = g_hand_on;
+  t.foreign = !family_ok();
+  next_of(&t.alltoall, "MPI_Alltoall", "PMPI_Alltoall", t.foreign, &no_alltoall);
+  next_of(&t.alltoall_c, "MPI_Alltoall_c", "PMPI_Alltoall_c", t.foreign, &no_alltoall_c);
+  next_of(&t.comm_split, "MPI_Comm_split", "PMPI_Comm_split", t.foreign, &no_comm_split);
+  next_of(&t.init, "MPI_Init", "PMPI_Init", false);
+  next_of(&t.init_thread, "MPI_Init_thread", "PMPI_Init_thread", false);
+  next_of(&t.finalize, "MPI_Finalize", "PMPI_Finalize", false);
+  if (t.foreign) {
+    own_of(&t.pmpi_alltoall, "PMPI_Alltoall", &no_alltoall);
+    own_of(&t.pmpi_alltoall_c, "PMPI_Alltoall_c", &no_alltoall_c);
+    own_of(&t.pmpi_comm_split, "PMPI_Comm_split", &no_comm_split);
+  }
 }
 
 int call(ForeignAlltoall fn, const RawAlltoallArgs& a) {
@@ -132,47 +145,38 @@ bool family_ok() noexcept {
 }
 
 int alltoall_entry(const RawAlltoallArgs& a) noexcept {
-  const HandOn& h = hand_on();
-  if (a.large_count) {
-    if (h.alltoall_c) return call_tool(h.alltoall_c, a, h.foreign);
-  } else if (h.alltoall) {
-    return call_tool(h.alltoall, a, h.foreign);
+  if (const ForeignAlltoall next = g_hand_on.alltoall) [[unlikely]] {
+    return call_tool(next, a, g_hand_on.foreign);
   }
-  if (h.foreign) missing(a.entry);
+  return serve_alltoall(a);
+}
+
+int alltoall_c_entry(const RawAlltoallArgs& a) noexcept {
+  if (const ForeignAlltoallC next = g_hand_on.alltoall_c) return call_tool(next, a, g_hand_on.foreign);
   return serve_alltoall(a);
 }
 
 int pmpi_alltoall_entry(const RawAlltoallArgs& a) noexcept {
   ++t_pmpi_entries;
-  const HandOn& h = hand_on();
-  if (!h.foreign) return serve_alltoall(a);
-  if (a.large_count) {
-    if (!h.pmpi_alltoall_c) missing("PMPI_Alltoall_c");
-    return call(h.pmpi_alltoall_c, a);
-  }
-  if (!h.pmpi_alltoall) missing("PMPI_Alltoall");
-  return call(h.pmpi_alltoall, a);
+  if (!g_hand_on.foreign) [[likely]] return serve_alltoall(a);
+  return a.large_count ? call(g_hand_on.pmpi_alltoall_c, a) : call(g_hand_on.pmpi_alltoall, a);
 }
 
 int comm_split_entry(RawHandle comm, int color, int key, void* newcomm) noexcept {
-  const HandOn& h = hand_on();
-  if (h.comm_split) return h.comm_split(comm, color, key, newcomm);
-  if (h.foreign) missing("MPI_Comm_split");
+  if (g_hand_on.comm_split) return g_hand_on.comm_split(comm, color, key, newcomm);
   return serve_comm_split(comm, color, key, newcomm);
 }
 
 int pmpi_comm_split_entry(RawHandle comm, int color, int key, void* newcomm) noexcept {
-  const HandOn& h = hand_on();
-  if (!h.foreign) return serve_comm_split(comm, color, key, newcomm);
-  if (!h.pmpi_comm_split) missing("PMPI_Comm_split");
-  return h.pmpi_comm_split(comm, color, key, newcomm);
+  if (!g_hand_on.foreign) return serve_comm_split(comm, color, key, newcomm);
+  return g_hand_on.pmpi_comm_split(comm, color, key, newcomm);
 }
 
 // A tool's MPI_Init normally reaches our PMPI_Init, which initialises mlxa2a;
 // after_init() again on return is a no-op then, and initialises mlxa2a when
 // the tool reached the MPI another way.
 int init_entry(int* argc, char*** argv) noexcept {
-  const HandOn& h = hand_on();
+  const HandOn& h = g_hand_on;
   if (!h.init) return init(argc, argv);
   const int rc = h.init(argc, argv);
   after_init(rc);
@@ -180,7 +184,7 @@ int init_entry(int* argc, char*** argv) noexcept {
 }
 
 int init_thread_entry(int* argc, char*** argv, int required, int* provided) noexcept {
-  const HandOn& h = hand_on();
+  const HandOn& h = g_hand_on;
   if (!h.init_thread) return init_thread(argc, argv, required, provided);
   const int rc = h.init_thread(argc, argv, required, provided);
   after_init(rc);
@@ -194,8 +198,7 @@ int pmpi_init_thread_entry(int* argc, char*** argv, int required, int* provided)
 }
 
 int finalize_entry() noexcept {
-  const HandOn& h = hand_on();
-  return h.finalize ? h.finalize() : finalize();
+  return g_hand_on.finalize ? g_hand_on.finalize() : finalize();
 }
 
 }  // namespace mlxa2a::core::mpi

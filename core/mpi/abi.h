@@ -35,6 +35,7 @@ struct RawAlltoallArgs {
 // library's (a PMPI tool loaded after mlxa2a, core/mpi/stacking.h) or when
 // this shim is of the other family; else serve it as pmpi_*_entry does.
 int alltoall_entry(const RawAlltoallArgs& args) noexcept;
+int alltoall_c_entry(const RawAlltoallArgs& args) noexcept;  // MPI_Alltoall_c
 int comm_split_entry(RawHandle comm, int color, int key, void* newcomm) noexcept;
 int init_entry(int* argc, char*** argv) noexcept;
 int init_thread_entry(int* argc, char*** argv, int required, int* provided) noexcept;

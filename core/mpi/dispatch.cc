@@ -493,12 +493,14 @@ void after_init(int rc) noexcept {
 }
 
 int init(int* argc, char*** argv) noexcept {
+  require_mpi_own();
   const int rc = mpi_own().init(argc, argv);
   after_init(rc);
   return rc;
 }
 
 int init_thread(int* argc, char*** argv, int required, int* provided) noexcept {
+  require_mpi_own();
   const int rc = mpi_own().init_thread(argc, argv, required, provided);
   after_init(rc);
   return rc;

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <utility>
 
 #include "core/log.h"
 
@@ -27,19 +29,27 @@ bool is_ours(const void* addr) {
   return same_object(addr, reinterpret_cast<const void*>(&object_of));
 }
 
-void* mandatory(const char* name) {
-  void* sym = mpi_own_symbol(name);
-  if (!sym) {
-    std::fprintf(stderr, "[mlxa2a] error: %s is not defined by this process's MPI\n", name);
-    std::abort();
-  }
-  return sym;
-}
-
 template <typename Fn>
 void resolve(Fn* fn, const char* name) {
-  *fn = reinterpret_cast<Fn>(mandatory(name));
+  *fn = reinterpret_cast<Fn>(mpi_own_symbol(name));
 }
+
+std::once_flag g_resolved;
+
+void resolve_mpi_own() {
+  std::call_once(g_resolved, [] {
+    MpiOwn& t = detail::g_mpi_own;
+    resolve(&t.alltoall, "PMPI_Alltoall");
+    resolve(&t.comm_split, "PMPI_Comm_split");
+    resolve(&t.init, "PMPI_Init");
+    resolve(&t.init_thread, "PMPI_Init_thread");
+    t.alltoall_c = mpi_own_symbol("PMPI_Alltoall_c");
+  });
+}
+
+// Before any code of the program runs (no abort here: launchers and shells
+// load the shim too).
+__attribute__((constructor)) void resolve_at_load() { resolve_mpi_own(); }
 
 }  // namespace
 
@@ -54,17 +64,24 @@ void* mpi_own_symbol(const char* name) noexcept {
   return nullptr;
 }
 
-const MpiOwn& mpi_own() noexcept {
-  static const MpiOwn own = [] {
-    MpiOwn t{};
-    resolve(&t.alltoall, "PMPI_Alltoall");
-    resolve(&t.comm_split, "PMPI_Comm_split");
-    resolve(&t.init, "PMPI_Init");
-    resolve(&t.init_thread, "PMPI_Init_thread");
-    t.alltoall_c = mpi_own_symbol("PMPI_Alltoall_c");
-    return t;
-  }();
-  return own;
+namespace detail {
+constinit MpiOwn g_mpi_own{};
+}
+
+void require_mpi_own() noexcept {
+  resolve_mpi_own();
+  const MpiOwn& t = detail::g_mpi_own;
+  const std::pair<const void*, const char*> mandatory[] = {
+      {reinterpret_cast<const void*>(t.alltoall), "PMPI_Alltoall"},
+      {reinterpret_cast<const void*>(t.comm_split), "PMPI_Comm_split"},
+      {reinterpret_cast<const void*>(t.init), "PMPI_Init"},
+      {reinterpret_cast<const void*>(t.init_thread), "PMPI_Init_thread"}};
+  for (const auto& [fn, name] : mandatory) {
+    if (!fn) {
+      std::fprintf(stderr, "[mlxa2a] error: %s is not defined by this process's MPI\n", name);
+      std::abort();
+    }
+  }
 }
 
 void* next_tool_definition(const char* name, const char* pname) noexcept {

@@ -18,7 +18,7 @@
 //    (ReentryGuard) goes straight to the MPI: the engine never runs twice.
 //
 // Thread safety: every function here may be called from any thread; the
-// tables are resolved once, at first use (C++ static initialisation).
+// tables are resolved once, when the shim is loaded.
 #pragma once
 
 #include <mpi.h>
@@ -29,8 +29,10 @@ namespace mlxa2a::core::mpi {
 
 // The MPI library's own PMPI entry points among those the shim defines: the
 // definition after mlxa2a's in the search order (dlsym RTLD_NEXT), else the
-// global one, never one of ours. A missing mandatory one aborts with a message
-// (the process has no MPI); alltoall_c is null where the MPI lacks it.
+// global one, never one of ours. Resolved when the shim is loaded (its
+// constructor runs after the MPI's, which the shim links, and before the
+// program's), so a call reads a plain pointer; null where the MPI lacks one
+// (alltoall_c) - require_mpi_own() at MPI_Init aborts when a mandatory one is.
 struct MpiOwn {
   int (*alltoall)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm);
   void* alltoall_c;  // int (*)(..., MPI_Count, ...) where the MPI has it
@@ -38,7 +40,13 @@ struct MpiOwn {
   int (*init)(int*, char***);
   int (*init_thread)(int*, char***, int, int*);
 };
-const MpiOwn& mpi_own() noexcept;
+namespace detail {
+extern MpiOwn g_mpi_own;
+}
+inline const MpiOwn& mpi_own() noexcept { return detail::g_mpi_own; }
+// Resolves mpi_own() if not yet (idempotent, thread-safe), then aborts with a
+// message when a mandatory entry is missing (the process has no MPI).
+void require_mpi_own() noexcept;
 
 // The MPI library's own definition of `name` (see MpiOwn), or null.
 void* mpi_own_symbol(const char* name) noexcept;
