@@ -144,6 +144,8 @@ bool family_ok() noexcept {
   return ok;
 }
 
+unsigned pmpi_alltoall_entries() noexcept { return t_pmpi_entries; }
+
 int alltoall_entry(const RawAlltoallArgs& a) noexcept {
   if (const ForeignAlltoall next = g_hand_on.alltoall) [[unlikely]] {
     return call_tool(next, a, g_hand_on.foreign);

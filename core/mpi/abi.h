@@ -47,6 +47,10 @@ int pmpi_comm_split_entry(RawHandle comm, int color, int key, void* newcomm) noe
 int pmpi_init_entry(int* argc, char*** argv) noexcept;
 int pmpi_init_thread_entry(int* argc, char*** argv, int required, int* provided) noexcept;
 
+// Calls that entered PMPI_Alltoall[_c] on this thread so far (see
+// core/mpi/stacking.h: whether a tool passes calls on to mlxa2a).
+unsigned pmpi_alltoall_entries() noexcept;
+
 // True when the MPI library in this process has this shim's ABI (cached).
 bool family_ok() noexcept;
 

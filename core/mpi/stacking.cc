@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/log.h"
+#include "core/mpi/abi.h"
 
 namespace mlxa2a::core::mpi {
 
@@ -122,12 +123,24 @@ std::string check_stacking() {
     return {};
   }
   // PMPI_Alltoall is not ours: only our own MPI_Alltoall, when no tool comes
-  // after it, still reaches mlxa2a.
+  // after it, surely reaches mlxa2a. The library that defines PMPI_Alltoall
+  // may still pass calls on to ours (dlsym RTLD_NEXT): one empty call on
+  // MPI_COMM_SELF tells. Inside MPI_Init mlxa2a's ReentryGuard is held, so
+  // the call goes straight to the MPI if it reaches us.
   if (entry_ours && !tool_after) return {};
+  using Alltoall = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm);
+  char none = 0;
+  const unsigned before = pmpi_alltoall_entries();
+  reinterpret_cast<Alltoall>(profiling)(&none, 0, MPI_BYTE, &none, 0, MPI_BYTE, MPI_COMM_SELF);
   const std::string blocker = object_of(profiling);
+  if (pmpi_alltoall_entries() != before) {
+    MLXA2A_LOG(Info, "PMPI_Alltoall comes from %s, loaded before mlxa2a, which passes calls on to "
+               "mlxa2a's", blocker.c_str());
+    return {};
+  }
   return "MPI_Alltoall resolves to " + object_of(entry) + " and PMPI_Alltoall to " + blocker +
-         ", not to mlxa2a: MPI_Alltoall calls reach the MPI without mlxa2a. Preload mlxa2a "
-         "before " + blocker + " (LD_PRELOAD=\"libmlxa2a-*.so " + blocker + "\")";
+         ", which passes calls to the MPI without mlxa2a: mlxa2a serves no MPI_Alltoall. "
+         "Preload mlxa2a before " + blocker + " (LD_PRELOAD=\"libmlxa2a-*.so " + blocker + "\")";
 }
 
 void note_bypass(const char* entry, const void* tool_fn) noexcept {
