@@ -11,6 +11,7 @@
 
 #include "core/mpi/dispatch.h"
 #include "core/mpi/abi.h"
+#include "core/mpi/stacking.h"
 #include "shim/fortran.h"
 
 namespace {
@@ -54,15 +55,17 @@ void* c_buffer(void* fortran_buf) {
 using AlltoallFn = void (*)(void*, MPI_Fint*, MPI_Fint*, void*, MPI_Fint*, MPI_Fint*, MPI_Fint*,
                             MPI_Fint*);
 
+// Where a Fortran entry point hands calls on: under the other MPI family the
+// MPI's own definition; else a tool's loaded after mlxa2a (core/mpi/stacking.h:
+// it passes the call to PMPI_Alltoall, which is ours), or null: we serve it.
+AlltoallFn hand_on_to(const char* name, const char* pname) {
+  if (!dispatch::family_ok()) return mlxa2a::shim::next_symbol<AlltoallFn>(name);
+  return reinterpret_cast<AlltoallFn>(dispatch::next_tool_definition(name, pname));
+}
+
 void alltoall_f(const char* name, void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype,
                 void* recvbuf, MPI_Fint* recvcount, MPI_Fint* recvtype, MPI_Fint* comm,
                 MPI_Fint* ierr) {
-  if (!dispatch::family_ok()) {
-    static AlltoallFn next = nullptr;
-    if (!next) next = mlxa2a::shim::next_symbol<AlltoallFn>(name);
-    next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierr);
-    return;
-  }
   void* c_send = c_buffer(sendbuf);
   // With MPI_IN_PLACE the send count and type are not significant and may be
   // anything; do not convert them.
@@ -76,19 +79,22 @@ void alltoall_f(const char* name, void* sendbuf, MPI_Fint* sendcount, MPI_Fint* 
 
 }  // namespace
 
-#define MLXA2A_FORTRAN_ALLTOALL(sym)                                                         \
+// One per name (each resolves its own next definition); psym: the profiling name.
+#define MLXA2A_FORTRAN_ALLTOALL(sym, psym)                                                   \
   MLXA2A_EXPORT void sym(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype,            \
                          void* recvbuf, MPI_Fint* recvcount, MPI_Fint* recvtype,            \
                          MPI_Fint* comm, MPI_Fint* ierr) {                                  \
+    static const AlltoallFn next = hand_on_to(#sym, #psym);                                  \
+    if (next) return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, \
+                          ierr);                                                            \
     alltoall_f(#sym, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierr); \
   }
 
 // mpif.h and `use mpi` (every gfortran/ifort/flang mangling), and `use mpi_f08`:
 // MPI_Datatype and MPI_Comm in f08 are a derived type holding one integer, so a
 // reference to one is a reference to its MPI_VAL.
-MLXA2A_FORTRAN_ALLTOALL(mpi_alltoall)
-MLXA2A_FORTRAN_ALLTOALL(mpi_alltoall_)
-MLXA2A_FORTRAN_ALLTOALL(mpi_alltoall__)
-MLXA2A_FORTRAN_ALLTOALL(MPI_ALLTOALL)
-MLXA2A_FORTRAN_ALLTOALL(mpi_alltoall_f08_)
-
+MLXA2A_FORTRAN_ALLTOALL(mpi_alltoall, pmpi_alltoall)
+MLXA2A_FORTRAN_ALLTOALL(mpi_alltoall_, pmpi_alltoall_)
+MLXA2A_FORTRAN_ALLTOALL(mpi_alltoall__, pmpi_alltoall__)
+MLXA2A_FORTRAN_ALLTOALL(MPI_ALLTOALL, PMPI_ALLTOALL)
+MLXA2A_FORTRAN_ALLTOALL(mpi_alltoall_f08_, pmpi_alltoall_f08_)

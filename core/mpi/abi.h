@@ -31,11 +31,25 @@ struct RawAlltoallArgs {
   const char* entry;  // entry point name, for the trace
 };
 
+// MPI_X: hand the call on to the next definition of MPI_X when another
+// library's (a PMPI tool loaded after mlxa2a, core/mpi/stacking.h) or when
+// this shim is of the other family; else serve it as pmpi_*_entry does.
 int alltoall_entry(const RawAlltoallArgs& args) noexcept;
+int alltoall_c_entry(const RawAlltoallArgs& args) noexcept;  // MPI_Alltoall_c
 int comm_split_entry(RawHandle comm, int color, int key, void* newcomm) noexcept;
 int init_entry(int* argc, char*** argv) noexcept;
 int init_thread_entry(int* argc, char*** argv, int required, int* provided) noexcept;
 int finalize_entry() noexcept;
+// PMPI_X: mlxa2a's work around the MPI's own PMPI_X (under the other family:
+// the MPI's own PMPI_X alone, arguments bit-for-bit).
+int pmpi_alltoall_entry(const RawAlltoallArgs& args) noexcept;
+int pmpi_comm_split_entry(RawHandle comm, int color, int key, void* newcomm) noexcept;
+int pmpi_init_entry(int* argc, char*** argv) noexcept;
+int pmpi_init_thread_entry(int* argc, char*** argv, int required, int* provided) noexcept;
+
+// Calls that entered PMPI_Alltoall[_c] on this thread so far (see
+// core/mpi/stacking.h: whether a tool passes calls on to mlxa2a).
+unsigned pmpi_alltoall_entries() noexcept;
 
 // True when the MPI library in this process has this shim's ABI (cached).
 bool family_ok() noexcept;

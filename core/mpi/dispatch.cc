@@ -3,6 +3,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "core/mpi/comm_state.h"
 #include "core/mpi/runtime.h"
 #include "core/mpi/shm_path.h"
+#include "core/mpi/stacking.h"
 #include "core/mpi/tuning.h"
 #include "core/selection.h"
 
@@ -424,14 +426,23 @@ int alltoall_impl(const AlltoallArgs& a) {
 PathCounts thread_path_counts() noexcept { return t_counts; }
 
 int pmpi_alltoall(const AlltoallArgs& a) noexcept {
+  // Never PMPI_Alltoall by name: the shim defines it (core/mpi/stacking.h).
+  const MpiOwn& own = mpi_own();
 #ifdef MLXA2A_HAVE_LARGE_COUNT
   if (a.large_count) {
-    return PMPI_Alltoall_c(a.sendbuf, static_cast<MPI_Count>(a.sendcount), a.sendtype, a.recvbuf,
-                           static_cast<MPI_Count>(a.recvcount), a.recvtype, a.comm);
+    using AlltoallC = int (*)(const void*, MPI_Count, MPI_Datatype, void*, MPI_Count,
+                              MPI_Datatype, MPI_Comm);
+    const auto fn = reinterpret_cast<AlltoallC>(own.alltoall_c);
+    if (!fn) {
+      MLXA2A_LOG(Error, "PMPI_Alltoall_c is not defined by this process's MPI");
+      std::abort();
+    }
+    return fn(a.sendbuf, static_cast<MPI_Count>(a.sendcount), a.sendtype, a.recvbuf,
+              static_cast<MPI_Count>(a.recvcount), a.recvtype, a.comm);
   }
 #endif
-  return PMPI_Alltoall(a.sendbuf, static_cast<int>(a.sendcount), a.sendtype, a.recvbuf,
-                       static_cast<int>(a.recvcount), a.recvtype, a.comm);
+  return own.alltoall(a.sendbuf, static_cast<int>(a.sendcount), a.sendtype, a.recvbuf,
+                      static_cast<int>(a.recvcount), a.recvtype, a.comm);
 }
 
 int alltoall(const AlltoallArgs& a) noexcept {
@@ -448,7 +459,7 @@ int alltoall(const AlltoallArgs& a) noexcept {
 }
 
 int comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) noexcept {
-  const int rc = PMPI_Comm_split(comm, color, key, newcomm);
+  const int rc = mpi_own().comm_split(comm, color, key, newcomm);
   if (ReentryGuard::nested()) return rc;
   ReentryGuard guard;
   Runtime& rt = Runtime::instance();
@@ -482,13 +493,15 @@ void after_init(int rc) noexcept {
 }
 
 int init(int* argc, char*** argv) noexcept {
-  const int rc = PMPI_Init(argc, argv);
+  require_mpi_own();
+  const int rc = mpi_own().init(argc, argv);
   after_init(rc);
   return rc;
 }
 
 int init_thread(int* argc, char*** argv, int required, int* provided) noexcept {
-  const int rc = PMPI_Init_thread(argc, argv, required, provided);
+  require_mpi_own();
+  const int rc = mpi_own().init_thread(argc, argv, required, provided);
   after_init(rc);
   return rc;
 }

@@ -14,6 +14,7 @@
 #if MLXA2A_HAVE_VERBS
 #include "core/mlx5/rdma_transport.h"
 #include "core/mlx5/zcopy_sender.h"
+#include "core/mpi/stacking.h"
 #endif
 
 namespace mlxa2a::core::mpi {
@@ -207,7 +208,7 @@ bool HierEngine::setup(const EngineRequest& req) noexcept {
     // The leaders' communicator, ordered by node, then by leader index.
     const int node = map.node_of(rank);
     OwnedComm leaders;
-    if (PMPI_Comm_split(comm, lead ? 0 : MPI_UNDEFINED, map.ranks_before(node) + local_rank,
+    if (mpi_own().comm_split(comm, lead ? 0 : MPI_UNDEFINED, map.ranks_before(node) + local_rank,
                         leaders.out()) != MPI_SUCCESS) {
       failed = 1;
     }

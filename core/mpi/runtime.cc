@@ -19,6 +19,7 @@
 #include "core/mlx5/zcopy_sender.h"
 #endif
 #include "core/mpi/engine_pool.h"
+#include "core/mpi/stacking.h"
 #include "core/mpi/tuning.h"
 #include "core/shm/options.h"
 #include "core/shm/segment.h"
@@ -110,7 +111,8 @@ Runtime& Runtime::instance() {
 }
 
 bool mpi_family_matches(std::string* found) {
-  void* sym = dlsym(RTLD_DEFAULT, "PMPI_Init");
+  // The MPI's own, not the shim's PMPI_Init (core/mpi/stacking.h).
+  void* sym = mpi_own_symbol("PMPI_Init");
   Dl_info info{};
   if (!sym || !dladdr(sym, &info) || !info.dli_fname) {
     *found = "no PMPI_Init";
@@ -155,6 +157,12 @@ void Runtime::load_settings(std::uint64_t* all_equal_hash, std::string* all_equa
 #endif
   *all_equal_hash = registry.all_equal_hash();
   *all_equal_summary = registry.all_equal_summary();
+}
+
+void Runtime::note_stacking() {
+  // A library in the way of every MPI_Alltoall is reported like a bad switch:
+  // once per job (every rank sees the same libraries).
+  if (std::string w = check_stacking(); !w.empty()) switch_warnings_.push_back(std::move(w));
 }
 
 void Runtime::set_inactive(std::string reason) {
@@ -245,6 +253,7 @@ void Runtime::after_init() {
   std::uint64_t hash = 0;
   std::string summary;
   load_settings(&hash, &summary);
+  note_stacking();
   const bool agreed = settings_agree_across_world(hash, summary);
 
   if (PMPI_Comm_create_keyval(comm_state_copy, comm_state_delete, &comm_keyval_,
@@ -299,6 +308,7 @@ State Runtime::lazy_init() {
     std::uint64_t hash = 0;
     std::string summary;
     load_settings(&hash, &summary);
+    note_stacking();
     // No collective is possible here: rank 0 speaks for all.
     for (const std::string& w : switch_warnings_) {
       if (world_rank_ == 0) MLXA2A_LOG(Warn, "%s", w.c_str());

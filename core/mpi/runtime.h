@@ -60,6 +60,9 @@ class Runtime {
   // Prints the switch warnings of every rank, each distinct text once per job
   // (by the lowest rank that has it). Collective over MPI_COMM_WORLD.
   void warn_once_per_job();
+  // Checks how MPI_Alltoall reaches mlxa2a past other PMPI tools
+  // (core/mpi/stacking.h); a warning joins the switch warnings.
+  void note_stacking();
   void set_inactive(std::string reason);
 
   std::mutex mutex_;

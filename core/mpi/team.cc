@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "core/mpi/engine_pool.h"
 #include "core/mpi/topology.h"
+#include "core/mpi/stacking.h"
 
 namespace mlxa2a::core::mpi {
 
@@ -313,7 +314,7 @@ bool Team::complete_setup(MPI_Comm comm, const config::Settings& settings) noexc
   if (caps_.hier) {
     // The derived node ids are equal on all ranks of a node: split by them.
     OwnedComm node;
-    if (PMPI_Comm_split(comm, node_ids_[static_cast<std::size_t>(rank)], rank, node.out()) !=
+    if (mpi_own().comm_split(comm, node_ids_[static_cast<std::size_t>(rank)], rank, node.out()) !=
         MPI_SUCCESS) {
       caps_.hier = false;  // an MPI error here is fatal to the job in practice
       caps_.rdma = false;

@@ -1,4 +1,5 @@
 #include "core/mpi/topology.h"
+#include "core/mpi/stacking.h"
 
 #include <hwloc.h>
 #include <sched.h>
@@ -114,7 +115,7 @@ bool node_of_comm(MPI_Comm comm, const config::NodeLayout& layout, NodeComm* out
     // World ranks, so that a process keeps its virtual node in every
     // communicator, as it would keep a real one.
     OwnedComm virt;
-    if (PMPI_Comm_split(real.get(), layout.node_of(world_rank, world_size), rank, virt.out()) !=
+    if (mpi_own().comm_split(real.get(), layout.node_of(world_rank, world_size), rank, virt.out()) !=
         MPI_SUCCESS) {
       return false;
     }

@@ -61,6 +61,15 @@ deterministically), the runs use MLXA2A_TUNE_SAMPLES=0: the fixed rules.
                        node map has N nodes and no team has more: the map came
                        from MPI_COMM_TYPE_SHARED, not from a virtual-node switch
   --expect-host-team   some team of >= 2 ranks lies within one host (nodes=1)
+Other PMPI tools (README "With other PMPI tools"):
+  --preload-before LIB LD_PRELOAD="LIB shim": LIB's MPI_* come first (LIB is
+                       preloaded alone in the reference run)
+  --preload-after LIB  LD_PRELOAD="shim LIB": mlxa2a hands calls on to LIB
+  --expect-profile     LIB is tests/mpi/pmpi_profiler: in both runs every
+                       rank's report ($PROF_REPORT.<rank>) counts one MPI_Init
+                       or MPI_Init_thread, one MPI_Finalize, as many
+                       MPI_Alltoall[_c] calls as the program made, and (with
+                       mlxa2a) as many MPI_Comm_split calls as mlxa2a traced
 Usage: run_mpi_test.py --mpirun PATH --family ompi|mpich --shim LIB --np N PROG [ARGS...]
 """
 import argparse
@@ -257,6 +266,9 @@ def main():
     ap.add_argument("--hosts")
     ap.add_argument("--expect-nodes", type=int)
     ap.add_argument("--expect-host-team", action="store_true")
+    ap.add_argument("--preload-before")
+    ap.add_argument("--preload-after")
+    ap.add_argument("--expect-profile", action="store_true")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     if args.timeout:
@@ -303,13 +315,54 @@ def check_nodes(args, rank, text):
     return any(np >= 2 and nodes == 1 for np, nodes in teams)
 
 
-def check(args):
+def tool_env(args, prof_dir, run):
+    """LD_PRELOAD for a run of the tool alone (shim None) and PROF_REPORT."""
+    env = {}
+    if args.preload_before or args.preload_after:
+        env["LD_PRELOAD"] = args.preload_before or args.preload_after
+    if args.expect_profile:
+        env["PROF_REPORT"] = os.path.join(prof_dir, run)
+    return env
 
-    ref = launch(args, {}, args.prog)
+
+def preload(args):
+    """The shim's LD_PRELOAD, with the other tool before or after it."""
+    return ":".join(p for p in (args.preload_before, args.shim, args.preload_after) if p)
+
+
+def check_profile(prof_dir, run, calls, splits=None):
+    """The profiler's reports of one run (see --expect-profile)."""
+    for rank, n in sorted(calls.items()):
+        path = os.path.join(prof_dir, f"{run}.{rank}")
+        if not os.path.exists(path):
+            sys.exit(f"FAIL: {run} run: rank {rank} wrote no profiler report (its MPI_Finalize "
+                     f"did not run)")
+        got = {k: int(v) for k, v in re.findall(r"^(\S+) (\d+)$", open(path).read(), re.M)}
+        want = {"init": 1, "MPI_Finalize": 1, "alltoall": n}
+        have = {"init": got.get("MPI_Init", 0) + got.get("MPI_Init_thread", 0),
+                "MPI_Finalize": got.get("MPI_Finalize", 0),
+                "alltoall": got.get("MPI_Alltoall", 0) + got.get("MPI_Alltoall_c", 0)}
+        if splits is not None:
+            want["MPI_Comm_split"] = splits[rank]
+            have["MPI_Comm_split"] = got.get("MPI_Comm_split", 0)
+        if have != want:
+            sys.exit(f"FAIL: {run} run: rank {rank}: the profiler counted {have}, expected {want}")
+    return sum(calls.values())
+
+
+def check(args):
+    with tempfile.TemporaryDirectory(prefix="mlxa2a-prof-") as prof_dir:
+        check_runs(args, prof_dir)
+
+
+def check_runs(args, prof_dir):
+    ref = launch(args, tool_env(args, prof_dir, "ref"), args.prog)
     ref_calls, ref_errs, ref_ok = parse(ref.stdout)
     if ref.returncode != 0 or not ref_ok:
         print(ref.stdout, ref.stderr)
         sys.exit("FAIL: the reference run (no mlxa2a) failed")
+    if args.expect_profile:
+        check_profile(prof_dir, "ref", ref_calls)
 
     shm_before = shm_leftovers(args)
     planted = None
@@ -328,9 +381,10 @@ def check(args):
     fixed_rules = ({} if "MLXA2A_TUNE_SAMPLES" in os.environ or "MLXA2A_TUNE_SAMPLES" in shim_env
                    else {"MLXA2A_TUNE_SAMPLES": "0"})
     host_team = False
+    splits = {}
     with tempfile.TemporaryDirectory(prefix="mlxa2a-mpitest-",
                                      dir=args.cluster.shared if args.cluster else None) as tmp:
-        env = {"LD_PRELOAD": args.shim,
+        env = {**tool_env(args, prof_dir, "shim"), "LD_PRELOAD": preload(args),
                "MLXA2A_COLL_TRACE": "debug" if args.cluster else "info",
                "MLXA2A_LOG_FILE": os.path.join(tmp, "trace.%r"), **fixed_rules}
         env.update(shim_env)
@@ -358,8 +412,10 @@ def check(args):
         for rank, n in sorted(calls.items()):
             path = os.path.join(tmp, f"trace.{rank}")
             text = open(path).read() if os.path.exists(path) else ""
-            traced = len(re.findall(r"\] coll: (MPI_Alltoall(?:_c)?|mpi_alltoall\w*|MPI_ALLTOALL)\b",
-                                    text))
+            # PMPI_Alltoall: the call came through another PMPI tool.
+            traced = len(re.findall(
+                r"\] coll: (P?MPI_Alltoall(?:_c)?|mpi_alltoall\w*|MPI_ALLTOALL)\b", text))
+            splits[rank] = len(re.findall(r"\] coll: MPI_Comm_split ", text))
             if traced != n:
                 print(text)
                 sys.exit(f"FAIL: rank {rank} made {n} MPI_Alltoall calls, {traced} traced")
@@ -416,6 +472,8 @@ def check(args):
                    and not (args.expect_warning and re.search(args.expect_warning, l))]
             if bad and not args.rank0_env and not args.allow_warnings:
                 sys.exit("FAIL: mlxa2a complained:\n" + "\n".join(bad))
+        if args.expect_profile:
+            check_profile(prof_dir, "shim", calls, splits)
         stray = sorted(glob.glob(os.path.join(tmp, "trace.x")))
         if stray:
             sys.exit("FAIL: lines were logged before the rank was known")
@@ -425,7 +483,8 @@ def check(args):
                 sys.exit(f"FAIL: MLXA2A_COLL_STATS {name} sums to {stat_sums[name]} over the "
                          f"ranks, expected {op}{want}")
         if args.untraced_check:
-            env = {"LD_PRELOAD": args.shim, "MLXA2A_COLL_STATS": "1",
+            env = {**tool_env(args, prof_dir, "quiet"), "LD_PRELOAD": preload(args),
+                   "MLXA2A_COLL_STATS": "1",
                    "MLXA2A_LOG_FILE": os.path.join(tmp, "stats.%r"), **fixed_rules}
             env.update(shim_env)
             quiet = launch(args, env, args.prog)
@@ -433,6 +492,8 @@ def check(args):
             if quiet.returncode != 0 or not q_ok or q_calls != calls or q_errs != errs:
                 print(quiet.stdout, quiet.stderr)
                 sys.exit("FAIL: the untraced run with mlxa2a failed or differs")
+            if args.expect_profile:
+                check_profile(prof_dir, "quiet", calls)
             for rank in sorted(calls):
                 path = os.path.join(tmp, f"stats.{rank}")
                 got = stats_of(open(path).read() if os.path.exists(path) else "")
