@@ -34,6 +34,16 @@ bool exists(const std::string& name) { return access(("/dev/shm/" + name).c_str(
 // A prefix of our own so that concurrent test runs do not see each other.
 std::string unique_prefix() { return "mlxa2atest" + std::to_string(getpid()); }
 
+// A node engine under `prefix`, job tag "job7" (the tests' segment names).
+Status create_job7(ForkBootstrap& boot, const std::string& prefix,
+                   std::unique_ptr<NodeAlltoall>* out) {
+  Options o;
+  o.name_prefix = prefix;
+  o.job_tag = "job7";
+  o.timeout_ms = 10000;
+  return NodeAlltoall::create(boot, o, *out);
+}
+
 TEST(Segment, CreateAttachUnlink) {
   const std::string name = make_segment_name(unique_prefix(), "tag");
   Segment a;
@@ -195,12 +205,8 @@ TEST(NodeAlltoallSegment, PlantedPredictableNamesDoNotBlockCreation) {
         }
       }
     }
-    Options o;
-    o.name_prefix = prefix;
-    o.job_tag = "job7";
-    o.timeout_ms = 10000;
     std::unique_ptr<NodeAlltoall> a2a;
-    FT_CHECK_STATUS(NodeAlltoall::create(boot, o, a2a), Status::ok);
+    FT_CHECK_STATUS(create_job7(boot, prefix, &a2a), Status::ok);
     return 0;
   });
   EXPECT_FALSE(res.hung);
@@ -226,12 +232,8 @@ TEST(Segment, ProcessAliveSeesZombiesAsDead) {
 TEST(NodeAlltoallSegment, NothingLeftInDevShm) {
   const std::string prefix = unique_prefix();
   const ForkResult res = run_forked(4, [&prefix](ForkBootstrap& boot) {
-    Options o;
-    o.name_prefix = prefix;
-    o.job_tag = "job7";
-    o.timeout_ms = 10000;
     std::unique_ptr<NodeAlltoall> a2a;
-    FT_CHECK_STATUS(NodeAlltoall::create(boot, o, a2a), Status::ok);
+    FT_CHECK_STATUS(create_job7(boot, prefix, &a2a), Status::ok);
     FT_CHECK(a2a->segment_name().find(prefix + "-") == 0 || boot.local_rank() != 0);
     FT_CHECK(dev_shm_entries(prefix).empty());
     char s[4] = {0, 1, 2, 3}, r[4];
