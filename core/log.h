@@ -22,6 +22,10 @@ extern std::atomic<int> g_level;
 }
 
 void configure(Level level, const std::string& file_pattern);
+// Changes only the level (any thread; an MPI_T write of MLXA2A_LOG_LEVEL).
+inline void set_level(Level level) {
+  detail::g_level.store(static_cast<int>(level), std::memory_order_relaxed);
+}
 void set_rank(int rank);
 
 inline bool enabled(Level l) {

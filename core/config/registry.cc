@@ -121,6 +121,20 @@ bool Registry::assign(Entry& e, std::string_view text, Source source, std::strin
   return true;
 }
 
+bool Registry::set(std::string_view name, std::string_view text, std::string origin,
+                   std::string* why) {
+  Entry* e = find_mutable(name);
+  if (!e) {
+    *why = "no switch is named " + std::string(name);
+    return false;
+  }
+  const std::size_t warned = warnings_.size();
+  if (assign(*e, text, Source::Env, std::move(origin))) return true;
+  *why = warnings_.back();
+  warnings_.resize(warned);
+  return false;
+}
+
 void Registry::warn_unknown(std::string_view name, std::string_view where) {
   const std::string_view bare = strip_prefix(name);
   std::string msg = "unknown variable MLXA2A_" + std::string(bare) + " " + std::string(where) +

@@ -58,6 +58,11 @@ class Registry {
 
   const std::vector<std::string>& warnings() const { return warnings_; }
 
+  // Sets one switch at run time (MPI_T, core/mpi/mpit.h) with `origin` as its
+  // origin. false when the name is unknown or the text does not parse; then
+  // *why says what is accepted and the value is unchanged (no warning kept).
+  bool set(std::string_view name, std::string_view text, std::string origin, std::string* why);
+
   // FNV-1a hash of the canonical values of all AllEqual switches, and a
   // human-readable list of them for mismatch reports.
   std::uint64_t all_equal_hash() const;

@@ -56,6 +56,10 @@ struct Spec {
   std::uint64_t size_max = UINT64_MAX;
   Check check = nullptr;
   bool env_only = false;  // may not be set from the config file
+  // May be changed while the job runs (an MPI_T control variable write,
+  // docs/mpit.md); the next call follows it. Only Local switches whose
+  // readers take each value as it comes qualify.
+  bool runtime_writable = false;
 };
 
 std::string_view to_string(Type t);

@@ -65,7 +65,8 @@ constexpr Spec kSwitches[] = {
      .type = Type::Enum,
      .default_text = "warn",
      .description = "Messages printed by mlxa2a: error, warn, info, debug or trace.",
-     .choices = kLogLevels},
+     .choices = kLogLevels,
+     .runtime_writable = true},
     {.name = "LOG_FILE",
      .type = Type::String,
      .default_text = "",
@@ -78,7 +79,8 @@ constexpr Spec kSwitches[] = {
      .description = "Trace collective calls: none; info, one line per MPI_Alltoall and "
                     "MPI_Comm_split (communicator, size, bytes per peer, chosen path and "
                     "why); debug, also team set-up.",
-     .choices = kCollTrace},
+     .choices = kCollTrace,
+     .runtime_writable = true},
     {.name = "COLL_STATS",
      .type = Type::Bool,
      .default_text = "n",
@@ -314,18 +316,28 @@ constexpr Spec kSwitches[] = {
 
 std::span<const Spec> all_switches() { return kSwitches; }
 
+log::Level log_level_of(const Registry& r) {
+  const std::string& level = r.get_string("LOG_LEVEL");
+  for (std::size_t i = 0; i < std::size(kLogLevels); ++i) {
+    if (level == kLogLevels[i]) return static_cast<log::Level>(i);
+  }
+  return log::Level::Warn;
+}
+
+CollTrace coll_trace_of(const Registry& r) {
+  const std::string& trace = r.get_string("COLL_TRACE");
+  for (std::size_t i = 0; i < std::size(kCollTrace); ++i) {
+    if (trace == kCollTrace[i]) return static_cast<CollTrace>(i);
+  }
+  return CollTrace::None;
+}
+
 Settings settings_from(const Registry& r) {
   Settings s;
   s.enable = r.get_bool("ENABLE");
-  const std::string& level = r.get_string("LOG_LEVEL");
-  for (std::size_t i = 0; i < std::size(kLogLevels); ++i) {
-    if (level == kLogLevels[i]) s.log_level = static_cast<log::Level>(i);
-  }
+  s.log_level = log_level_of(r);
   s.log_file = r.get_string("LOG_FILE");
-  const std::string& trace = r.get_string("COLL_TRACE");
-  for (std::size_t i = 0; i < std::size(kCollTrace); ++i) {
-    if (trace == kCollTrace[i]) s.coll_trace = static_cast<CollTrace>(i);
-  }
+  s.coll_trace = coll_trace_of(r);
   s.coll_stats = r.get_bool("COLL_STATS");
   s.tune = r.get_tune("TUNE");
   s.tune_samples = static_cast<unsigned>(r.get_int("TUNE_SAMPLES"));

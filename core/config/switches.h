@@ -24,6 +24,10 @@ std::span<const Spec> all_switches();
 
 enum class CollTrace : std::uint8_t { None, Info, Debug };
 
+// The two switches a running job may change (Spec::runtime_writable).
+log::Level log_level_of(const Registry& r);
+CollTrace coll_trace_of(const Registry& r);
+
 struct Settings {
   bool enable = true;
   log::Level log_level = log::Level::Warn;

@@ -152,7 +152,7 @@ int comm_state_delete(MPI_Comm, int, void* attr, void*) {
 namespace {
 
 void trace_team(const CommState& st, const char* how) {
-  if (Runtime::instance().settings().coll_trace != config::CollTrace::Debug) return;
+  if (Runtime::instance().coll_trace() != config::CollTrace::Debug) return;
   const shm::NodeAlltoall* engine = st.team->node_alltoall();
   // leaders: of this rank's node when the hierarchical engine is built (a
   // derived team builds it at its first call that selects it).

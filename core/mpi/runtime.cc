@@ -9,14 +9,13 @@
 #include <string_view>
 
 #include "core/config/registry.h"
-#include "core/hier/zero_copy.h"
 #include "core/log.h"
 #include "core/mpi/comm_state.h"
+#include "core/mpi/counters.h"
 #include "core/mpi/dispatch.h"
 #if MLXA2A_HAVE_VERBS
 #include "core/mlx5/endpoint_pool.h"
 #include "core/mlx5/resources.h"
-#include "core/mlx5/zcopy_sender.h"
 #endif
 #include "core/mpi/engine_pool.h"
 #include "core/mpi/stacking.h"
@@ -30,45 +29,6 @@ namespace mlxa2a::core::mpi {
 constinit thread_local int ReentryGuard::depth_ __attribute__((tls_model("initial-exec"))) = 0;
 
 namespace {
-
-struct RdmaCounters {
-  std::uint64_t writes = 0;
-  std::uint64_t bytes = 0;
-  std::uint64_t qps_created = 0;
-  long qps_live = 0;
-  long mrs_live = 0;
-};
-
-RdmaCounters rdma_counters() {
-#if MLXA2A_HAVE_VERBS
-  const mlx5::PoolStats s = mlx5::EndpointPool::stats();
-  return {s.writes_posted, s.bytes_written, s.qps_created, s.qps_live, s.mrs_live};
-#else
-  return {};
-#endif
-}
-
-struct ZeroCopyStats {
-  std::uint64_t copied = 0, zero_copy = 0, staged = 0;
-  std::uint64_t hits = 0, misses = 0, evictions = 0, invalidations = 0, refused = 0;
-};
-
-ZeroCopyStats zero_copy_stats() {
-  const hier::NodeCopyCounters& n = hier::node_copy_counters();
-  ZeroCopyStats z;
-  z.copied = n.copied.load(std::memory_order_relaxed);
-  z.zero_copy = n.zero_copy.load(std::memory_order_relaxed);
-  z.staged = n.staged_fallbacks.load(std::memory_order_relaxed);
-#if MLXA2A_HAVE_VERBS
-  const mlx5::ZeroCopyCounters& c = mlx5::zero_copy_counters();
-  z.hits = c.hits.load(std::memory_order_relaxed);
-  z.misses = c.misses.load(std::memory_order_relaxed);
-  z.evictions = c.evictions.load(std::memory_order_relaxed);
-  z.invalidations = c.invalidations.load(std::memory_order_relaxed);
-  z.refused = c.refused.load(std::memory_order_relaxed);
-#endif
-  return z;
-}
 
 void shutdown_rdma() {
 #if MLXA2A_HAVE_VERBS
@@ -135,6 +95,7 @@ void Runtime::load_settings(std::uint64_t* all_equal_hash, std::string* all_equa
   config::Registry registry(config::all_switches());
   registry.load(config::process_environment());
   settings_ = config::settings_from(registry);
+  coll_trace_.store(settings_.coll_trace, std::memory_order_relaxed);
   log::configure(settings_.log_level, settings_.log_file);
   if (settings_.coll_stats) core::wait_cpu::enable();  // the "stats waits:" line
   // Printed once per job by warn_once_per_job() (any rank may hold a bad
@@ -157,6 +118,11 @@ void Runtime::load_settings(std::uint64_t* all_equal_hash, std::string* all_equa
 #endif
   *all_equal_hash = registry.all_equal_hash();
   *all_equal_summary = registry.all_equal_summary();
+}
+
+void Runtime::apply_runtime_switches(const config::Registry& r) {
+  coll_trace_.store(config::coll_trace_of(r), std::memory_order_relaxed);
+  log::set_level(config::log_level_of(r));
 }
 
 void Runtime::note_stacking() {

@@ -34,7 +34,11 @@ class Runtime {
   State state() const { return state_.load(std::memory_order_acquire); }
   // Valid once state() != Uninitialised.
   const config::Settings& settings() const { return settings_; }
-  bool trace() const { return settings_.coll_trace != config::CollTrace::None; }
+  // MLXA2A_COLL_TRACE as it is now: an MPI_T write may change it at any time.
+  config::CollTrace coll_trace() const { return coll_trace_.load(std::memory_order_relaxed); }
+  bool trace() const { return coll_trace() != config::CollTrace::None; }
+  // Applies a runtime-writable switch's new value (core/mpi/mpit.h).
+  void apply_runtime_switches(const config::Registry& r);
   const std::string& inactive_reason() const { return inactive_reason_; }
   int comm_keyval() const { return comm_keyval_; }
   int world_rank() const { return world_rank_; }
@@ -68,6 +72,7 @@ class Runtime {
   std::mutex mutex_;
   std::atomic<State> state_{State::Uninitialised};
   config::Settings settings_;
+  std::atomic<config::CollTrace> coll_trace_{config::CollTrace::None};
   std::string inactive_reason_;
   int comm_keyval_ = MPI_KEYVAL_INVALID;
   int self_keyval_ = MPI_KEYVAL_INVALID;

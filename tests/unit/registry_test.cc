@@ -158,5 +158,20 @@ TEST(Registry, SettingsSnapshotIsTyped) {
   EXPECT_EQ(s.rcache_max_bytes, 1ull << 30);
 }
 
+TEST(Registry, SetAtRunTimeParsesAndKeepsTheOldValueOnError) {
+  Registry r(all_switches());
+  r.load({{"MLXA2A_COLL_TRACE", "info"}});
+  std::string why;
+  ASSERT_TRUE(r.set("MLXA2A_COLL_TRACE", "debug", "MPI_T", &why)) << why;
+  EXPECT_EQ(r.get_string("COLL_TRACE"), "debug");
+  EXPECT_EQ(r.find("COLL_TRACE")->origin, "MPI_T");
+  EXPECT_FALSE(r.set("COLL_TRACE", "loud", "MPI_T", &why));
+  EXPECT_NE(why.find("expected"), std::string::npos) << why;
+  EXPECT_EQ(r.get_string("COLL_TRACE"), "debug");
+  EXPECT_TRUE(r.warnings().empty());  // a refused write is the caller's to report
+  EXPECT_FALSE(r.set("NO_SUCH_SWITCH", "1", "MPI_T", &why));
+  EXPECT_NE(why.find("NO_SUCH_SWITCH"), std::string::npos) << why;
+}
+
 }  // namespace
 }  // namespace mlxa2a::core::config
