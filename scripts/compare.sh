@@ -326,7 +326,7 @@ summary_data() {
         printf "%s %g %g %g %g %g %g", s, median("pmpi" SUBSEP s), lo("pmpi" SUBSEP s), hi("pmpi" SUBSEP s),
                median("mlxa2a" SUBSEP s), lo("mlxa2a" SUBSEP s), hi("mlxa2a" SUBSEP s)
         off = median("pmpi" SUBSEP s); on = median("mlxa2a" SUBSEP s)
-        printf " %s", (off > 0 ? on / off : "NaN")   # as in the table: ratio of the medians
+        if (off > 0) printf " %.4f", on / off; else printf " NaN"   # the table'"'"'s: ratio of the medians
         if (n > 0) printf " %g %g\n", lo(rk), hi(rk); else printf " NaN NaN\n"
       }
     }' "$out_dir/$1.data" >"$out_dir/$1.plot"

@@ -30,10 +30,19 @@ fake_launcher() {
 csv_plot() {
   local fmt
   for fmt in png svg; do
-    if ! "$top/scripts/compare.sh" "${short[@]}" --mpi "$mpi" --csv "$tmp/r.csv" \
-         --plot "$tmp/r.$fmt" >"$tmp/out" 2>&1; then
+    rm -rf "$tmp/keep" "$tmp/cwd"; mkdir -p "$tmp/cwd"
+    if ! (cd "$tmp/cwd" && "$top/scripts/compare.sh" "${short[@]}" --mpi "$mpi" --csv "$tmp/r.csv" \
+         --plot "$tmp/r.$fmt" --keep "$tmp/keep" >"$tmp/out" 2>&1); then
       fail "compare.sh --csv --plot ($fmt): $(tail -n 20 "$tmp/out")"; continue
     fi
+    [ -z "$(ls -A "$tmp/cwd")" ] || fail "compare.sh left files in its working directory: $(ls -A "$tmp/cwd")"
+    # The plotted ratio is the table's (ratio of the medians), per MPI and size.
+    local table plotted
+    table=$(awk '/^# mlxa2a vs PMPI: Open MPI/ { f = "ompi" } /^# mlxa2a vs PMPI: MPICH/ { f = "mpich" }
+                 /^[0-9]+ / { print f, $1, $4 }' "$tmp/out")
+    plotted=$(for f in "${families[@]}"; do awk -v f="$f" '{ printf "%s %s %.2f\n", f, $1, $8 }' "$tmp/keep/$f.plot"; done)
+    if [ -n "$table" ] && [ "$table" = "$plotted" ]; then pass "plotted ratios = table ratios"
+    else fail "plotted ratios differ: table: $table; plot data: $plotted"; fi
     # Every (family, mode, round, size) once: 2 modes x 2 rounds x 3 sizes.
     local want=$((12 * ${#families[@]})) got
     got=$(awk -F, 'NR > 1 && NF == 5 && $5 ~ /^[0-9.]+$/ { k[$1 "," $2 "," $3 "," $4] = 1 } END { print length(k) }' "$tmp/r.csv")
