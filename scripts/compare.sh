@@ -294,6 +294,7 @@ host_floor() {
 
 # awk: reads data lines "MODE SIZE AVG ROUND" into vals[MODE,SIZE,k] and
 # round_val[MODE,SIZE,ROUND]; median(), lo() and hi() over the k of a key.
+# shellcheck disable=SC2016  # awk's own $1..$4
 awk_stats='
   function sorted(key,   n, i, j, t) {
     n = count[key]

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by scripts/compare.sh and scripts/hwcheck: which program starts an
 # MPI family's ranks, and the syntax it speaks.
 #
