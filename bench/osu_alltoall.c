@@ -4,7 +4,9 @@
  * Written for mlxa2a so that with/without-mlxa2a comparisons run where the OSU
  * micro-benchmarks are not installed. It follows the semantics of OSU 7.x
  * osu_alltoall (no OSU code is used):
- *   - options -m [MIN:]MAX, -i ITER, -x WARMUP, -f, -c, -u, -M, -h, -v;
+ *   - options -m [MIN:]MAX, -i ITER, -x WARMUP, -f, -c, -u, -M, -T TYPE,
+ *     -z[P,..], -h, -v with OSU 7.4's letters and meanings (osu_options.h);
+ *     ours (-C) use letters OSU leaves free;
  *   - defaults 1000 timed + 100 warm-up iterations; messages larger than
  *     8192 bytes use 100 + 10 (an explicit -i / -x applies to both ranges);
  *   - sizes double from MIN (default 1) to MAX (default 1 MiB), capped so
@@ -15,7 +17,12 @@
  *   - with -c every received byte is checked after every call (a pattern that
  *     depends on sender, receiver, iteration and offset), plus guard bytes
  *     around the receive buffer; a "Validation" column reads Pass/Fail, the
- *     run stops at the first failing size and exits non-zero.
+ *     run stops at the first failing size and exits non-zero;
+ *   - with -z, per size the P50/P90/P99 (or -zP,..) of the per-iteration
+ *     latency, each iteration's latency being its mean over ranks (OSU's
+ *     definition), in columns after the others;
+ *   - with -T, the MPI_INT/MPI_FLOAT runs send bytes/4 elements per peer and
+ *     skip sizes below one element, as OSU does.
  * Output columns and widths are those of OSU 7.x, so existing parsers work.
  *
  * Thread safety: single-threaded MPI program (MPI_Init).
@@ -23,8 +30,6 @@
 #define _GNU_SOURCE
 #include <mpi.h>
 
-#include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +37,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "osu_options.h"
 
 #define BENCH_TITLE "OSU MPI All-to-All Personalized Exchange Latency Test"
 #define BENCH_NAME "osu_alltoall"
@@ -41,77 +48,33 @@
 #define PRECISION 2
 
 enum {
-    DEFAULT_ITERS_SMALL = 1000,
-    DEFAULT_WARMUP_SMALL = 100,
-    DEFAULT_ITERS_LARGE = 100,
-    DEFAULT_WARMUP_LARGE = 10,
-    DEFAULT_VALIDATION_WARMUP = 5,
     LARGE_MESSAGE_BYTES = 8192,
-    DEFAULT_MAX_BYTES = 1 << 20,
     /* Bytes checked after the receive region; one page before it keeps the
      * receive buffer page-aligned like OSU's. */
     GUARD_BYTES = 4096,
     MAX_REPORTED_ERRORS = 5,
 };
-#define DEFAULT_MEM_LIMIT ((size_t)512 * 1024 * 1024)
 #define GUARD_VALUE 0xA5
 
-struct options {
-    size_t min_bytes;
-    size_t max_bytes;
-    size_t iters_small, iters_large;
-    size_t warmup_small, warmup_large;
-    size_t validation_warmup;
-    size_t mem_limit;
-    int full;
-    int validate;
-    int thread_cpu;
+/* Buffers and identity shared by every size of a run. */
+struct run {
+    MPI_Comm comm;
+    int rank, nranks;
+    uint8_t *sendbuf, *recvbuf, *scratch;
+    double *lat_us;   /* this rank's latency per timed iteration (-z) */
+    double *lat_sum;  /* rank 0: the same summed over ranks (-z) */
+    size_t local_wrong, reported;
 };
 
-enum parse_result { PARSE_OK, PARSE_HELP, PARSE_VERSION, PARSE_BAD };
-
-struct bad_usage {
-    char opt;
-    const char *arg;
-    const char *what;
+/* What one size measured, as rank 0 prints it. */
+struct size_result {
+    double avg, min, max;
+    double tail[MAX_PERCENTILES];
+    size_t iters;
+    int errors;
 };
 
-static void print_help(void)
-{
-    printf("Usage: %s [options]\n"
-           "MPI_Alltoall latency (osu_alltoall-compatible, mlxa2a bench/).\n"
-           "Options:\n"
-           "  -h, --help              print this help\n"
-           "  -v, --version           print version info\n"
-           "  -f, --full              also print min/max latency over ranks and "
-           "iterations\n"
-           "  -m, --message-size      [MIN:]MAX bytes per peer; MIN: and :MAX "
-           "also work\n"
-           "                          (default %d:%d, sizes double)\n"
-           "  -i, --iterations        ITER timed iterations (default %d, %d "
-           "above %d bytes)\n"
-           "  -x, --warmup            ITER warm-up iterations (default %d, %d "
-           "above %d bytes)\n"
-           "  -c, --validation        check every received byte after every "
-           "call\n"
-           "  -u, --validation-warmup ITER untimed calls per iteration with -c "
-           "(default %d)\n"
-           "  -M, --mem-limit         SIZE max bytes per buffer per process "
-           "(default %zu)\n"
-           "  -T, --thread-cpu        (not OSU) per size, also print the calling "
-           "threads' CPU\n"
-           "                          time inside MPI_Alltoall, summed over "
-           "ranks and all calls\n"
-           "                          (warm-up included): \"# thread-cpu BYTES "
-           "CALLS NS\"\n",
-           BENCH_NAME, 1, DEFAULT_MAX_BYTES, DEFAULT_ITERS_SMALL,
-           DEFAULT_ITERS_LARGE, LARGE_MESSAGE_BYTES, DEFAULT_WARMUP_SMALL,
-           DEFAULT_WARMUP_LARGE, LARGE_MESSAGE_BYTES, DEFAULT_VALIDATION_WARMUP,
-           DEFAULT_MEM_LIMIT);
-    fflush(stdout);
-}
-
-/* The calling thread's CPU time in ns (-T): a fake NIC's progress thread
+/* The calling thread's CPU time in ns (-C): a fake NIC's progress thread
  * or an MPI progress thread is not counted. */
 static double thread_cpu_ns(void)
 {
@@ -122,161 +85,19 @@ static double thread_cpu_ns(void)
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
-/* Parses a non-negative decimal; returns 0 on success. */
-static int parse_size(const char *text, size_t *out)
+static MPI_Datatype mpi_type(enum bench_datatype t)
 {
-    char *end = NULL;
-    unsigned long long v;
-
-    if (text == NULL || *text == '\0' || *text == '-') {
-        return -1;
-    }
-    errno = 0;
-    v = strtoull(text, &end, 10);
-    if (errno != 0 || *end != '\0') {
-        return -1;
-    }
-    *out = (size_t)v;
-    return 0;
+    return t == DT_INT ? MPI_INT : t == DT_FLOAT ? MPI_FLOAT : MPI_CHAR;
 }
 
-/* "MAX", "MIN:MAX", "MIN:" or ":MAX", as OSU accepts. */
-static int parse_message_sizes(const char *text, struct options *o)
+static const char *type_name(enum bench_datatype t)
 {
-    const char *colon = strchr(text, ':');
-    char min_text[32];
-    size_t len;
-
-    if (colon == NULL) {
-        return parse_size(text, &o->max_bytes);
-    }
-    if (strchr(colon + 1, ':') != NULL) {
-        return -1;
-    }
-    len = (size_t)(colon - text);
-    if (len >= sizeof(min_text)) {
-        return -1;
-    }
-    memcpy(min_text, text, len);
-    min_text[len] = '\0';
-    if (len > 0 && (parse_size(min_text, &o->min_bytes) || o->min_bytes == 0)) {
-        return -1;
-    }
-    if (colon[1] != '\0' && parse_size(colon + 1, &o->max_bytes)) {
-        return -1;
-    }
-    return len == 0 && colon[1] == '\0' ? -1 : 0;
+    return t == DT_INT ? "MPI_INT" : t == DT_FLOAT ? "MPI_FLOAT" : "MPI_CHAR";
 }
 
-static enum parse_result parse_options(int argc, char **argv, struct options *o,
-                                       struct bad_usage *bad)
+static size_t type_size(enum bench_datatype t)
 {
-    static const struct option long_opts[] = {
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'v'},
-        {"full", no_argument, NULL, 'f'},
-        {"message-size", required_argument, NULL, 'm'},
-        {"iterations", required_argument, NULL, 'i'},
-        {"warmup", required_argument, NULL, 'x'},
-        {"validation", no_argument, NULL, 'c'},
-        {"validation-warmup", required_argument, NULL, 'u'},
-        {"mem-limit", required_argument, NULL, 'M'},
-        {"thread-cpu", no_argument, NULL, 'T'},
-        {NULL, 0, NULL, 0},
-    };
-    size_t v = 0;
-    int c;
-
-    o->min_bytes = 1;
-    o->max_bytes = DEFAULT_MAX_BYTES;
-    o->iters_small = DEFAULT_ITERS_SMALL;
-    o->iters_large = DEFAULT_ITERS_LARGE;
-    o->warmup_small = DEFAULT_WARMUP_SMALL;
-    o->warmup_large = DEFAULT_WARMUP_LARGE;
-    o->validation_warmup = DEFAULT_VALIDATION_WARMUP;
-    o->mem_limit = DEFAULT_MEM_LIMIT;
-    o->full = 0;
-    o->validate = 0;
-    o->thread_cpu = 0;
-
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "+:hvfm:i:x:cu:M:T", long_opts, NULL)) !=
-           -1) {
-        bad->opt = (char)c;
-        bad->arg = optarg;
-        switch (c) {
-        case 'h':
-            return PARSE_HELP;
-        case 'v':
-            return PARSE_VERSION;
-        case 'f':
-            o->full = 1;
-            break;
-        case 'c':
-            o->validate = 1;
-            break;
-        case 'T':
-            o->thread_cpu = 1;
-            break;
-        case 'm':
-            if (parse_message_sizes(optarg, o)) {
-                bad->what = "Invalid Message Size";
-                return PARSE_BAD;
-            }
-            break;
-        case 'i':
-            if (parse_size(optarg, &v) || v < 1) {
-                bad->what = "Invalid Number of Iterations";
-                return PARSE_BAD;
-            }
-            o->iters_small = o->iters_large = v;
-            break;
-        case 'x':
-            if (parse_size(optarg, &v)) {
-                bad->what = "Invalid Number of Warmup Iterations";
-                return PARSE_BAD;
-            }
-            o->warmup_small = o->warmup_large = v;
-            break;
-        case 'u':
-            if (parse_size(optarg, &v)) {
-                bad->what = "Invalid Number of Validation Warmup Iterations";
-                return PARSE_BAD;
-            }
-            o->validation_warmup = v;
-            break;
-        case 'M':
-            if (parse_size(optarg, &v) || v == 0) {
-                bad->what = "Invalid Memory Limit";
-                return PARSE_BAD;
-            }
-            o->mem_limit = v;
-            break;
-        case ':':
-            bad->opt = (char)optopt;
-            bad->arg = NULL;
-            bad->what = "Missing argument for option";
-            return PARSE_BAD;
-        default:
-            bad->opt = (char)optopt;
-            bad->arg = NULL;
-            bad->what = "Invalid Option";
-            return PARSE_BAD;
-        }
-    }
-    if (optind < argc) {
-        bad->opt = '?';
-        bad->arg = argv[optind];
-        bad->what = "Unexpected argument";
-        return PARSE_BAD;
-    }
-    if (o->max_bytes < o->min_bytes) {
-        bad->opt = 'm';
-        bad->arg = NULL;
-        bad->what = "Invalid Message Size (MIN > MAX)";
-        return PARSE_BAD;
-    }
-    return PARSE_OK;
+    return t == DT_INT ? sizeof(int) : t == DT_FLOAT ? sizeof(float) : 1;
 }
 
 /* Value of byte `offset` of the block that rank `src` sends to rank `dst` in
@@ -372,10 +193,9 @@ static void *page_alloc(size_t bytes)
     return p;
 }
 
-static void print_header(const struct options *o)
+static void print_header(const struct options *o, enum bench_datatype t)
 {
-    printf("\n# %s (mlxa2a osu-compatible)\n", BENCH_TITLE);
-    printf("# Datatype: MPI_CHAR.\n");
+    printf("# Datatype: %s.\n", type_name(t));
     printf("%-*s%*s", COL_SIZE_WIDTH, "# Size", COL_FIELD_WIDTH, "Avg Latency(us)");
     if (o->full) {
         printf("%*s%*s%*s", COL_FIELD_WIDTH, "Min Latency(us)", COL_FIELD_WIDTH,
@@ -384,23 +204,166 @@ static void print_header(const struct options *o)
     if (o->validate) {
         printf("%*s", COL_FIELD_WIDTH, "Validation");
     }
+    for (int k = 0; k < o->n_percentiles; k++) {
+        char title[32];
+        snprintf(title, sizeof(title), "P%d Tail Lat(us)", o->percentiles[k]);
+        printf("%*s", COL_FIELD_WIDTH, title);
+    }
     printf("\n");
     fflush(stdout);
 }
 
-static void print_row(const struct options *o, size_t bytes, double avg,
-                      double min, double max, size_t iters, int errors)
+static void print_row(const struct options *o, size_t bytes,
+                      const struct size_result *r)
 {
-    printf("%-*zu%*.*f", COL_SIZE_WIDTH, bytes, COL_FIELD_WIDTH, PRECISION, avg);
+    printf("%-*zu%*.*f", COL_SIZE_WIDTH, bytes, COL_FIELD_WIDTH, PRECISION,
+           r->avg);
     if (o->full) {
-        printf("%*.*f%*.*f%*zu", COL_FIELD_WIDTH, PRECISION, min, COL_FIELD_WIDTH,
-               PRECISION, max, COL_ITER_WIDTH, iters);
+        printf("%*.*f%*.*f%*zu", COL_FIELD_WIDTH, PRECISION, r->min,
+               COL_FIELD_WIDTH, PRECISION, r->max, COL_ITER_WIDTH, r->iters);
     }
     if (o->validate) {
-        printf("%*s", COL_FIELD_WIDTH, errors ? "Fail" : "Pass");
+        printf("%*s", COL_FIELD_WIDTH, r->errors ? "Fail" : "Pass");
+    }
+    for (int k = 0; k < o->n_percentiles; k++) {
+        printf("%*.*f", COL_FIELD_WIDTH, PRECISION, r->tail[k]);
     }
     printf("\n");
     fflush(stdout);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* -z: each iteration's latency averaged over ranks, sorted; percentile P
+ * is element round(iters * P / 100) - 1 (OSU 7.4's choice). */
+static void tail_latencies(const struct options *o, struct run *run,
+                           size_t iters, struct size_result *res)
+{
+    if (o->n_percentiles == 0) {
+        return;
+    }
+    MPI_Reduce(run->lat_us, run->lat_sum, (int)iters, MPI_DOUBLE, MPI_SUM, 0,
+               run->comm);
+    if (run->rank != 0) {
+        return;
+    }
+    qsort(run->lat_sum, iters, sizeof(double), cmp_double);
+    for (int k = 0; k < o->n_percentiles; k++) {
+        long idx = (long)(((double)iters * o->percentiles[k]) / 100.0 + 0.5) - 1;
+        idx = idx < 0 ? 0 : idx >= (long)iters ? (long)iters - 1 : idx;
+        res->tail[k] = run->lat_sum[idx] / run->nranks;
+    }
+}
+
+/* Runs warm-up + timed calls of one size; returns this thread's CPU ns
+ * inside MPI_Alltoall when -C is on. */
+static double time_calls(const struct options *o, struct run *run,
+                         size_t bytes, enum bench_datatype t, size_t iters,
+                         size_t warmup, double *total)
+{
+    int count = (int)(bytes / type_size(t));
+    MPI_Datatype dt = mpi_type(t);
+    double cpu_ns = 0.0;
+
+    for (size_t i = 0; i < iters + warmup; i++) {
+        if (o->validate) {
+            fill_send(run->sendbuf, bytes, run->rank, run->nranks, i);
+            poison_recv(run->recvbuf, bytes, run->rank, run->nranks, i);
+            for (size_t w = 0; w < o->validation_warmup; w++) {
+                MPI_Barrier(run->comm);
+                MPI_Alltoall(run->sendbuf, count, dt, run->scratch, count, dt,
+                             run->comm);
+            }
+            MPI_Barrier(run->comm);
+        }
+        double c0 = o->thread_cpu ? thread_cpu_ns() : 0.0;
+        double t0 = MPI_Wtime();
+        MPI_Alltoall(run->sendbuf, count, dt, run->recvbuf, count, dt,
+                     run->comm);
+        double t1 = MPI_Wtime();
+        if (o->thread_cpu) {
+            cpu_ns += thread_cpu_ns() - c0;
+        }
+        MPI_Barrier(run->comm);
+        if (o->validate) {
+            run->local_wrong += check_recv(run->recvbuf, bytes, run->rank,
+                                           run->nranks, i, &run->reported);
+        }
+        if (i >= warmup) {
+            *total += t1 - t0;
+            run->lat_us[i - warmup] = (t1 - t0) * 1e6;
+        }
+    }
+    return cpu_ns;
+}
+
+/* One size: time it, reduce over ranks, print on rank 0. Returns the number
+ * of ranks that saw wrong data (so far, with -c). */
+static int measure_size(const struct options *o, struct run *run,
+                        size_t bytes, enum bench_datatype t, size_t iters,
+                        size_t warmup)
+{
+    struct size_result res = {.iters = iters};
+    double total = 0.0;
+
+    MPI_Barrier(run->comm);
+    double cpu_ns = time_calls(o, run, bytes, t, iters, warmup, &total);
+    double mine = total * 1e6 / (double)iters, sum = 0.0;
+    MPI_Reduce(&mine, &res.min, 1, MPI_DOUBLE, MPI_MIN, 0, run->comm);
+    MPI_Reduce(&mine, &res.max, 1, MPI_DOUBLE, MPI_MAX, 0, run->comm);
+    MPI_Reduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, run->comm);
+    res.avg = sum / run->nranks;
+    tail_latencies(o, run, iters, &res);
+    if (o->validate) {
+        int local = run->local_wrong > 0;
+        MPI_Allreduce(&local, &res.errors, 1, MPI_INT, MPI_SUM, run->comm);
+    }
+    if (run->rank == 0) {
+        print_row(o, bytes, &res);
+    }
+    if (o->thread_cpu) {
+        double cpu_sum = 0.0;
+        MPI_Reduce(&cpu_ns, &cpu_sum, 1, MPI_DOUBLE, MPI_SUM, 0, run->comm);
+        if (run->rank == 0) {
+            printf("# thread-cpu %zu %zu %.0f\n", bytes,
+                   (iters + warmup) * (size_t)run->nranks, cpu_sum);
+            fflush(stdout);
+        }
+    }
+    MPI_Barrier(run->comm);
+    return res.errors;
+}
+
+/* All sizes of one datatype; returns the failing size or 0. */
+static size_t run_datatype(const struct options *o, struct run *run,
+                           enum bench_datatype t)
+{
+    size_t iters = o->iters_small, warmup = o->warmup_small;
+
+    if (run->rank == 0) {
+        print_header(o, t);
+    }
+    for (size_t bytes = o->min_bytes; bytes <= o->max_bytes; bytes *= 2) {
+        /* Like OSU, once past the threshold the large-message counts stay. */
+        if (bytes > LARGE_MESSAGE_BYTES) {
+            iters = o->iters_large;
+            warmup = o->warmup_large;
+        }
+        /* Whole elements only; a size below one element is skipped. */
+        size_t elems = bytes / type_size(t);
+        if (elems > 0 &&
+            measure_size(o, run, elems * type_size(t), t, iters, warmup)) {
+            return bytes;
+        }
+        if (bytes > o->max_bytes / 2) {
+            break; /* next doubling would overflow or pass MAX */
+        }
+    }
+    return 0;
 }
 
 static void fail_alloc(int rank, MPI_Comm comm)
@@ -410,157 +373,116 @@ static void fail_alloc(int rank, MPI_Comm comm)
     MPI_Abort(comm, EXIT_FAILURE);
 }
 
-int main(int argc, char **argv)
+/* Allocates and touches the buffers (as OSU's initialisation does). */
+static void setup_run(const struct options *o, struct run *run)
 {
-    MPI_Comm comm = MPI_COMM_WORLD;
-    struct options o;
-    struct bad_usage bad = {0, NULL, NULL};
-    enum parse_result parsed = parse_options(argc, argv, &o, &bad);
-    int rank = 0, nranks = 0;
+    size_t region = o->max_bytes * (size_t)run->nranks;
+    size_t iters = o->iters_small > o->iters_large ? o->iters_small
+                                                   : o->iters_large;
+    uint8_t *recv_alloc = page_alloc(region + 2 * (size_t)GUARD_BYTES);
 
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &nranks);
+    run->sendbuf = page_alloc(region > 0 ? region : 1);
+    run->recvbuf = recv_alloc ? recv_alloc + GUARD_BYTES : NULL;
+    /* Validation warm-up calls write here, not into the checked buffer. */
+    run->scratch = o->validate ? page_alloc(region > 0 ? region : 1) : NULL;
+    run->lat_us = calloc(iters, sizeof(double));
+    run->lat_sum = calloc(iters, sizeof(double));
+    if (!run->sendbuf || !recv_alloc || (o->validate && !run->scratch) ||
+        !run->lat_us || !run->lat_sum) {
+        fail_alloc(run->rank, run->comm);
+    }
+    memset(run->sendbuf, 1, region);
+    memset(recv_alloc, 0, region + 2 * (size_t)GUARD_BYTES);
+}
 
-    if (parsed != PARSE_OK) {
-        if (rank == 0) {
-            if (parsed == PARSE_BAD) {
-                if (bad.arg != NULL) {
-                    fprintf(stderr, "%s [-%c %s]\n\n", bad.what, bad.opt,
-                            bad.arg);
-                } else {
-                    fprintf(stderr, "%s [-%c]\n\n", bad.what, bad.opt);
-                }
-                fflush(stderr);
-                print_help();
-            } else if (parsed == PARSE_HELP) {
-                print_help();
-            } else {
-                printf("# %s (mlxa2a osu-compatible, OSU 7.x output format)\n",
-                       BENCH_TITLE);
-            }
-        }
-        MPI_Finalize();
+static void free_run(struct run *run)
+{
+    free(run->lat_sum);
+    free(run->lat_us);
+    free(run->scratch);
+    free(run->recvbuf ? run->recvbuf - GUARD_BYTES : NULL);
+    free(run->sendbuf);
+}
+
+/* Rank 0 answers -h, -v and bad usage; returns the exit status. */
+static int report_parse(enum parse_result parsed, const struct bad_usage *bad,
+                        int rank)
+{
+    if (rank != 0) {
         return parsed == PARSE_BAD ? EXIT_FAILURE : EXIT_SUCCESS;
     }
+    if (parsed == PARSE_BAD) {
+        if (bad->arg != NULL) {
+            fprintf(stderr, "%s [-%c %s]\n\n", bad->what, bad->opt, bad->arg);
+        } else {
+            fprintf(stderr, "%s [-%c]\n\n", bad->what, bad->opt);
+        }
+        fflush(stderr);
+        print_help(BENCH_NAME);
+        return EXIT_FAILURE;
+    }
+    if (parsed == PARSE_HELP) {
+        print_help(BENCH_NAME);
+    } else {
+        printf("# %s (mlxa2a osu-compatible, OSU 7.x output format)\n",
+               BENCH_TITLE);
+    }
+    return EXIT_SUCCESS;
+}
+
+/* Caps MAX as OSU does (-M and the int count); 0 when the run can go on. */
+static int check_limits(struct options *o, int rank, int nranks)
+{
     if (nranks < 2) {
         if (rank == 0) {
             fprintf(stderr, "This test requires at least two processes\n");
         }
-        MPI_Finalize();
-        return EXIT_FAILURE;
+        return -1;
     }
-    if (o.max_bytes > o.mem_limit / (size_t)nranks) {
-        o.max_bytes = o.mem_limit / (size_t)nranks;
+    if (o->max_bytes > o->mem_limit / (size_t)nranks) {
+        o->max_bytes = o->mem_limit / (size_t)nranks;
         if (rank == 0) {
             fprintf(stderr,
                     "Warning! Limiting max message size to: %zu. Increase -M, "
                     "--mem-limit for higher message sizes.\n",
-                    o.max_bytes);
+                    o->max_bytes);
         }
     }
-    if (o.max_bytes > (size_t)INT_MAX) {
-        o.max_bytes = (size_t)INT_MAX;
+    if (o->max_bytes > (size_t)INT_MAX) {
+        o->max_bytes = (size_t)INT_MAX;
     }
+    return 0;
+}
 
-    size_t region = o.max_bytes * (size_t)nranks;
-    uint8_t *sendbuf = page_alloc(region > 0 ? region : 1);
-    uint8_t *recv_alloc = page_alloc(region + 2 * (size_t)GUARD_BYTES);
-    uint8_t *recvbuf = recv_alloc + GUARD_BYTES;
-    /* Validation warm-up calls write here, not into the checked buffer. */
-    uint8_t *scratch = o.validate ? page_alloc(region > 0 ? region : 1) : NULL;
-    if (sendbuf == NULL || recv_alloc == NULL || (o.validate && !scratch)) {
-        fail_alloc(rank, comm);
+int main(int argc, char **argv)
+{
+    struct options o;
+    struct bad_usage bad = {0, NULL, NULL};
+    enum parse_result parsed = parse_options(argc, argv, &o, &bad);
+    struct run run = {.comm = MPI_COMM_WORLD};
+    size_t failed_size = 0;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(run.comm, &run.rank);
+    MPI_Comm_size(run.comm, &run.nranks);
+    if (parsed != PARSE_OK || check_limits(&o, run.rank, run.nranks) != 0) {
+        int status = parsed != PARSE_OK ? report_parse(parsed, &bad, run.rank)
+                                        : EXIT_FAILURE;
+        MPI_Finalize();
+        return status;
     }
-    /* Touch every page before timing, as OSU's buffer initialisation does. */
-    memset(sendbuf, 1, region);
-    memset(recv_alloc, 0, region + 2 * (size_t)GUARD_BYTES);
-
-    if (rank == 0) {
-        print_header(&o);
+    setup_run(&o, &run);
+    if (run.rank == 0) {
+        printf("\n# %s (mlxa2a osu-compatible)\n", BENCH_TITLE);
     }
-
-    size_t iters = o.iters_small, warmup = o.warmup_small;
-    size_t local_wrong = 0, reported = 0, failed_size = 0;
-    int errors = 0;
-    for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
-        int count = (int)bytes;
-        double total = 0.0;
-        double cpu_ns = 0.0; /* this thread's CPU inside MPI_Alltoall (-T) */
-
-        /* Like OSU, once past the threshold the large-message counts stay. */
-        if (bytes > LARGE_MESSAGE_BYTES) {
-            iters = o.iters_large;
-            warmup = o.warmup_large;
-        }
-        MPI_Barrier(comm);
-        for (size_t i = 0; i < iters + warmup; i++) {
-            if (o.validate) {
-                fill_send(sendbuf, bytes, rank, nranks, i);
-                poison_recv(recvbuf, bytes, rank, nranks, i);
-                for (size_t w = 0; w < o.validation_warmup; w++) {
-                    MPI_Barrier(comm);
-                    MPI_Alltoall(sendbuf, count, MPI_CHAR, scratch, count,
-                                 MPI_CHAR, comm);
-                }
-                MPI_Barrier(comm);
-            }
-            double c0 = o.thread_cpu ? thread_cpu_ns() : 0.0;
-            double t0 = MPI_Wtime();
-            MPI_Alltoall(sendbuf, count, MPI_CHAR, recvbuf, count, MPI_CHAR,
-                         comm);
-            double t1 = MPI_Wtime();
-            if (o.thread_cpu) {
-                cpu_ns += thread_cpu_ns() - c0;
-            }
-            MPI_Barrier(comm);
-            if (o.validate) {
-                local_wrong +=
-                    check_recv(recvbuf, bytes, rank, nranks, i, &reported);
-            }
-            if (i >= warmup) {
-                total += t1 - t0;
-            }
-        }
-
-        double mine = total * 1e6 / (double)iters;
-        double min = 0.0, max = 0.0, sum = 0.0;
-        MPI_Reduce(&mine, &min, 1, MPI_DOUBLE, MPI_MIN, 0, comm);
-        MPI_Reduce(&mine, &max, 1, MPI_DOUBLE, MPI_MAX, 0, comm);
-        MPI_Reduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, comm);
-        if (o.validate) {
-            int local = local_wrong > 0;
-            MPI_Allreduce(&local, &errors, 1, MPI_INT, MPI_SUM, comm);
-        }
-        if (rank == 0) {
-            print_row(&o, bytes, sum / nranks, min, max, iters, errors);
-        }
-        if (o.thread_cpu) {
-            double cpu_sum = 0.0;
-            MPI_Reduce(&cpu_ns, &cpu_sum, 1, MPI_DOUBLE, MPI_SUM, 0, comm);
-            if (rank == 0) {
-                printf("# thread-cpu %zu %zu %.0f\n", bytes,
-                       (iters + warmup) * (size_t)nranks, cpu_sum);
-                fflush(stdout);
-            }
-        }
-        MPI_Barrier(comm);
-        if (errors != 0) {
-            failed_size = bytes;
-            break;
-        }
-        if (bytes > o.max_bytes / 2) {
-            break; /* next doubling would overflow or pass MAX */
-        }
+    for (int k = 0; k < o.n_datatypes && failed_size == 0; k++) {
+        failed_size = run_datatype(&o, &run, o.datatypes[k]);
     }
-
-    free(scratch);
-    free(recv_alloc);
-    free(sendbuf);
+    free_run(&run);
     MPI_Finalize();
 
-    if (errors != 0) {
-        if (rank == 0) {
+    if (failed_size != 0) {
+        if (run.rank == 0) {
             printf("DATA VALIDATION ERROR: %s exited with status %d on message "
                    "size %zu.\n",
                    argv[0], EXIT_FAILURE, failed_size);

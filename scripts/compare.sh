@@ -11,6 +11,8 @@ set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 prog=compare.sh
+# shellcheck source=scripts/launcher.sh
+. "$top/scripts/launcher.sh"
 
 usage() {
   cat <<EOF
@@ -30,6 +32,10 @@ Options:
                    family that has a benchmark and a launcher)
   --env VAR=VAL    set for the with-mlxa2a runs only (repeatable), for
                    example --env MLXA2A_TUNE=0-inf:pmpi
+  --launcher CMD   start the ranks with CMD instead of mpirun.openmpi /
+                   mpiexec.mpich: e.g. HPC-X's or Spack's mpirun (Open MPI
+                   syntax for --mpi ompi, hydra's for mpich) or srun (any
+                   family; its own syntax); a path or a name on PATH
   --launcher-arg A pass A to the launcher in every run (repeatable), for
                    example --launcher-arg --hostfile --launcher-arg hosts
   --check          also validate every received byte (osu -c); a failure
@@ -38,6 +44,11 @@ Options:
                    <repo>/build)
   --timeout SEC    limit per run (default 600)
   --keep DIR       keep every run's output in DIR
+  --csv FILE       write every round's result to FILE (not only the medians):
+                   mpi,mode,round,bytes,avg_latency_us (mode: pmpi or mlxa2a)
+  --plot FILE      draw FILE.png or FILE.svg with gnuplot: per size, median
+                   latency without and with mlxa2a and their ratio, per MPI,
+                   min-max over rounds as bands (scripts/compare_plot.gp)
   --hosts R1,R2,.. run on a pretend cluster (scripts/cluster, docs/hosts.md,
                    needs root): R1 ranks on host h0, R2 on h1, ...; --np is
                    their sum. Launched by each MPI's own launcher over the
@@ -45,8 +56,9 @@ Options:
   -h, --help       this help
 
 Benchmarks: <build>/bench/osu_alltoall-{ompi,mpich}, or OSU's own osu_alltoall
-when OSU_ALLTOALL_OMPI / OSU_ALLTOALL_MPICH name it. Launchers: mpirun.openmpi
-and mpiexec.mpich (never the 'mpirun' alternative, which may be either).
+when OSU_ALLTOALL_OMPI / OSU_ALLTOALL_MPICH name it. Launchers: --launcher, else
+mpirun.openmpi and mpiexec.mpich (never the 'mpirun' alternative, which may be
+either). Every launcher gets "-n N".
 EOF
 }
 
@@ -78,6 +90,8 @@ keep=""
 extra_env=()
 hosts=""
 launcher_extra=()
+csv_file=""
+plot_file=""
 while [ $# -gt 0 ]; do
   opt=$1
   case "$opt" in
@@ -104,8 +118,13 @@ while [ $# -gt 0 ]; do
       extra_env+=("$val") ;;
     --build) build=$val ;;
     --launcher-arg) launcher_extra+=("$val") ;;
+    --launcher) [ -n "$val" ] || usage_error "--launcher needs a command"; launcher_override=$val ;;
     --timeout) positive_int "$opt" "$val"; run_timeout=$val ;;
     --keep) keep=$val ;;
+    --csv) csv_file=$val ;;
+    --plot)
+      [[ $val =~ \.(png|svg)$ ]] || usage_error "--plot wants a FILE.png or FILE.svg, not '$val'"
+      plot_file=$val ;;
     --hosts)
       [[ $val =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || usage_error "--hosts wants ranks per host like 2,2, not '$val'"
       hosts=$val ;;
@@ -114,6 +133,10 @@ while [ $# -gt 0 ]; do
 done
 if [ -n "$hosts" ]; then
   np=$(( ${hosts//,/+} ))
+  [ -z "$launcher_override" ] || usage_error "--hosts launches through the pretend cluster; --launcher does not apply"
+fi
+if [ -n "$plot_file" ] && ! command -v gnuplot >/dev/null; then
+  die "--plot needs gnuplot (scripts/setup.sh installs it: apt-get install gnuplot-nox)"
 fi
 [ -d "$build" ] || die "build directory $build not found (run scripts/build.sh or pass --build)"
 build=$(cd "$build" && pwd)
@@ -156,8 +179,6 @@ bench_args=(-m "$sizes")
 [ -z "$warmup" ] || bench_args+=(-x "$warmup")
 [ "$check" = 0 ] || bench_args+=(-c)
 
-family_label() { case "$1" in ompi) echo "Open MPI" ;; mpich) echo "MPICH" ;; esac; }
-family_launcher() { case "$1" in ompi) echo mpirun.openmpi ;; mpich) echo mpiexec.mpich ;; esac; }
 family_bench() {
   local var
   var=OSU_ALLTOALL_$(tr '[:lower:]' '[:upper:]' <<<"$1")
@@ -166,13 +187,12 @@ family_bench() {
 
 # Why a family cannot run, or nothing when it can.
 family_missing() {
-  local bench launcher
+  local bench
   bench=$(family_bench "$1")
-  launcher=$(family_launcher "$1")
   if [ ! -x "$bench" ]; then
     echo "benchmark $bench not found (build mlxa2a, or set OSU_ALLTOALL_$(tr '[:lower:]' '[:upper:]' <<<"$1"))"
-  elif ! command -v "$launcher" >/dev/null; then
-    echo "launcher $launcher not installed"
+  else
+    launcher_missing "$1"
   fi
 }
 
@@ -200,13 +220,14 @@ esac
 # lines to $out_dir/FAMILY.data. Returns non-zero (with the output shown) on
 # a failed or invalid run.
 run_one() {
-  local fam=$1 mode=$2 round=$3 bench launcher log err rc=0 cmd=()
+  local fam=$1 mode=$2 round=$3 bench launcher kind log err rc=0 cmd=()
   bench=$(family_bench "$fam")
   launcher=$(family_launcher "$fam")
+  kind=$(launcher_kind "$fam")
   log=$out_dir/$fam-$mode-$round.out
   err=$out_dir/$fam-$mode-$round.err
-  local launcher_args=("${launcher_extra[@]+"${launcher_extra[@]}"}" -np "$np")
-  if [ "$fam" = ompi ] && [ "$np" -gt "$cores" ] && [[ " ${launcher_extra[*]-} " != *" --oversubscribe "* ]]; then
+  local launcher_args=("${launcher_extra[@]+"${launcher_extra[@]}"}" -n "$np")
+  if [ "$kind" = ompi ] && [ "$np" -gt "$cores" ] && [[ " ${launcher_extra[*]-} " != *" --oversubscribe "* ]]; then
     launcher_args+=(--oversubscribe)
   fi
   if [ -n "$hosts" ]; then
@@ -223,7 +244,7 @@ run_one() {
   elif [ "$mode" = pmpi ]; then
     cmd=(timeout "$run_timeout" "$launcher" "${launcher_args[@]}" "$bench" "${bench_args[@]}")
   else
-    if [ "$fam" = ompi ]; then
+    if [ "$kind" = ompi ]; then
       # Open MPI forwards only what -x names to ranks (on other nodes).
       for kv in "${extra_env[@]+"${extra_env[@]}"}"; do launcher_args+=(-x "${kv%%=*}"); done
     fi
@@ -253,7 +274,7 @@ run_one() {
     } >&2
     return 1
   fi
-  awk -v mode="$mode" '$1 ~ /^[0-9]+$/ && NF >= 2 { print mode, $1, $2 }' "$log" >>"$out_dir/$fam.data"
+  awk -v mode="$mode" -v round="$round" '$1 ~ /^[0-9]+$/ && NF >= 2 { print mode, $1, $2, round }' "$log" >>"$out_dir/$fam.data"
 }
 
 # The cheapest flag exchange among $np processes of this host (no MPI, no
@@ -271,6 +292,72 @@ host_floor() {
   fi
 }
 
+# awk: reads data lines "MODE SIZE AVG ROUND" into vals[MODE,SIZE,k] and
+# round_val[MODE,SIZE,ROUND]; median(), lo() and hi() over the k of a key.
+# shellcheck disable=SC2016  # awk's own $1..$4
+awk_stats='
+  function sorted(key,   n, i, j, t) {
+    n = count[key]
+    for (i = 1; i <= n; i++) v[i] = vals[key, i]
+    for (i = 2; i <= n; i++)                # insertion sort: n is small
+      for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+    return n
+  }
+  function median(key,   n) { n = sorted(key); return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }
+  function lo(key) { sorted(key); return v[1] }
+  function hi(key) { return v[sorted(key)] }
+  { key = $1 SUBSEP $2; vals[key, ++count[key]] = $3; round_val[$1, $2, $4] = $3
+    if (!($4 in rseen)) { rseen[$4] = 1; rounds[++nrounds] = $4 }
+    if (!($2 in seen)) { seen[$2] = 1; order[++nsizes] = $2 } }
+'
+
+# Writes the plot data of one family (compare_plot.gp's columns): per size
+# the median, min and max over rounds without and with mlxa2a, the table's
+# ratio (of the medians) and the min and max of the per-round ratios.
+summary_data() {
+  awk "$awk_stats"'
+    END {
+      for (i = 1; i <= nsizes; i++) {
+        s = order[i]; rk = "ratio" SUBSEP s; n = 0
+        for (r = 1; r <= nrounds; r++) {
+          off = round_val["pmpi", s, rounds[r]]; on = round_val["mlxa2a", s, rounds[r]]
+          if (off > 0 && on != "") vals[rk, ++n] = on / off
+        }
+        count[rk] = n
+        printf "%s %g %g %g %g %g %g", s, median("pmpi" SUBSEP s), lo("pmpi" SUBSEP s), hi("pmpi" SUBSEP s),
+               median("mlxa2a" SUBSEP s), lo("mlxa2a" SUBSEP s), hi("mlxa2a" SUBSEP s)
+        off = median("pmpi" SUBSEP s); on = median("mlxa2a" SUBSEP s)
+        if (off > 0) printf " %.4f", on / off; else printf " NaN"   # the table'"'"'s: ratio of the medians
+        if (n > 0) printf " %g %g\n", lo(rk), hi(rk); else printf " NaN NaN\n"
+      }
+    }' "$out_dir/$1.data" >"$out_dir/$1.plot"
+}
+
+# Every round of the given families, one CSV line per run and size.
+write_csv() {
+  local fam
+  {
+    echo "mpi,mode,round,bytes,avg_latency_us"
+    for fam in "$@"; do
+      awk -v fam="$fam" '{ printf "%s,%s,%s,%s,%s\n", fam, $1, $4, $2, $3 }' "$out_dir/$fam.data"
+    done
+  } >"$csv_file"
+  echo "$prog: every round in $csv_file" >&2
+}
+
+draw_plot() {
+  local fam args=()
+  for fam in "$@"; do
+    summary_data "$fam"
+    args+=("$out_dir/$fam.plot" "$(family_label "$fam")")
+  done
+  gnuplot -c "$top/scripts/compare_plot.gp" "$plot_file" \
+    "osu\\_alltoall without and with mlxa2a, np=$np${hosts:+ on hosts $hosts}, $rounds rounds" "${args[@]}" \
+    >"$out_dir/gnuplot.log" 2>&1 || die "gnuplot failed: $(cat "$out_dir/gnuplot.log")"
+  [ -s "$plot_file" ] || die "gnuplot wrote no $plot_file"
+  echo "$prog: plot in $plot_file" >&2
+}
+
 # Prints the table for one family from its data file.
 print_table() {
   local fam=$1 shim=$2 env_text="none"
@@ -278,19 +365,12 @@ print_table() {
   echo
   echo "# mlxa2a vs PMPI: $(family_label "$fam"), np=$np${hosts:+ on pretend hosts $hosts}, $rounds rounds alternating without/with mlxa2a"
   echo "# benchmark: $(family_bench "$fam") ${bench_args[*]}"
+  [ -n "$hosts" ] || echo "# launcher: $(family_launcher "$fam") ($(launcher_kind "$fam") syntax)"
   echo "# shim: $shim (${hosts:+LD_PRELOAD, chosen by }mlxa2a-run); with-mlxa2a env: $env_text"
   echo "# host: $(uname -n), $cores cores, load average $load_at_start at start"
   echo "# host floor, measured now: $(host_floor)"
   echo "# median over rounds of the per-size average latency; ratio = mlxa2a / PMPI"
-  awk '
-    function median(key,   n, i, j, t, v) {
-      n = count[key]
-      for (i = 1; i <= n; i++) v[i] = vals[key, i]
-      for (i = 2; i <= n; i++)              # insertion sort: n is small
-        for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-      return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-    }
-    { key = $1 SUBSEP $2; vals[key, ++count[key]] = $3; if (!($2 in seen)) { seen[$2] = 1; order[++nsizes] = $2 } }
+  awk "$awk_stats"'
     END {
       printf "%-10s%16s%16s%12s\n", "# Size", "PMPI(us)", "mlxa2a(us)", "ratio"
       for (i = 1; i <= nsizes; i++) {
@@ -307,6 +387,7 @@ fi
 
 load_at_start=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo unknown)
 status=0
+completed=()
 for fam in "${families[@]}"; do
   bench=$(family_bench "$fam")
   if ! shim=$("$mlxa2a_run" --which "$bench" 2>"$out_dir/which.err"); then
@@ -324,9 +405,14 @@ for fam in "${families[@]}"; do
   done
   if [ "$ok" = 1 ]; then
     print_table "$fam" "$shim"
+    completed+=("$fam")
   else
     status=1
   fi
 done
+[ -z "$csv_file" ] || write_csv "${completed[@]+"${completed[@]}"}"
+if [ -n "$plot_file" ]; then
+  if [ ${#completed[@]} -gt 0 ]; then draw_plot "${completed[@]}"; else status=1; echo "$prog: nothing to plot" >&2; fi
+fi
 [ -z "$keep" ] || echo "$prog: raw outputs in $out_dir" >&2
 exit "$status"

@@ -10,7 +10,7 @@ so drift hits both alike. Per mode and size it prints medians over rounds of:
 
   lat   osu_alltoall's average latency (us);
   call  CPU per rank-call inside MPI_Alltoall: the calling threads' own CPU
-        clocks (osu_alltoall -T), so neither fakeverbs' progress thread (the
+        clocks (osu_alltoall -C), so neither fakeverbs' progress thread (the
         fake NIC: DMA, placement, completions) nor MPI_Init, barriers or
         start-up are in it;
   busy  call minus the CPU those threads spent waiting inside mlxa2a (for
@@ -81,7 +81,7 @@ def run(args, mode, size, iters):
     else:
         cmd = ["mpiexec.mpich"]
     warm = 20
-    cmd += ["-np", str(args.np), f"{b}/bench/osu_alltoall-{args.mpi}", "-T", "-m", f"{size}:{size}",
+    cmd += ["-np", str(args.np), f"{b}/bench/osu_alltoall-{args.mpi}", "-C", "-m", f"{size}:{size}",
             "-i", str(iters), "-x", str(warm)]
     with tempfile.NamedTemporaryFile(prefix="mlxa2a-hca-cpu-") as f:
         env["FAKEVERBS_CPU_FILE"] = f.name

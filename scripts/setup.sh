@@ -11,6 +11,7 @@ PACKAGES=(
   libhwloc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libucx-dev
+  gnuplot-nox
 )
 
 missing=()

@@ -15,23 +15,6 @@ bool shown(const Registry::Entry& e, const RenderOptions& o) {
   return e.spec->verbosity <= o.max_verbosity;
 }
 
-std::string type_text(const config::Spec& s) {
-  std::string t(to_string(s.type));
-  if (s.type == config::Type::Enum) {
-    t += " (";
-    for (std::size_t i = 0; i < s.choices.size(); ++i) {
-      if (i) t += '|';
-      t += s.choices[i];
-    }
-    t += ')';
-  } else if (s.type == config::Type::Int) {
-    t += " [" + std::to_string(s.min) + ".." + std::to_string(s.max) + "]";
-  } else if (s.type == config::Type::Size && s.size_max != config::kSizeInfinite) {
-    t += " [..." + config::format_size(s.size_max) + "]";
-  }
-  return t;
-}
-
 // Wraps text at about 76 columns, each line starting with prefix.
 std::string wrap(std::string_view text, std::string_view prefix) {
   std::string out, line(prefix);
@@ -73,13 +56,31 @@ std::string json_string(std::string_view s) {
   return out + "\"";
 }
 
+
+}  // namespace
+
+std::string type_text(const config::Spec& s) {
+  std::string t(to_string(s.type));
+  if (s.type == config::Type::Enum) {
+    t += " (";
+    for (std::size_t i = 0; i < s.choices.size(); ++i) {
+      if (i) t += '|';
+      t += s.choices[i];
+    }
+    t += ')';
+  } else if (s.type == config::Type::Int) {
+    t += " [" + std::to_string(s.min) + ".." + std::to_string(s.max) + "]";
+  } else if (s.type == config::Type::Size && s.size_max != config::kSizeInfinite) {
+    t += " [..." + config::format_size(s.size_max) + "]";
+  }
+  return t;
+}
+
 std::string default_text(const config::Spec& s) {
   // Show the canonical form ("16" stays "16", "4096" becomes "4K").
   const config::ParseResult r = config::parse_value(s, s.default_text);
   return r.value ? config::format_value(s, *r.value) : std::string(s.default_text);
 }
-
-}  // namespace
 
 std::string render_listing(const Registry& r, const RenderOptions& o) {
   std::string out;

@@ -13,6 +13,11 @@ struct RenderOptions {
   config::Verbosity max_verbosity = config::Verbosity::Tuner;
 };
 
+// A switch's type as shown to users ("int [0..64]", "enum (a|b)"), and its
+// default in canonical form ("4096" shows as "4K").
+std::string type_text(const config::Spec& s);
+std::string default_text(const config::Spec& s);
+
 // Human listing: name, type, default, current value and its source, description.
 std::string render_listing(const config::Registry& r, const RenderOptions& o);
 // A commented config file with the current values; valid MLXA2A_CONFIG_FILE input.
