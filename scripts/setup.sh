@@ -11,6 +11,7 @@ PACKAGES=(
   libhwloc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libucx-dev
+  python3-mpi4py  # mlxa2a-run with Python (tests/scripts); Debian builds it for Open MPI
 )
 
 missing=()

@@ -11,6 +11,7 @@
 #include "core/config/registry.h"
 #include "core/hier/zero_copy.h"
 #include "core/log.h"
+#include "core/mpi/build_info.h"
 #include "core/mpi/comm_state.h"
 #include "core/mpi/dispatch.h"
 #if MLXA2A_HAVE_VERBS
@@ -253,6 +254,7 @@ void Runtime::after_init() {
   std::uint64_t hash = 0;
   std::string summary;
   load_settings(&hash, &summary);
+  if (world_rank_ == 0) MLXA2A_LOG(Info, "%s", shim_build_info());
   note_stacking();
   const bool agreed = settings_agree_across_world(hash, summary);
 
