@@ -1,0 +1,48 @@
+// MLXA2A_COLL_STATS=json[:path]: one job-wide report, written by world rank 0
+// at MPI_Finalize (docs/stats.md has the schema), besides the per-rank lines.
+//
+// Every rank records into a process-wide store (mutex-guarded; any thread):
+// each MPI_Alltoall under (communicator size, path) with its bytes and time,
+// each measured tuning decision, set-up costs. At MPI_Finalize every rank's
+// store is gathered to rank 0 (core/stats/job_report.h renders it).
+//
+// Collective: enable() must be given the same value on every rank (the
+// MPI_Init agreement ORs the ranks' wishes, core/mpi/runtime.cc), because
+// write_report() is a gather over MPI_COMM_WORLD when enabled.
+// Cost when off: one relaxed atomic load per MPI_Alltoall.
+#pragma once
+
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/mpi/dispatch.h"
+#include "core/tune/candidate.h"
+
+namespace mlxa2a::core::mpi::job_stats {
+
+void enable(bool on) noexcept;
+bool enabled() noexcept;
+
+// Serves one call through impl, timed, and files it under the path the
+// dispatcher counted for it (thread_path_counts()). Returns impl's result.
+int timed(const AlltoallArgs& a, int (*impl)(const AlltoallArgs&));
+
+// A measured decision (core/mpi/tuning.cc): the candidates tried and their
+// agreed medians (max over ranks), in the same order.
+void note_decision(int comm_size, unsigned size_class, tuning::Candidate path,
+                   std::span<const tuning::Candidate> candidates,
+                   const std::vector<double>& medians_seconds, double agreement_seconds) noexcept;
+// Adds value to a named set-up cost (seconds or a count).
+void note_setup(const std::string& name, double value) noexcept;
+
+// Collective over MPI_COMM_WORLD when enabled(): gathers every rank's store
+// (with counters and setup, this rank's process-wide values) to rank 0, which
+// writes the JSON to path. Disables recording. Never throws.
+void write_report(const std::string& path, const std::map<std::string, double>& counters,
+                  const std::map<std::string, double>& setup) noexcept;
+
+}  // namespace mlxa2a::core::mpi::job_stats
