@@ -450,7 +450,7 @@ int alltoall(const AlltoallArgs& a) noexcept {
   if (ReentryGuard::nested()) return pmpi_alltoall(a);
   ReentryGuard guard;
   try {
-    if (job_stats::enabled()) return job_stats::timed(a, alltoall_impl);
+    const job_stats::CallTimer timer(a);  // MLXA2A_COLL_STATS=json
     return alltoall_impl(a);
   } catch (...) {
     // Nothing has been handed to an engine when an exception escapes the

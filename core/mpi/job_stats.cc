@@ -15,8 +15,6 @@ namespace mlxa2a::core::mpi::job_stats {
 
 namespace {
 
-std::atomic<bool> g_on{false};
-
 struct Store {
   std::mutex mutex;
   stats::RankStats stats;
@@ -57,18 +55,28 @@ bool write_file(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-void enable(bool on) noexcept { g_on.store(on, std::memory_order_relaxed); }
-bool enabled() noexcept { return g_on.load(std::memory_order_relaxed); }
+void enable(bool on) noexcept { detail::g_on.store(on, std::memory_order_relaxed); }
 
-int timed(const AlltoallArgs& a, int (*impl)(const AlltoallArgs&)) {
-  const PathCounts before = thread_path_counts();
-  const auto t0 = std::chrono::steady_clock::now();
-  const int rc = impl(a);
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (a.comm == MPI_COMM_NULL) return rc;  // as the trace: no communicator, no size
-  try {  // the call is served: nothing may escape to a caller that would retry it
+// The call in progress on this thread (at most one: see CallTimer).
+static thread_local struct {
+  PathCounts before;
+  std::chrono::steady_clock::time_point t0;
+} t_call;
+
+void CallTimer::start(const AlltoallArgs& a) noexcept {
+  args_ = &a;
+  t_call.before = thread_path_counts();
+  t_call.t0 = std::chrono::steady_clock::now();
+}
+
+void CallTimer::finish() noexcept {
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_call.t0).count();
+  const AlltoallArgs& a = *args_;
+  if (a.comm == MPI_COMM_NULL) return;  // as the trace: no communicator, no size
+  try {
     const auto [size, bytes] = size_and_bytes(a);
-    const char* path = path_of(before, thread_path_counts());
+    const char* path = path_of(t_call.before, thread_path_counts());
     std::lock_guard lock(store().mutex);
     stats::CallTotals& t = store().stats.calls[{size, path}];
     ++t.calls;
@@ -76,7 +84,6 @@ int timed(const AlltoallArgs& a, int (*impl)(const AlltoallArgs&)) {
     t.seconds += took;
   } catch (...) {
   }
-  return rc;
 }
 
 void note_decision(int comm_size, unsigned size_class, tuning::Candidate path,
