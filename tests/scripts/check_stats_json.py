@@ -2,7 +2,7 @@
 """Validates an MLXA2A_COLL_STATS=json report against docs/stats.md's schema
 and against the same run's trace (MLXA2A_COLL_TRACE=info output of all ranks).
 
-  check_stats_json.py REPORT TRACE_FILE NP [--expect-tuning]
+  check_stats_json.py REPORT TRACE_FILE NP [--expect-tuning] [--expect-rdma]
 
 The schema check is strict: exactly the documented keys and types. The trace
 check recomputes, per communicator size and path, each rank's calls and bytes
@@ -135,6 +135,11 @@ def main():
     decisions = validate_against_trace(rep, trace)
     if "--expect-tuning" in sys.argv:
         check(decisions > 0, "no measured decision in the run")
+    if "--expect-rdma" in sys.argv:
+        check(any(c["path"] == "rdma" for c in rep["calls"]), "no call took path rdma")
+        check(rep["counters"]["rdma_writes_posted"]["max"] > 0, "no RDMA write counted")
+        check(rep["counters"]["rdma_bytes_written"]["max"] > 0, "no RDMA byte counted")
+        check(rep["setup"]["rdma_qps_created"]["max"] > 0, "no queue pair counted")
     for e in errors:
         print("FAIL:", e)
     if errors:

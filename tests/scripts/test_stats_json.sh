@@ -71,4 +71,15 @@ if job mpmd "$mpirun" "${fwd[@]}" -np 1 "$app" --quick : \
   validate mpmd "$tmp/mlxa2a-stats.json" 3
   [ ! -e "$tmp/ignored.json" ] && pass "mpmd: only rank 0 writes" || fail "mpmd: a rank other than 0 wrote"
 fi
+# RDMA between 2 virtual nodes of 2 over fakeverbs: path rdma and its counters.
+if [ -n "${FAKEVERBS_LIB:-}" ]; then
+  mkdir -p "$tmp/fv"
+  export MLXA2A_NET_VERBS_LIBRARY="$FAKEVERBS_LIB" FAKEVERBS_QUIET=1 FAKEVERBS_DIR="$tmp/fv" \
+    MLXA2A_SHM_SLOT_SIZE=16K MLXA2A_DEBUG_NODE_SIZE=2 MLXA2A_NET_TIMEOUT=20000
+  [ "$fam" = ompi ] && fwd+=(-x MLXA2A_NET_VERBS_LIBRARY -x FAKEVERBS_QUIET -x FAKEVERBS_DIR
+                             -x MLXA2A_SHM_SLOT_SIZE -x MLXA2A_DEBUG_NODE_SIZE -x MLXA2A_NET_TIMEOUT)
+  run rdma "json:$tmp/rdma.json" 4 --quick && validate rdma "$tmp/rdma.json" 4 --expect-rdma
+else
+  echo "skip rdma: no fakeverbs (built without verbs)"
+fi
 finish_checks
