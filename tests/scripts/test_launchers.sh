@@ -66,6 +66,14 @@ for fam in ompi mpich; do
   chmod +x "$tmp/shims/python3"
   expect_out "$fam: python3 that is a shim script" "$libdir/libmlxa2a-$fam.so" \
     env PATH="$tmp/shims:$PATH" PYTHONPATH="$tmp/py-$fam" "$isolated" --which mpirun -np 2 python3 app.py
+  # An executable app.py: its "#!" line names the interpreter.
+  printf '#!/usr/bin/env python3\nprint(1)\n' >"$tmp/app-env.py"
+  printf '#!%s -u\nprint(1)\n' "$py" >"$tmp/app-abs.py"
+  chmod +x "$tmp/app-env.py" "$tmp/app-abs.py"
+  expect_out "$fam: ./app.py with #!/usr/bin/env python3" "$libdir/libmlxa2a-$fam.so" \
+    env PATH="$tmp/shims:$PATH" PYTHONPATH="$tmp/py-$fam" "$isolated" --which mpirun -np 2 "$tmp/app-env.py"
+  expect_out "$fam: ./app.py with #!/path/to/python -u" "$libdir/libmlxa2a-$fam.so" \
+    env PYTHONPATH="$tmp/py-$fam" "$isolated" --which srun -n 2 "$tmp/app-abs.py"
 done
 
 # The real thing: Debian's mpi4py, the real shim, a traced alltoall at np 2.
