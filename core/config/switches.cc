@@ -26,6 +26,12 @@ std::string check_nonzero_size(const Value& v) {
   return std::get<std::uint64_t>(v) > 0 ? std::string() : std::string("a size above 0, or inf");
 }
 
+std::string check_coll_stats(const Value& v) {
+  const std::string& s = std::get<std::string>(v);
+  if (parse_bool(s) || s == "json" || (s.rfind("json:", 0) == 0 && s.size() > 5)) return "";
+  return "a boolean (y/n), json, or json:PATH";
+}
+
 std::string check_nonempty(const Value& v) {
   return std::get<std::string>(v).empty() ? std::string("a library name or path") : std::string();
 }
@@ -82,14 +88,17 @@ constexpr Spec kSwitches[] = {
      .choices = kCollTrace,
      .runtime_writable = true},
     {.name = "COLL_STATS",
-     .type = Type::Bool,
+     .type = Type::String,
      .default_text = "n",
      .description = "At MPI_Finalize, print how many MPI_Alltoall calls of the finalizing "
                     "thread each path served (pmpi, shm). Counting is always on and does not "
                     "change any decision; the tests compare it with the trace. Also the RDMA "
                     "and zero-copy counters and the CPU time spent waiting inside mlxa2a "
-                    "(measured only with this switch).",
-     .verbosity = Verbosity::Tuner},
+                    "(measured only with this switch). json[:PATH]: the same lines, and rank 0 "
+                    "writes one job-wide JSON report to PATH (default mlxa2a-stats.json; "
+                    "docs/stats.md); wanted on any rank, it is made by all.",
+     .verbosity = Verbosity::Tuner,
+     .check = check_coll_stats},
     {.name = "TUNE",
      .type = Type::Tune,
      .default_text = "0-inf:auto",
@@ -338,7 +347,12 @@ Settings settings_from(const Registry& r) {
   s.log_level = log_level_of(r);
   s.log_file = r.get_string("LOG_FILE");
   s.coll_trace = coll_trace_of(r);
-  s.coll_stats = r.get_bool("COLL_STATS");
+  {
+    const std::string stats = r.get_string("COLL_STATS");
+    s.coll_stats_json = stats.rfind("json", 0) == 0;
+    s.coll_stats = s.coll_stats_json || parse_bool(stats).value_or(false);
+    s.coll_stats_path = stats.size() > 5 ? stats.substr(5) : "mlxa2a-stats.json";
+  }
   s.tune = r.get_tune("TUNE");
   s.tune_samples = static_cast<unsigned>(r.get_int("TUNE_SAMPLES"));
   s.tune_file = r.get_string("TUNE_FILE");

@@ -33,7 +33,9 @@ struct Settings {
   log::Level log_level = log::Level::Warn;
   std::string log_file;
   CollTrace coll_trace = CollTrace::None;
-  bool coll_stats = false;
+  bool coll_stats = false;       // the per-rank "stats" lines (y, json)
+  bool coll_stats_json = false;  // MLXA2A_COLL_STATS=json[:path] on this rank
+  std::string coll_stats_path;   // where rank 0 writes the job report
   tune::Table tune;
   unsigned tune_samples = 3;         // MLXA2A_TUNE_SAMPLES; 0 = no measurement
   std::string tune_file;             // MLXA2A_TUNE_FILE; empty = none

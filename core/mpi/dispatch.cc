@@ -9,6 +9,7 @@
 
 #include "core/log.h"
 #include "core/mpi/comm_state.h"
+#include "core/mpi/job_stats.h"
 #include "core/mpi/runtime.h"
 #include "core/mpi/shm_path.h"
 #include "core/mpi/stacking.h"
@@ -449,6 +450,7 @@ int alltoall(const AlltoallArgs& a) noexcept {
   if (ReentryGuard::nested()) return pmpi_alltoall(a);
   ReentryGuard guard;
   try {
+    const job_stats::CallTimer timer(a);  // MLXA2A_COLL_STATS=json
     return alltoall_impl(a);
   } catch (...) {
     // Nothing has been handed to an engine when an exception escapes the

@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <chrono>
+#include <map>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -10,6 +12,7 @@
 
 #include "core/config/registry.h"
 #include "core/log.h"
+#include "core/mpi/build_info.h"
 #include "core/mpi/comm_state.h"
 #include "core/mpi/counters.h"
 #include "core/mpi/dispatch.h"
@@ -18,6 +21,7 @@
 #include "core/mlx5/resources.h"
 #endif
 #include "core/mpi/engine_pool.h"
+#include "core/mpi/job_stats.h"
 #include "core/mpi/stacking.h"
 #include "core/mpi/tuning.h"
 #include "core/shm/options.h"
@@ -139,12 +143,16 @@ void Runtime::set_inactive(std::string reason) {
 bool Runtime::settings_agree_across_world(std::uint64_t hash, const std::string& summary) {
   // max(h) == min(h) on all ranks <=> consistent; min(h) = ~max(~h), so one
   // allreduce of {h, ~h} with MPI_MAX decides it. The third value says whether
-  // any rank has switch warnings: only then is a second collective needed.
-  std::uint64_t v[3] = {hash, ~hash, switch_warnings_.empty() ? 0u : 1u};
-  if (PMPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS) {
+  // any rank has switch warnings: only then is a second collective needed. The
+  // fourth whether any rank wants the job-wide stats report: then every rank
+  // takes part in its gather at MPI_Finalize (core/mpi/job_stats.h).
+  std::uint64_t v[4] = {hash, ~hash, switch_warnings_.empty() ? 0u : 1u,
+                        settings_.coll_stats_json ? 1u : 0u};
+  if (PMPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS) {
     MLXA2A_LOG(Error, "allreduce of the switch hash failed; mlxa2a stands aside");
     return false;
   }
+  job_stats::enable(v[3] != 0);
   if (v[2] != 0) warn_once_per_job();
   if (v[0] == ~v[1]) return true;
   if (world_rank_ == 0 || hash != v[0]) {
@@ -199,6 +207,7 @@ void Runtime::warn_once_per_job() {
 void Runtime::after_init() {
   std::lock_guard lock(mutex_);
   if (state() != State::Uninitialised) return;
+  const auto started = std::chrono::steady_clock::now();
   std::string found;
   if (!mpi_family_matches(&found)) {
     // Every MPI handle differs between the families: no MPI call is safe, not
@@ -219,6 +228,7 @@ void Runtime::after_init() {
   std::uint64_t hash = 0;
   std::string summary;
   load_settings(&hash, &summary);
+  if (world_rank_ == 0) MLXA2A_LOG(Info, "%s", shim_build_info());
   note_stacking();
   const bool agreed = settings_agree_across_world(hash, summary);
 
@@ -255,6 +265,9 @@ void Runtime::after_init() {
     }
     state_.store(State::Active, std::memory_order_release);
   }
+  job_stats::note_setup(
+      "init_seconds",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   MLXA2A_LOG(Debug, "initialised for %.*s: %s%s", static_cast<int>(kFamily.size()),
              kFamily.data(), state() == State::Active ? "active" : "inactive: ",
              inactive_reason_.c_str());
@@ -285,6 +298,28 @@ State Runtime::lazy_init() {
   MLXA2A_LOG(Warn, "MPI was initialised by a call mlxa2a does not wrap; mlxa2a stands aside");
   set_inactive("MPI initialised without mlxa2a's MPI_Init");
   return state();
+}
+
+void Runtime::write_job_stats() {
+  // This rank's process-wide counters (the per-rank "stats" lines' values).
+  const PathCounts c = thread_path_counts();
+  const RdmaCounters r = rdma_counters();
+  const ZeroCopyStats z = zero_copy_stats();
+  auto d = [](auto v) { return static_cast<double>(v); };
+  const std::map<std::string, double> counters = {
+      {"rdma_writes_posted", d(r.writes)},   {"rdma_bytes_written", d(r.bytes)},
+      {"rdma_qps_live", d(r.qps_live)},      {"rdma_mrs_live", d(r.mrs_live)},
+      {"zcopy_bytes_copied_on_node", d(z.copied)}, {"zcopy_bytes_zero_copy", d(z.zero_copy)},
+      {"zcopy_staged_fallbacks", d(z.staged)}, {"rcache_hits", d(z.hits)},
+      {"rcache_misses", d(z.misses)},        {"rcache_evictions", d(z.evictions)},
+      {"rcache_invalidations", d(z.invalidations)}, {"registrations_refused", d(z.refused)},
+      {"wait_cpu_seconds", d(core::wait_cpu::total_ns()) * 1e-9}};
+  const std::map<std::string, double> setup = {
+      {"rdma_qps_created", d(r.qps_created)},
+      {"tuning_trial_calls", d(c.trials)},
+      {"tuning_agreements", d(c.agreements)},
+      {"tuning_agreement_seconds", c.agreement_seconds}};
+  job_stats::write_report(settings_.coll_stats_path, counters, setup);
 }
 
 void Runtime::before_finalize() {
@@ -321,6 +356,7 @@ void Runtime::before_finalize() {
                static_cast<unsigned long long>(c.trials),
                static_cast<unsigned long long>(c.agreements), c.agreement_seconds * 1e6);
   }
+  if (job_stats::enabled()) write_job_stats();
   if (state() == State::Active && world_rank_ == 0 && !settings_.tune_file.empty()) {
     save_tune_file(settings_.tune_file);
   }

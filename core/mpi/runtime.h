@@ -68,6 +68,8 @@ class Runtime {
   // (core/mpi/stacking.h); a warning joins the switch warnings.
   void note_stacking();
   void set_inactive(std::string reason);
+  // MLXA2A_COLL_STATS=json: the job report (collective over MPI_COMM_WORLD).
+  void write_job_stats();
 
   std::mutex mutex_;
   std::atomic<State> state_{State::Uninitialised};

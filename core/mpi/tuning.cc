@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "core/log.h"
+#include "core/mpi/job_stats.h"
 #include "core/mpi/team.h"
 
 namespace mlxa2a::core::mpi {
@@ -221,6 +222,8 @@ void TeamTuning::decide(unsigned cls, ClassState& cs, MPI_Comm comm, double* agr
   std::snprintf(buf, sizeof buf, "; %u trial calls, agreement %.1f us)", cs.trials->total(),
                 *agreement_seconds * 1e6);
   cs.reason += buf;
+  // MLXA2A_COLL_STATS=json; before the reset, which frees `list`.
+  job_stats::note_decision(team_.size(), cls, cs.path, list, agreed, *agreement_seconds);
   cs.trials.reset();
   if (use_file_) {
     std::lock_guard lock(store().mutex);
