@@ -40,9 +40,12 @@ ZeroCopySender::~ZeroCopySender() {
 bool ZeroCopySender::acquire(const void* p, std::size_t len, hier::GatherSource* out) noexcept {
   held_.reset();
   try {
-    // Access 0: the leader's NIC only reads through the lkey (local read
-    // needs no flag), and a read-only send buffer registers too.
-    held_ = cache_->get(p, len, 0);
+    // LOCAL_WRITE although the NIC only reads: it makes the kernel pin the
+    // pages for writing, breaking copy-on-write and replacing the shared
+    // zero page first; a read-only pin could keep a page the process later
+    // stops using (stale bytes sent, docs/zerocopy.md). A read-only buffer
+    // is then refused and staged.
+    held_ = cache_->get(p, len, rcache::kLocalWrite);
   } catch (...) {  // the cache's slow path allocates
     held_.reset();
   }
