@@ -54,8 +54,11 @@ EndpointPool* EndpointPool::get(const NetOptions& opt, std::string* why) noexcep
                 std::chrono::steady_clock::now().time_since_epoch().count()) ^
                 reinterpret_cast<std::uintptr_t>(p.get());
             g_pool = std::move(p);
-            MLXA2A_LOG(Info, "RDMA: %s port %d (%s)%s", g_pool->device_->name().c_str(),
-                       g_pool->device_->port(), a.roce ? "RoCE" : "InfiniBand",
+            const Device& d = *g_pool->device_;
+            set_fabric_summary("hca=" + d.name() + ":" + std::to_string(d.port()) +
+                               (a.roce ? " link=roce " : " link=ib ") + describe(d.qos()));
+            MLXA2A_LOG(Info, "RDMA: %s port %d (%s) %s%s", d.name().c_str(), d.port(),
+                       a.roce ? "RoCE" : "InfiniBand", describe(d.qos()).c_str(),
                        v->have_mlx5 ? "" : ", libmlx5 absent");
           }
         }

@@ -142,31 +142,7 @@ Status Device::open(const Verbs& v, const NetOptions& opt, int cq_depth,
       if (!d->ctx_ || v.query_device(d->context(), &d->attr_) != 0) continue;
       const int first = w.port > 0 ? w.port : 1;
       const int last = w.port > 0 ? w.port : d->attr_.phys_port_cnt;
-      bool found = false;
-      for (int p = first; p <= last; ++p) {
-        ibv_port_attr pa{};
-        if (v.query_port(d->context(), static_cast<std::uint8_t>(p), &pa) != 0 ||
-            pa.state != IBV_PORT_ACTIVE) {
-          continue;
-        }
-        d->port_ = static_cast<std::uint8_t>(p);
-        d->addr_.mtu = static_cast<std::uint8_t>(pa.active_mtu);
-        d->addr_.roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
-        if (d->addr_.roce) {
-          ibv_gid g{};
-          const int idx = choose_gid(v, d->context(), d->port_, pa.gid_tbl_len, opt.gid_index,
-                                     &g, why);
-          if (idx < 0) continue;
-          d->addr_.gid_index = idx;
-          std::memcpy(d->addr_.gid, g.raw, sizeof g.raw);
-        } else {
-          if (pa.lid == 0) continue;  // no subnet manager has configured the port yet
-          d->addr_.lid = pa.lid;
-        }
-        found = true;
-        break;
-      }
-      if (!found) continue;
+      if (!d->take_port(first, last, opt, why)) continue;
       if (cq_depth > d->attr_.max_cqe) cq_depth = d->attr_.max_cqe;
       d->pd_ = VerbsPtr<ibv_pd>(v.alloc_pd(d->context()), {v.dealloc_pd, "ibv_dealloc_pd"});
       if (!d->pd_) {
@@ -190,6 +166,32 @@ Status Device::open(const Verbs& v, const NetOptions& opt, int cq_depth,
     *why = "out of memory";
     return Status::unavailable;
   }
+}
+
+bool Device::take_port(int first, int last, const NetOptions& opt, std::string* why) {
+  for (int p = first; p <= last; ++p) {
+    ibv_port_attr pa{};
+    if (v_.query_port(context(), static_cast<std::uint8_t>(p), &pa) != 0 ||
+        pa.state != IBV_PORT_ACTIVE) {
+      continue;
+    }
+    port_ = static_cast<std::uint8_t>(p);
+    addr_.mtu = static_cast<std::uint8_t>(pa.active_mtu);
+    addr_.roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+    if (addr_.roce) {
+      ibv_gid g{};
+      const int idx = choose_gid(v_, context(), port_, pa.gid_tbl_len, opt.gid_index, &g, why);
+      if (idx < 0) continue;
+      addr_.gid_index = idx;
+      std::memcpy(addr_.gid, g.raw, sizeof g.raw);
+    } else {
+      if (pa.lid == 0) continue;  // no subnet manager has configured the port yet
+      addr_.lid = pa.lid;
+    }
+    if (!resolve_qos(v_, context(), port_, pa, opt, &qos_, why)) continue;
+    return true;
+  }
+  return false;
 }
 
 Status MemoryRegion::create(std::shared_ptr<Device> dev, void* addr, std::size_t len, int access,
@@ -243,7 +245,7 @@ Status QueuePair::create(std::shared_ptr<Device> dev, const Caps& caps,
   q->dev_ = std::move(dev);
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
-  a.pkey_index = 0;
+  a.pkey_index = q->dev_->qos().pkey_index;
   a.port_num = q->dev_->port();
   a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
   if (v.modify_qp(q->get(), &a,
@@ -274,11 +276,13 @@ Status QueuePair::connect(const PortAddress& remote, std::uint32_t remote_qpn,
   a.max_dest_rd_atomic = 0;  // writes only: no RDMA READ/atomic is ever targeted at us
   a.min_rnr_timer = 12;      // 0.64 ms (IB spec table 45)
   a.ah_attr.port_num = dev_->port();
+  a.ah_attr.sl = dev_->qos().service_level;
   if (me.roce) {
     a.ah_attr.is_global = 1;
     std::memcpy(a.ah_attr.grh.dgid.raw, remote.gid, sizeof remote.gid);
     a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(me.gid_index);
     a.ah_attr.grh.hop_limit = 64;
+    a.ah_attr.grh.traffic_class = dev_->qos().traffic_class;
   } else {
     a.ah_attr.dlid = remote.lid;
   }

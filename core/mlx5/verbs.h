@@ -29,6 +29,7 @@ struct Verbs {
   int (*query_port_compat)(ibv_context*, uint8_t, _compat_ibv_port_attr*);
   decltype(&::ibv_query_gid) query_gid;
   decltype(&::_ibv_query_gid_ex) query_gid_ex;  // optional (rdma-core >= 31)
+  decltype(&::ibv_query_pkey) query_pkey;
   decltype(&::ibv_alloc_pd) alloc_pd;
   decltype(&::ibv_dealloc_pd) dealloc_pd;
   ibv_mr* (*reg_mr)(ibv_pd*, void*, size_t, int);

@@ -64,6 +64,29 @@ bool link_is_roce(int i) {
   return p == "eth" || p == "roce" || p == "ethernet";
 }
 
+// FAKEVERBS_PKEYS for an InfiniBand port: a comma list of values (0x... or
+// decimal), index order; a bad item or more than the table holds is
+// reported and the default (0xffff alone) used.
+std::vector<uint16_t> pkey_table(bool roce) {
+  const char* v = getenv("FAKEVERBS_PKEYS");
+  if (roce || !v || !*v) return {0xffff};
+  std::vector<uint16_t> out;
+  const char* p = v;
+  while (*p) {
+    char* end = nullptr;
+    const unsigned long k = strtoul(p, &end, 0);
+    if (end == p || k > 0xffff || (*end && *end != ',') ||
+        out.size() == size_t(Limits::kPkeyTableLen)) {
+      log_error("FAKEVERBS_PKEYS=%s: not a list of at most %d 16-bit values, using 0xffff", v,
+                Limits::kPkeyTableLen);
+      return {0xffff};
+    }
+    out.push_back(uint16_t(k));
+    p = *end ? end + 1 : end;
+  }
+  return out;
+}
+
 ibv_port_state port_state() {
   const char* v = getenv("FAKEVERBS_PORT_STATE");
   if (!v || !strcmp(v, "active")) return IBV_PORT_ACTIVE;
@@ -83,6 +106,7 @@ std::vector<DeviceSpec> make_devices() {
     d.index = i;
     d.roce = link_is_roce(i);
     d.port_state = port_state();
+    d.pkeys = pkey_table(d.roce);
     // Mellanox OUI 00:02:c9 in the GUID, node and device in the low bytes.
     d.guid = 0x0002c90300000000ull | (uint64_t(node) << 8) | uint64_t(i);
     if (d.roce) {

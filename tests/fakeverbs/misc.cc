@@ -26,7 +26,9 @@ FV_EXPORT int ibv_get_device_index(ibv_device* dev) {
 FV_EXPORT int ibv_get_pkey_index(ibv_context* c, uint8_t port, __be16 pkey) {
   Context* ctx = Context::from(c);
   if (!ctx || port != 1) return fail(EINVAL), -1;
-  if (be16toh(pkey) == 0xffff) return 0;
+  for (int i = 0; i < ctx->dev->pkey_table_len(); ++i) {
+    if (ctx->dev->pkey_at(i) == be16toh(pkey)) return i;
+  }
   errno = ENOENT;
   return -1;
 }
