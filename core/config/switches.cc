@@ -121,8 +121,10 @@ constexpr Spec kSwitches[] = {
     {.name = "NET_DEVICES",
      .type = Type::Devices,
      .default_text = "all",
-     .description = "RDMA devices and ports the inter-node engine may use: all, or a list "
-                    "such as mlx5_0:1,mlx5_1:1.",
+     .description = "RDMA devices and ports the inter-node engine may use: all (each leader "
+                    "takes the ACTIVE port nearest its cores by hwloc NUMA locality; leaders "
+                    "of a node on one NUMA node spread over its HCAs), or a list such as "
+                    "mlx5_0:1,mlx5_1:1, tried in that order.",
      .scope = Scope::AllEqual},
     {.name = "NET_ZCOPY_THRESHOLD",
      .type = Type::Size,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "core/mlx5/hca_choice.h"
 
 namespace mlxa2a::mlx5 {
 
@@ -57,6 +58,41 @@ int choose_gid(const Verbs& v, ibv_context* ctx, std::uint8_t port, int table_le
   }
   if (last_mapped < 0) *why = "no IPv4-mapped RoCE GID (set MLXA2A_NET_GID_INDEX)";
   return last_mapped;
+}
+
+// Without MLXA2A_NET_DEVICES: every ACTIVE port of every device, the one
+// choose_hca() takes first (then the others in list order, should it fail to
+// open). *reason: the choice's trace token. Opens each device briefly.
+std::vector<NetOptions::Port> ports_by_locality(const Verbs& v, ibv_device** list, int n,
+                                                const NetOptions& opt, std::string* reason) {
+  const std::unique_ptr<Locality> where = hwloc_locality();
+  std::vector<PortCandidate> cands;
+  for (int i = 0; i < n; ++i) {
+    VerbsPtr<ibv_context> ctx(v.open_device(list[i]), {v.close_device, "ibv_close_device"});
+    ibv_device_attr attr{};
+    if (!ctx || v.query_device(ctx.get(), &attr) != 0) continue;
+    const int numa = where ? where->numa_of(v, list[i]) : -1;
+    for (int p = 1; p <= attr.phys_port_cnt; ++p) {
+      ibv_port_attr pa{};
+      if (v.query_port(ctx.get(), static_cast<std::uint8_t>(p), &pa) != 0 ||
+          pa.state != IBV_PORT_ACTIVE) {
+        continue;
+      }
+      cands.push_back({v.get_device_name(list[i]), p,
+                       pa.link_layer == IBV_LINK_LAYER_ETHERNET, numa});
+    }
+  }
+  const HcaChoice c = choose_hca(cands, where ? where->my_numa() : std::vector<int>{},
+                                 opt.leader_slot);
+  std::vector<NetOptions::Port> out;
+  if (c.index < 0) return out;
+  *reason = c.reason;
+  out.push_back({cands[static_cast<std::size_t>(c.index)].device,
+                 cands[static_cast<std::size_t>(c.index)].port});
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    if (static_cast<int>(i) != c.index) out.push_back({cands[i].device, cands[i].port});
+  }
+  return out;
 }
 
 }  // namespace
@@ -127,9 +163,8 @@ Status Device::open(const Verbs& v, const NetOptions& opt, int cq_depth,
       return Status::unavailable;
     }
     std::vector<NetOptions::Port> wanted = opt.devices;
-    if (wanted.empty()) {
-      for (int i = 0; i < n; ++i) wanted.push_back({v.get_device_name(list.get()[i]), 0});
-    }
+    std::string reason = "MLXA2A_NET_DEVICES";
+    if (wanted.empty()) wanted = ports_by_locality(v, list.get(), n, opt, &reason);
     *why = "no ACTIVE port on the devices allowed (MLXA2A_NET_DEVICES)";
     for (const NetOptions::Port& w : wanted) {
       ibv_device* dev = nullptr;
@@ -157,6 +192,8 @@ Status Device::open(const Verbs& v, const NetOptions& opt, int cq_depth,
       }
       d->cq_depth_ = d->cq_->cqe;
       d->name_ = w.device;
+      // The first port tried is the one chosen; a later one is a fallback.
+      d->choice_ = &w == &wanted.front() ? reason : "fallback";
       *out = std::move(d);
       why->clear();
       return Status::ok;

@@ -63,6 +63,9 @@ class Device {
   const std::string& name() const { return name_; }
   // Traffic class, SL and P_Key every QP on this port uses (core/mlx5/qos.h).
   const Qos& qos() const { return qos_; }
+  // Why this port: "MLXA2A_NET_DEVICES", a locality token such as
+  // "numa1-near,rail2/2" (core/mlx5/hca_choice.h), or "fallback".
+  const std::string& choice() const { return choice_; }
 
  private:
   explicit Device(const Verbs& v) : v_(v) {}
@@ -79,6 +82,7 @@ class Device {
   ibv_device_attr attr_{};
   std::string name_;
   Qos qos_;
+  std::string choice_;
 };
 
 // Warnings for MLXA2A_NET_VERBS_LIBRARY / MLXA2A_NET_DEVICES values that name

@@ -47,6 +47,7 @@ void load(const char* library) {
                   bind(lib, "ibv_query_gid", v.query_gid, true) &&
                   bind(lib, "_ibv_query_gid_ex", v.query_gid_ex, false) &&
                   bind(lib, "ibv_query_pkey", v.query_pkey, true) &&
+                  bind(lib, "ibv_read_sysfs_file", v.read_sysfs_file, false) &&
                   bind(lib, "ibv_alloc_pd", v.alloc_pd, true) &&
                   bind(lib, "ibv_dealloc_pd", v.dealloc_pd, true) &&
                   bind(lib, "ibv_reg_mr", v.reg_mr, true) &&

@@ -30,6 +30,8 @@ struct Verbs {
   decltype(&::ibv_query_gid) query_gid;
   decltype(&::_ibv_query_gid_ex) query_gid_ex;  // optional (rdma-core >= 31)
   decltype(&::ibv_query_pkey) query_pkey;
+  // optional (infiniband/driver.h): device locality, "device/numa_node"
+  int (*read_sysfs_file)(const char* dir, const char* file, char* buf, size_t size);
   decltype(&::ibv_alloc_pd) alloc_pd;
   decltype(&::ibv_dealloc_pd) dealloc_pd;
   ibv_mr* (*reg_mr)(ibv_pd*, void*, size_t, int);

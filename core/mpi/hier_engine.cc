@@ -333,6 +333,7 @@ bool HierEngine::try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank,
     // no MPI call, yet a local peer may need this rank's MPI progress.
     opt.idle = [] { drive_mpi_progress(MPI_COMM_WORLD); };
     const hier::Plan plan(map, rank, 64);
+    opt.leader_slot = plan.leader_index();  // spreads a node's leaders over its HCAs
     std::vector<int> peers;
     for (int m = 0; m < map.nodes(); ++m) {
       if (m != plan.node() && plan.handled_by(m) == plan.leader_index()) {

@@ -320,6 +320,11 @@ FV_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, 
     else if (!strcmp(file, "fw_ver")) v = "20.31.1014";
     else if (!strcmp(file, "hca_type")) v = "MT4123";
     else if (!strcmp(file, "node_desc")) v = "fakeverbs HCA";
+    char numa[16];
+    if (!strcmp(file, "device/numa_node") && d.numa >= 0) {
+      snprintf(numa, sizeof numa, "%d", d.numa);  // FAKEVERBS_NUMA
+      v = numa;
+    }
     if (!v || size == 0) break;
     return snprintf(buf, size, "%s", v) >= int(size) ? int(size) - 1 : int(strlen(v));
   }

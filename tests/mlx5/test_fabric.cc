@@ -12,7 +12,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "core/mlx5/hca_choice.h"
 #include "core/mlx5/qos.h"
 #include "core/mlx5/resources.h"
 #include "core/mlx5/verbs.h"
@@ -22,13 +25,14 @@
 namespace mlxa2a::mlx5 {
 namespace {
 
+using Env = std::vector<std::pair<const char*, const char*>>;
+
 // Runs fn in one forked process with the given fakeverbs environment.
-void in_child(const std::function<int()>& fn, const char* link, const char* pkeys) {
+void in_child(const std::function<int()>& fn, const Env& env) {
   const auto res = shm::test::run_forked_nodes(
       {0},
       [&](shm::test::ForkBootstrap&, int) {
-        setenv("FAKEVERBS_LINK", link, 1);
-        if (pkeys) setenv("FAKEVERBS_PKEYS", pkeys, 1);
+        for (const auto& [k, v] : env) setenv(k, v, 1);
         return fn();
       },
       30);
@@ -108,13 +112,13 @@ TEST(FabricQos, InfiniBandQueuePairsUseTheChosenPkeyAndSl) {
         opt.service_level = 5;
         return check_qps(opt, 2, 5, 0);
       },
-      "ib", "0xffff,0x0001,0x8001");
-  in_child([] { return check_qps(test::test_options(), 0, 0, 0); }, "ib", nullptr);
+      Env{{"FAKEVERBS_LINK", "ib"}, {"FAKEVERBS_PKEYS", "0xffff,0x0001,0x8001"}});
+  in_child([] { return check_qps(test::test_options(), 0, 0, 0); }, Env{{"FAKEVERBS_LINK", "ib"}});
 }
 
 TEST(FabricQos, RoceQueuePairsCarryTheTrafficClass) {
   // UCX's default on RoCE: 106 (DSCP 26, ECN capable); the switch overrides.
-  in_child([] { return check_qps(test::test_options(), 0, 0, 106); }, "eth", nullptr);
+  in_child([] { return check_qps(test::test_options(), 0, 0, 106); }, Env{{"FAKEVERBS_LINK", "eth"}});
   in_child(
       [] {
         NetOptions opt = test::test_options();
@@ -122,7 +126,7 @@ TEST(FabricQos, RoceQueuePairsCarryTheTrafficClass) {
         opt.service_level = 3;
         return check_qps(opt, 0, 3, 96);
       },
-      "eth", nullptr);
+      Env{{"FAKEVERBS_LINK", "eth"}});
 }
 
 TEST(FabricQos, PkeyNotInTheTableOrLimitedIsRefused) {
@@ -132,14 +136,14 @@ TEST(FabricQos, PkeyNotInTheTableOrLimitedIsRefused) {
         opt.pkey = 0x7777;
         return refused(opt, "MLXA2A_NET_PKEY=0x7777 is not in the P_Key table");
       },
-      "ib", "0xffff,0x8001");
+      Env{{"FAKEVERBS_LINK", "ib"}, {"FAKEVERBS_PKEYS", "0xffff,0x8001"}});
   in_child(
       [] {
         NetOptions opt = test::test_options();
         opt.pkey = 0x8005;
         return refused(opt, "only limited membership");
       },
-      "ib", "0xffff,0x0005");
+      Env{{"FAKEVERBS_LINK", "ib"}, {"FAKEVERBS_PKEYS", "0xffff,0x0005"}});
 }
 
 // fakeverbs itself, as an HCA: INIT with an empty P_Key entry is refused.
@@ -169,7 +173,65 @@ TEST(FabricQos, FakeverbsRejectsAnEmptyPkeyEntry) {
         FT_CHECK(v->destroy_qp(qp) == 0);
         return 0;
       },
-      "ib", "0xffff,0x0000,0x8001");
+      Env{{"FAKEVERBS_LINK", "ib"}, {"FAKEVERBS_PKEYS", "0xffff,0x0000,0x8001"}});
+}
+
+TEST(HcaChoice, NearestFirstThenLeadersSpreadOverEquallyNearPorts) {
+  const std::vector<PortCandidate> c = {
+      {"mlx5_0", 1, false, 0}, {"mlx5_1", 1, false, 1}, {"mlx5_2", 1, false, 0},
+      {"mlx5_3", 1, false, 1}};
+  EXPECT_EQ(choose_hca(c, {1}, 0).index, 1);  // on NUMA 1: its first HCA
+  EXPECT_EQ(choose_hca(c, {1}, 1).index, 3);  // a second leader there: the other one
+  EXPECT_EQ(choose_hca(c, {1}, 2).index, 1);  // a third wraps around
+  EXPECT_EQ(choose_hca(c, {0}, 1).index, 2);
+  EXPECT_EQ(choose_hca(c, {1}, 1).reason, "numa1-near,rail2/2");
+  // The process's locality unknown: every port is as near, leaders spread.
+  EXPECT_EQ(choose_hca(c, {}, 3).index, 3);
+  EXPECT_EQ(choose_hca(c, {}, 3).reason, "numa1-unknown,rail4/4");
+  // Nothing on our NUMA node: unknown locality beats known-remote.
+  const std::vector<PortCandidate> d = {{"mlx5_0", 1, false, 0}, {"mlx5_1", 1, true, -1}};
+  EXPECT_EQ(choose_hca(d, {1}, 0).index, 1);
+  const std::vector<PortCandidate> e = {{"mlx5_0", 1, false, 0}};
+  EXPECT_EQ(choose_hca(e, {1}, 5).index, 0);
+  EXPECT_EQ(choose_hca(e, {1}, 5).reason, "numa0-remote,rail1/1");
+  EXPECT_EQ(choose_hca({}, {1}, 0).index, -1);
+}
+
+// Device::open over four fake HCAs on two NUMA nodes: the process (on NUMA
+// node 0 here, or of unknown locality) takes a port by locality and slot,
+// MLXA2A_NET_DEVICES still wins, and the device says why.
+int opens(int slot, std::vector<NetOptions::Port> devices, const char* want,
+          const char* want_choice) {
+  const Verbs* v = load_verbs();
+  FT_CHECK(v != nullptr);
+  NetOptions opt = test::test_options();
+  opt.leader_slot = slot;
+  opt.devices = std::move(devices);
+  std::shared_ptr<Device> dev;
+  std::string why;
+  FT_CHECK_STATUS(Device::open(*v, opt, 256, &dev, &why), Status::ok);
+  if (dev->name() != want || dev->choice() != want_choice) {
+    std::fprintf(stderr, "slot %d took %s (%s)\n", slot, dev->name().c_str(),
+                 dev->choice().c_str());
+  }
+  FT_CHECK(dev->name() == want);
+  FT_CHECK(dev->choice() == want_choice);
+  return 0;
+}
+
+TEST(HcaChoice, DeviceOpenTakesTheNearestHcaPerLeaderSlot) {
+  // Which NUMA node this process is on: hwloc's answer, as the engine sees it.
+  const std::unique_ptr<Locality> where = hwloc_locality();
+  ASSERT_NE(where, nullptr);
+  const std::vector<int> mine = where->my_numa();
+  if (mine.size() != 1 || mine[0] != 0) GTEST_SKIP() << "needs a process bound to NUMA node 0";
+  const Env env = {{"FAKEVERBS_DEVICES", "4"}, {"FAKEVERBS_NUMA", "1,0,1,0"}};
+  in_child([] { return opens(0, {}, "mlx5_1", "numa0-near,rail1/2"); }, env);
+  in_child([] { return opens(1, {}, "mlx5_3", "numa0-near,rail2/2"); }, env);
+  in_child([] { return opens(1, {{"mlx5_2", 0}}, "mlx5_2", "MLXA2A_NET_DEVICES"); }, env);
+  // Locality unknown (no FAKEVERBS_NUMA): list order, as before.
+  in_child([] { return opens(0, {}, "mlx5_0", "numa?-unknown,rail1/4"); },
+           Env{{"FAKEVERBS_DEVICES", "4"}});
 }
 
 }  // namespace
