@@ -60,7 +60,8 @@ void load(const char* library) {
                   bind(lib, "ibv_wc_status_str", v.wc_status_str, false) &&
                   bind(lib, "ibv_import_device", v.import_device, false) &&
                   bind(lib, "ibv_import_pd", v.import_pd, false) &&
-                  bind(lib, "ibv_unimport_pd", v.unimport_pd, false);
+                  bind(lib, "ibv_unimport_pd", v.unimport_pd, false) &&
+                  bind(lib, "ibv_is_fork_initialized", v.is_fork_initialized, false);
   if (!ok) return;  // lib stays open: harmless, and dlclose could race a user
   // libmlx5 from beside the verbs library when that was given as a path: a
   // provider binds to whatever libibverbs.so.1 is loaded, so a real libmlx5

@@ -47,6 +47,8 @@ struct Verbs {
   decltype(&::ibv_import_device) import_device;
   decltype(&::ibv_import_pd) import_pd;
   decltype(&::ibv_unimport_pd) unimport_pd;
+  // Optional (rdma-core >= 35): what fork() does to MRs (core/mlx5/fork_watch.h).
+  decltype(&::ibv_is_fork_initialized) is_fork_initialized;
   bool have_mlx5 = false;  // libmlx5.so.1 was found (informational)
 
   // As verbs.h's ibv_query_port: the extended op when the provider has it.

@@ -57,6 +57,8 @@ class ZeroCopySender final : public hier::SendRegistration {
   ZeroCopySender() = default;
   void count() noexcept;
 
+  bool flush_on_fork_ = true;      // fork_watch.h: this library needs it
+  std::uint64_t forks_seen_ = 0;   // fork_generation() at the last acquire
   // Declared in construction order; destroyed in reverse.
   std::unique_ptr<SharedPd> pd_;
   std::unique_ptr<VerbsRegistrar> registrar_;

@@ -16,6 +16,8 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -41,7 +43,7 @@ using shm::test::ForkBootstrap;
 using shm::test::check_recv;
 using shm::test::fill_send;
 
-enum class Mode { layouts, memlock, stale, mixed, untouched };
+enum class Mode { layouts, memlock, stale, mixed, untouched, forked };
 
 struct Case {
   const char* name;
@@ -200,6 +202,29 @@ int untouched(Rank& r) {
   return 0;
 }
 
+// Issue 27: the application forks between two calls (system()-like: the
+// child exits at once) and then writes its send buffer again. The parent's
+// cached registration must not keep sending the pages the fork shared with
+// the child (docs/zerocopy.md, "Fork").
+int forked(Rank& r) {
+  const std::size_t bytes = 1000;
+  const std::size_t len = 2 * r.n * bytes;
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  FT_CHECK(p != MAP_FAILED);
+  auto* send = static_cast<unsigned char*>(p);
+  FT_CHECK(call(r, send, send + r.n * bytes, bytes, 600) == 0);
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  FT_CHECK(child > 0);
+  int status = 0;
+  FT_CHECK(waitpid(child, &status, 0) == child);
+  const std::uint64_t stale = stale_reads();
+  for (int it = 601; it < 604; ++it) FT_CHECK(call(r, send, send + r.n * bytes, bytes, it) == 0);
+  FT_CHECK(stale_reads() == stale);
+  munmap(p, len);
+  return 0;
+}
+
 // Issue 24: staged and zero-copy calls alternating on one engine, the send
 // and receive buffers at offsets 0-17 and 4095 inside one page-aligned arena
 // with guard bytes (the same pages at other offsets: the cache merges its
@@ -319,6 +344,7 @@ int run_rank(ForkBootstrap& boot, int rank, const Case& c, Mode mode,
     case Mode::stale: rc = remap(r, false); break;
     case Mode::mixed: rc = mixed(r); break;
     case Mode::untouched: rc = untouched(r); break;
+    case Mode::forked: rc = forked(r); break;
   }
   r.sender.reset();
   r.engine.reset();
@@ -368,6 +394,10 @@ TEST(ZeroCopyMixed, StagedAndZeroCopyCallsAlternateOverRemappedBuffers) {
 
 TEST(ZeroCopyAccess, UntouchedSendBufferIsPinnedWritable) {
   run_case(Case{"block", {0, 0, 1, 1}}, Mode::untouched);
+}
+
+TEST(ZeroCopyFork, ParentStaysCorrectAfterAForkBetweenCalls) {
+  run_case(Case{"block", {0, 0, 1, 1}}, Mode::forked);
 }
 
 TEST(ZeroCopyStale, WithoutInvalidationFakeverbsSeesTheStalePages) {
