@@ -55,6 +55,7 @@ class Locality {
 };
 
 // hwloc, then verbs' sysfs reader. nullptr if hwloc cannot load a topology.
+// Thread-safe; the topology is loaded once per process and kept.
 std::unique_ptr<Locality> hwloc_locality();
 
 }  // namespace mlxa2a::mlx5
