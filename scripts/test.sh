@@ -52,7 +52,7 @@ if [ "$sanitize" = 1 ]; then
       -Db_sanitize=address,undefined -Db_lundef=false
   fi
   ninja -C "$san" tests/rcache/test_rcache_patch tests/rcache/test_rcache_patch_race \
-    tests/rcache/test_rcache_ucm tests/shm/test_shm tests/mlx5/test_mlx5 \
+    tests/rcache/test_rcache_ucm tests/shm/test_shm tests/mlx5/test_mlx5 tests/mlx5/test_mlx5_fabric \
     tests/fakeverbs/lib/libibverbs.so.1 tests/fakeverbs/lib/libmlx5.so.1
   # Any sanitizer report fails the test instead of only being printed.
   ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

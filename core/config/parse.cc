@@ -47,7 +47,12 @@ std::optional<std::int64_t> parse_int(std::string_view text) {
   const char* begin = t.data();
   const char* end = t.data() + t.size();
   if (!t.empty() && *begin == '+') ++begin;
-  const auto [ptr, ec] = std::from_chars(begin, end, v);
+  int base = 10;  // 0x...: hex, for values written so (P_Keys)
+  if (end - begin > 2 && begin[0] == '0' && (begin[1] == 'x' || begin[1] == 'X')) {
+    begin += 2;
+    base = 16;
+  }
+  const auto [ptr, ec] = std::from_chars(begin, end, v, base);
   if (t.empty() || ec != std::errc() || ptr != end) return std::nullopt;
   return v;
 }

@@ -132,8 +132,10 @@ constexpr Spec kSwitches[] = {
     {.name = "NET_DEVICES",
      .type = Type::Devices,
      .default_text = "all",
-     .description = "RDMA devices and ports the inter-node engine may use: all, or a list "
-                    "such as mlx5_0:1,mlx5_1:1.",
+     .description = "RDMA devices and ports the inter-node engine may use: all (each leader "
+                    "takes the ACTIVE port nearest its cores by hwloc NUMA locality; leaders "
+                    "of a node on one NUMA node spread over its HCAs), or a list such as "
+                    "mlx5_0:1,mlx5_1:1, tried in that order.",
      .scope = Scope::AllEqual},
     {.name = "NET_ZCOPY_THRESHOLD",
      .type = Type::Size,
@@ -190,6 +192,37 @@ constexpr Spec kSwitches[] = {
      .verbosity = Verbosity::Tuner,
      .min = 0,
      .max = 7},
+    {.name = "NET_TRAFFIC_CLASS",
+     .type = Type::Int,
+     .default_text = "-1",
+     .description = "RoCE: the traffic class byte (DSCP << 2 | ECN) of the leaders' RDMA "
+                    "packets, so a PFC/ECN fabric puts them in its lossless class; -1 = "
+                    "UCX's default, 106 (DSCP 26) on RoCE, 0 on InfiniBand. Set it to what "
+                    "the site sets UCX_IB_TRAFFIC_CLASS to.",
+     .verbosity = Verbosity::Tuner,
+     .scope = Scope::AllEqual,
+     .min = -1,
+     .max = 255},
+    {.name = "NET_SL",
+     .type = Type::Int,
+     .default_text = "0",
+     .description = "The service level of the leaders' queue pairs (InfiniBand: SL to VL "
+                    "mapping; RoCE: the priority), as UCX_IB_SL.",
+     .verbosity = Verbosity::Tuner,
+     .scope = Scope::AllEqual,
+     .min = 0,
+     .max = 15},
+    {.name = "NET_PKEY",
+     .type = Type::Int,
+     .default_text = "-1",
+     .description = "InfiniBand: the partition key (by value, e.g. 0x8001; the low 15 bits "
+                    "are matched) looked up in the port's P_Key table; a port without it, "
+                    "or with only limited membership, is not used. -1 = the first "
+                    "full-member entry (UCX_IB_PKEY=auto). RoCE ports use their one entry.",
+     .verbosity = Verbosity::Tuner,
+     .scope = Scope::AllEqual,
+     .min = -1,
+     .max = 0xffff},
     {.name = "NET_VERBS_LIBRARY",
      .type = Type::String,
      .default_text = "libibverbs.so.1",
@@ -362,6 +395,9 @@ Settings settings_from(const Registry& r) {
   s.net_timeout_ms = static_cast<std::uint32_t>(r.get_int("NET_TIMEOUT"));
   s.net_qp_timeout = static_cast<std::uint8_t>(r.get_int("NET_QP_TIMEOUT"));
   s.net_retry_count = static_cast<std::uint8_t>(r.get_int("NET_RETRY_COUNT"));
+  s.net_traffic_class = static_cast<int>(r.get_int("NET_TRAFFIC_CLASS"));
+  s.net_service_level = static_cast<int>(r.get_int("NET_SL"));
+  s.net_pkey = static_cast<int>(r.get_int("NET_PKEY"));
   s.net_zcopy_threshold = r.get_size("NET_ZCOPY_THRESHOLD");
   s.net_pipeline = r.get_bool("NET_PIPELINE");
   s.net_verbs_library = r.get_string("NET_VERBS_LIBRARY");

@@ -46,6 +46,9 @@ struct Settings {
   std::uint32_t net_timeout_ms = 120000;
   std::uint8_t net_qp_timeout = 14;
   std::uint8_t net_retry_count = 7;
+  int net_traffic_class = -1;  // MLXA2A_NET_TRAFFIC_CLASS; -1: 106 on RoCE, 0 on IB
+  int net_service_level = 0;   // MLXA2A_NET_SL
+  int net_pkey = -1;           // MLXA2A_NET_PKEY; -1: first full-member entry
   std::string net_verbs_library = "libibverbs.so.1";
   // Zero-copy send side (docs/zerocopy.md): bytes per peer from which the
   // fixed rules take it; 0 = never, and no shared PD is set up.

@@ -20,6 +20,13 @@ struct NetOptions {
   std::uint32_t timeout_ms = 120000;  // MLXA2A_NET_TIMEOUT: an arrival awaited longer fails
   std::uint8_t qp_timeout = 14;       // MLXA2A_NET_QP_TIMEOUT: 4.096 us * 2^n per retry
   std::uint8_t retry_count = 7;       // MLXA2A_NET_RETRY_COUNT
+  // The fabric's QoS and partition (core/mlx5/qos.h), UCX's defaults:
+  int traffic_class = -1;  // MLXA2A_NET_TRAFFIC_CLASS; -1: 106 on RoCE, 0 on InfiniBand
+  int service_level = 0;   // MLXA2A_NET_SL
+  int pkey = -1;           // MLXA2A_NET_PKEY; -1: the first full-member P_Key
+  // This leader's index among its node's leaders: without MLXA2A_NET_DEVICES,
+  // leaders sharing a NUMA node spread over its HCAs (core/mlx5/hca_choice.h).
+  int leader_slot = 0;
   bool oversubscribed = false;        // yield the core between polls at once
   // Called about once per millisecond while a wait yields (e.g. to drive MPI
   // progress for a peer, core/mpi/team.cc). May be empty.

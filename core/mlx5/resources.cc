@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "core/mlx5/hca_choice.h"
 
 namespace mlxa2a::mlx5 {
 
@@ -57,6 +58,41 @@ int choose_gid(const Verbs& v, ibv_context* ctx, std::uint8_t port, int table_le
   }
   if (last_mapped < 0) *why = "no IPv4-mapped RoCE GID (set MLXA2A_NET_GID_INDEX)";
   return last_mapped;
+}
+
+// Without MLXA2A_NET_DEVICES: every ACTIVE port of every device, the one
+// choose_hca() takes first (then the others in list order, should it fail to
+// open). *reason: the choice's trace token. Opens each device briefly.
+std::vector<NetOptions::Port> ports_by_locality(const Verbs& v, ibv_device** list, int n,
+                                                const NetOptions& opt, std::string* reason) {
+  const std::unique_ptr<Locality> where = hwloc_locality();
+  std::vector<PortCandidate> cands;
+  for (int i = 0; i < n; ++i) {
+    VerbsPtr<ibv_context> ctx(v.open_device(list[i]), {v.close_device, "ibv_close_device"});
+    ibv_device_attr attr{};
+    if (!ctx || v.query_device(ctx.get(), &attr) != 0) continue;
+    const int numa = where ? where->numa_of(v, list[i]) : -1;
+    for (int p = 1; p <= attr.phys_port_cnt; ++p) {
+      ibv_port_attr pa{};
+      if (v.query_port(ctx.get(), static_cast<std::uint8_t>(p), &pa) != 0 ||
+          pa.state != IBV_PORT_ACTIVE) {
+        continue;
+      }
+      cands.push_back({v.get_device_name(list[i]), p,
+                       pa.link_layer == IBV_LINK_LAYER_ETHERNET, numa});
+    }
+  }
+  const HcaChoice c = choose_hca(cands, where ? where->my_numa() : std::vector<int>{},
+                                 opt.leader_slot);
+  std::vector<NetOptions::Port> out;
+  if (c.index < 0) return out;
+  *reason = c.reason;
+  out.push_back({cands[static_cast<std::size_t>(c.index)].device,
+                 cands[static_cast<std::size_t>(c.index)].port});
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    if (static_cast<int>(i) != c.index) out.push_back({cands[i].device, cands[i].port});
+  }
+  return out;
 }
 
 }  // namespace
@@ -127,9 +163,8 @@ Status Device::open(const Verbs& v, const NetOptions& opt, int cq_depth,
       return Status::unavailable;
     }
     std::vector<NetOptions::Port> wanted = opt.devices;
-    if (wanted.empty()) {
-      for (int i = 0; i < n; ++i) wanted.push_back({v.get_device_name(list.get()[i]), 0});
-    }
+    std::string reason = "MLXA2A_NET_DEVICES";
+    if (wanted.empty()) wanted = ports_by_locality(v, list.get(), n, opt, &reason);
     *why = "no ACTIVE port on the devices allowed (MLXA2A_NET_DEVICES)";
     for (const NetOptions::Port& w : wanted) {
       ibv_device* dev = nullptr;
@@ -142,31 +177,7 @@ Status Device::open(const Verbs& v, const NetOptions& opt, int cq_depth,
       if (!d->ctx_ || v.query_device(d->context(), &d->attr_) != 0) continue;
       const int first = w.port > 0 ? w.port : 1;
       const int last = w.port > 0 ? w.port : d->attr_.phys_port_cnt;
-      bool found = false;
-      for (int p = first; p <= last; ++p) {
-        ibv_port_attr pa{};
-        if (v.query_port(d->context(), static_cast<std::uint8_t>(p), &pa) != 0 ||
-            pa.state != IBV_PORT_ACTIVE) {
-          continue;
-        }
-        d->port_ = static_cast<std::uint8_t>(p);
-        d->addr_.mtu = static_cast<std::uint8_t>(pa.active_mtu);
-        d->addr_.roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
-        if (d->addr_.roce) {
-          ibv_gid g{};
-          const int idx = choose_gid(v, d->context(), d->port_, pa.gid_tbl_len, opt.gid_index,
-                                     &g, why);
-          if (idx < 0) continue;
-          d->addr_.gid_index = idx;
-          std::memcpy(d->addr_.gid, g.raw, sizeof g.raw);
-        } else {
-          if (pa.lid == 0) continue;  // no subnet manager has configured the port yet
-          d->addr_.lid = pa.lid;
-        }
-        found = true;
-        break;
-      }
-      if (!found) continue;
+      if (!d->take_port(first, last, opt, why)) continue;
       if (cq_depth > d->attr_.max_cqe) cq_depth = d->attr_.max_cqe;
       d->pd_ = VerbsPtr<ibv_pd>(v.alloc_pd(d->context()), {v.dealloc_pd, "ibv_dealloc_pd"});
       if (!d->pd_) {
@@ -181,6 +192,8 @@ Status Device::open(const Verbs& v, const NetOptions& opt, int cq_depth,
       }
       d->cq_depth_ = d->cq_->cqe;
       d->name_ = w.device;
+      // The first port tried is the one chosen; a later one is a fallback.
+      d->choice_ = &w == &wanted.front() ? reason : "fallback";
       *out = std::move(d);
       why->clear();
       return Status::ok;
@@ -190,6 +203,32 @@ Status Device::open(const Verbs& v, const NetOptions& opt, int cq_depth,
     *why = "out of memory";
     return Status::unavailable;
   }
+}
+
+bool Device::take_port(int first, int last, const NetOptions& opt, std::string* why) {
+  for (int p = first; p <= last; ++p) {
+    ibv_port_attr pa{};
+    if (v_.query_port(context(), static_cast<std::uint8_t>(p), &pa) != 0 ||
+        pa.state != IBV_PORT_ACTIVE) {
+      continue;
+    }
+    port_ = static_cast<std::uint8_t>(p);
+    addr_.mtu = static_cast<std::uint8_t>(pa.active_mtu);
+    addr_.roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+    if (addr_.roce) {
+      ibv_gid g{};
+      const int idx = choose_gid(v_, context(), port_, pa.gid_tbl_len, opt.gid_index, &g, why);
+      if (idx < 0) continue;
+      addr_.gid_index = idx;
+      std::memcpy(addr_.gid, g.raw, sizeof g.raw);
+    } else {
+      if (pa.lid == 0) continue;  // no subnet manager has configured the port yet
+      addr_.lid = pa.lid;
+    }
+    if (!resolve_qos(v_, context(), port_, pa, opt, &qos_, why)) continue;
+    return true;
+  }
+  return false;
 }
 
 Status MemoryRegion::create(std::shared_ptr<Device> dev, void* addr, std::size_t len, int access,
@@ -243,7 +282,7 @@ Status QueuePair::create(std::shared_ptr<Device> dev, const Caps& caps,
   q->dev_ = std::move(dev);
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
-  a.pkey_index = 0;
+  a.pkey_index = q->dev_->qos().pkey_index;
   a.port_num = q->dev_->port();
   a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
   if (v.modify_qp(q->get(), &a,
@@ -274,11 +313,13 @@ Status QueuePair::connect(const PortAddress& remote, std::uint32_t remote_qpn,
   a.max_dest_rd_atomic = 0;  // writes only: no RDMA READ/atomic is ever targeted at us
   a.min_rnr_timer = 12;      // 0.64 ms (IB spec table 45)
   a.ah_attr.port_num = dev_->port();
+  a.ah_attr.sl = dev_->qos().service_level;
   if (me.roce) {
     a.ah_attr.is_global = 1;
     std::memcpy(a.ah_attr.grh.dgid.raw, remote.gid, sizeof remote.gid);
     a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(me.gid_index);
     a.ah_attr.grh.hop_limit = 64;
+    a.ah_attr.grh.traffic_class = dev_->qos().traffic_class;
   } else {
     a.ah_attr.dlid = remote.lid;
   }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/mlx5/options.h"
+#include "core/mlx5/qos.h"
 #include "core/mlx5/verbs.h"
 #include "core/status.h"
 
@@ -60,9 +61,17 @@ class Device {
   const PortAddress& address() const { return addr_; }
   const ibv_device_attr& attr() const { return attr_; }
   const std::string& name() const { return name_; }
+  // Traffic class, SL and P_Key every QP on this port uses (core/mlx5/qos.h).
+  const Qos& qos() const { return qos_; }
+  // Why this port: "MLXA2A_NET_DEVICES", a locality token such as
+  // "numa1-near,rail2/2" (core/mlx5/hca_choice.h), or "fallback".
+  const std::string& choice() const { return choice_; }
 
  private:
   explicit Device(const Verbs& v) : v_(v) {}
+  // The first ACTIVE, addressable port in [first, last] whose QoS resolves:
+  // fills port_, addr_, qos_. false with *why otherwise.
+  bool take_port(int first, int last, const NetOptions& opt, std::string* why);
   const Verbs& v_;
   VerbsPtr<ibv_context> ctx_;  // declared first: destroyed last
   VerbsPtr<ibv_pd> pd_;
@@ -72,6 +81,8 @@ class Device {
   PortAddress addr_;
   ibv_device_attr attr_{};
   std::string name_;
+  Qos qos_;
+  std::string choice_;
 };
 
 // Warnings for MLXA2A_NET_VERBS_LIBRARY / MLXA2A_NET_DEVICES values that name

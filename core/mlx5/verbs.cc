@@ -46,6 +46,8 @@ void load(const char* library) {
                   bind(lib, "ibv_query_port", v.query_port_compat, true) &&
                   bind(lib, "ibv_query_gid", v.query_gid, true) &&
                   bind(lib, "_ibv_query_gid_ex", v.query_gid_ex, false) &&
+                  bind(lib, "ibv_query_pkey", v.query_pkey, true) &&
+                  bind(lib, "ibv_read_sysfs_file", v.read_sysfs_file, false) &&
                   bind(lib, "ibv_alloc_pd", v.alloc_pd, true) &&
                   bind(lib, "ibv_dealloc_pd", v.dealloc_pd, true) &&
                   bind(lib, "ibv_reg_mr", v.reg_mr, true) &&
@@ -58,7 +60,8 @@ void load(const char* library) {
                   bind(lib, "ibv_wc_status_str", v.wc_status_str, false) &&
                   bind(lib, "ibv_import_device", v.import_device, false) &&
                   bind(lib, "ibv_import_pd", v.import_pd, false) &&
-                  bind(lib, "ibv_unimport_pd", v.unimport_pd, false);
+                  bind(lib, "ibv_unimport_pd", v.unimport_pd, false) &&
+                  bind(lib, "ibv_is_fork_initialized", v.is_fork_initialized, false);
   if (!ok) return;  // lib stays open: harmless, and dlclose could race a user
   // libmlx5 from beside the verbs library when that was given as a path: a
   // provider binds to whatever libibverbs.so.1 is loaded, so a real libmlx5

@@ -29,6 +29,9 @@ struct Verbs {
   int (*query_port_compat)(ibv_context*, uint8_t, _compat_ibv_port_attr*);
   decltype(&::ibv_query_gid) query_gid;
   decltype(&::_ibv_query_gid_ex) query_gid_ex;  // optional (rdma-core >= 31)
+  decltype(&::ibv_query_pkey) query_pkey;
+  // optional (infiniband/driver.h): device locality, "device/numa_node"
+  int (*read_sysfs_file)(const char* dir, const char* file, char* buf, size_t size);
   decltype(&::ibv_alloc_pd) alloc_pd;
   decltype(&::ibv_dealloc_pd) dealloc_pd;
   ibv_mr* (*reg_mr)(ibv_pd*, void*, size_t, int);
@@ -44,6 +47,8 @@ struct Verbs {
   decltype(&::ibv_import_device) import_device;
   decltype(&::ibv_import_pd) import_pd;
   decltype(&::ibv_unimport_pd) unimport_pd;
+  // Optional (rdma-core >= 35): what fork() does to MRs (core/mlx5/fork_watch.h).
+  decltype(&::ibv_is_fork_initialized) is_fork_initialized;
   bool have_mlx5 = false;  // libmlx5.so.1 was found (informational)
 
   // As verbs.h's ibv_query_port: the extended op when the provider has it.

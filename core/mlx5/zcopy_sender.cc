@@ -1,5 +1,7 @@
 #include "core/mlx5/zcopy_sender.h"
 
+#include "core/mlx5/fork_watch.h"
+
 namespace mlxa2a::mlx5 {
 
 ZeroCopyCounters& zero_copy_counters() noexcept {
@@ -17,6 +19,8 @@ Status ZeroCopySender::create(const Verbs* v, GroupBootstrap& node, std::shared_
   try {
     std::unique_ptr<ZeroCopySender> self(new ZeroCopySender);
     self->pd_ = std::move(pd);
+    self->flush_on_fork_ = watch_forks(*v);
+    self->forks_seen_ = fork_generation();
     self->registrar_ = std::make_unique<VerbsRegistrar>(*v, self->pd_->pd());
     std::string error;
     self->cache_ = rcache::RegCache::create(*self->registrar_, cache_opt, &error);
@@ -39,10 +43,19 @@ ZeroCopySender::~ZeroCopySender() {
 
 bool ZeroCopySender::acquire(const void* p, std::size_t len, hier::GatherSource* out) noexcept {
   held_.reset();
+  if (const std::uint64_t f = fork_generation(); f != forks_seen_) [[unlikely]] {
+    // This process forked since the last call: its cached MRs may name
+    // pages the child now shares (fork_watch.h). Nothing is held here.
+    forks_seen_ = f;
+    if (flush_on_fork_) cache_->purge();
+  }
   try {
-    // Access 0: the leader's NIC only reads through the lkey (local read
-    // needs no flag), and a read-only send buffer registers too.
-    held_ = cache_->get(p, len, 0);
+    // LOCAL_WRITE although the NIC only reads: it makes the kernel pin the
+    // pages for writing, breaking copy-on-write and replacing the shared
+    // zero page first; a read-only pin could keep a page the process later
+    // stops using (stale bytes sent, docs/zerocopy.md). A read-only buffer
+    // is then refused and staged.
+    held_ = cache_->get(p, len, rcache::kLocalWrite);
   } catch (...) {  // the cache's slow path allocates
     held_.reset();
   }

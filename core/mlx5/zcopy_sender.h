@@ -9,8 +9,9 @@
 //   agrees on unavailable). The result is the node's agreed SharedPd result,
 //   or unavailable when this rank's cache cannot be built (*why says which
 //   member and what); the caller must agree on it across the team.
-// * acquire() takes a Ref on the send buffer (access: local read only, so
-//   read-only memory registers too), fills the GatherSource from
+// * acquire() takes a Ref on the send buffer (access LOCAL_WRITE, so the
+//   kernel pins private writable pages, docs/zerocopy.md; read-only memory
+//   is refused and staged), fills the GatherSource from
 //   Ref::key_for(p) - the user's pointer, never the region - and keeps the
 //   Ref until release(). Cache and registrar counters go to the process-wide
 //   ZeroCopyCounters at each acquire.
@@ -56,6 +57,8 @@ class ZeroCopySender final : public hier::SendRegistration {
   ZeroCopySender() = default;
   void count() noexcept;
 
+  bool flush_on_fork_ = true;      // fork_watch.h: this library needs it
+  std::uint64_t forks_seen_ = 0;   // fork_generation() at the last acquire
   // Declared in construction order; destroyed in reverse.
   std::unique_ptr<SharedPd> pd_;
   std::unique_ptr<VerbsRegistrar> registrar_;

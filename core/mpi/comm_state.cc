@@ -6,6 +6,9 @@
 #include <new>
 
 #include "core/log.h"
+#if MLXA2A_HAVE_VERBS
+#include "core/mlx5/qos.h"
+#endif
 #include "core/mpi/runtime.h"
 
 namespace mlxa2a::core::mpi {
@@ -161,8 +164,14 @@ void trace_team(const CommState& st, const char* how) {
   // and refused at set-up (a derived team decides at its first call).
   const bool zcopy_refused = st.caps.rdma && !st.caps.zcopy && !st.team->zcopy_why().empty() &&
                              Runtime::instance().settings().net_zcopy_threshold != 0;
+#if MLXA2A_HAVE_VERBS
+  // fabric: this process's device, port and QoS, on leaders that opened one.
+  const std::string fabric = st.caps.rdma ? mlx5::fabric_summary() : std::string();
+#else
+  const std::string fabric;
+#endif
   log::trace("team id=%llu np=%d nodes=%d shm=%d hier=%d rdma=%d zcopy=%d leaders=%d "
-             "oversubscribed=%d cma=%d %s%s%s%s%s",
+             "oversubscribed=%d cma=%d %s%s%s%s%s%s%s",
              static_cast<unsigned long long>(st.id), st.team->size(), st.caps.nodes, st.caps.shm,
              st.caps.hier, st.caps.rdma, st.caps.zcopy,
              h ? h->plan().map().leader_count(h->plan().node()) : 0, st.team->oversubscribed(),
@@ -170,7 +179,8 @@ void trace_team(const CommState& st, const char* how) {
              st.caps.hier && !st.caps.rdma ? " no-rdma-because=" : "",
              st.caps.hier && !st.caps.rdma ? st.team->rdma_why().c_str() : "",
              zcopy_refused ? " no-zcopy-because=" : "",
-             zcopy_refused ? st.team->zcopy_why().c_str() : "");
+             zcopy_refused ? st.team->zcopy_why().c_str() : "", fabric.empty() ? "" : " ",
+             fabric.c_str());
 }
 
 // The state attached to comm (nullptr if none) in *out; false on an MPI error.

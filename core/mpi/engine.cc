@@ -21,6 +21,9 @@ EngineSettings EngineSettings::from(const config::Settings& s) {
   e.net_timeout_ms = s.net_timeout_ms;
   e.net_qp_timeout = s.net_qp_timeout;
   e.net_retry_count = s.net_retry_count;
+  e.net_traffic_class = s.net_traffic_class;
+  e.net_service_level = s.net_service_level;
+  e.net_pkey = s.net_pkey;
   e.net_verbs_library = s.net_verbs_library;
   e.zcopy_threshold = s.net_zcopy_threshold;
   e.pipeline = s.net_pipeline;

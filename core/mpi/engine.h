@@ -72,6 +72,9 @@ struct EngineSettings {
   std::uint32_t net_timeout_ms = 0;
   std::uint8_t net_qp_timeout = 0;
   std::uint8_t net_retry_count = 0;
+  int net_traffic_class = -1;  // MLXA2A_NET_TRAFFIC_CLASS / _SL / _PKEY
+  int net_service_level = 0;
+  int net_pkey = -1;
   std::string net_verbs_library;
   std::uint64_t zcopy_threshold = 0;  // MLXA2A_NET_ZCOPY_THRESHOLD; 0: no zero-copy
   bool pipeline = false;              // MLXA2A_NET_PIPELINE (all-equal)

@@ -324,12 +324,16 @@ bool HierEngine::try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank,
     opt.timeout_ms = s.net_timeout_ms;
     opt.qp_timeout = s.net_qp_timeout;
     opt.retry_count = s.net_retry_count;
+    opt.traffic_class = s.net_traffic_class;
+    opt.service_level = s.net_service_level;
+    opt.pkey = s.net_pkey;
     opt.verbs_library = s.net_verbs_library;
     opt.oversubscribed = oversubscribed;
     // Not the team's communicator: a leader waiting for another node makes
     // no MPI call, yet a local peer may need this rank's MPI progress.
     opt.idle = [] { drive_mpi_progress(MPI_COMM_WORLD); };
     const hier::Plan plan(map, rank, 64);
+    opt.leader_slot = plan.leader_index();  // spreads a node's leaders over its HCAs
     std::vector<int> peers;
     for (int m = 0; m < map.nodes(); ++m) {
       if (m != plan.node() && plan.handled_by(m) == plan.leader_index()) {

@@ -47,10 +47,8 @@ int env_int(const char* name, int def, int lo, int hi) {
   return int(x);
 }
 
-// Link layer for device i from "ib", "eth" or "ib,eth,...".
-bool link_is_roce(int i) {
-  const char* v = getenv("FAKEVERBS_LINK");
-  if (!v) return false;
+// Item i of a comma list (the last one repeated past its end).
+std::string list_item(const char* v, int i) {
   std::string s(v);
   std::vector<std::string> parts;
   size_t pos = 0;
@@ -60,8 +58,52 @@ bool link_is_roce(int i) {
     if (c == std::string::npos) break;
     pos = c + 1;
   }
-  const std::string& p = parts[size_t(i) < parts.size() ? size_t(i) : parts.size() - 1];
+  return parts[size_t(i) < parts.size() ? size_t(i) : parts.size() - 1];
+}
+
+// Link layer for device i from "ib", "eth" or "ib,eth,...".
+bool link_is_roce(int i) {
+  const char* v = getenv("FAKEVERBS_LINK");
+  if (!v) return false;
+  const std::string p = list_item(v, i);
   return p == "eth" || p == "roce" || p == "ethernet";
+}
+
+// NUMA node of device i from FAKEVERBS_NUMA ("0,1,..."), -1 if unset or bad.
+int numa_of(int i) {
+  const char* v = getenv("FAKEVERBS_NUMA");
+  if (!v || !*v) return -1;
+  const std::string p = list_item(v, i);
+  char* end = nullptr;
+  const long n = strtol(p.c_str(), &end, 10);
+  if (p.empty() || *end || n < 0 || n > 1023) {
+    log_error("FAKEVERBS_NUMA=%s: item %d is not a NUMA node number, left unknown", v, i);
+    return -1;
+  }
+  return int(n);
+}
+
+// FAKEVERBS_PKEYS for an InfiniBand port: a comma list of values (0x... or
+// decimal), index order; a bad item or more than the table holds is
+// reported and the default (0xffff alone) used.
+std::vector<uint16_t> pkey_table(bool roce) {
+  const char* v = getenv("FAKEVERBS_PKEYS");
+  if (roce || !v || !*v) return {0xffff};
+  std::vector<uint16_t> out;
+  const char* p = v;
+  while (*p) {
+    char* end = nullptr;
+    const unsigned long k = strtoul(p, &end, 0);
+    if (end == p || k > 0xffff || (*end && *end != ',') ||
+        out.size() == size_t(Limits::kPkeyTableLen)) {
+      log_error("FAKEVERBS_PKEYS=%s: not a list of at most %d 16-bit values, using 0xffff", v,
+                Limits::kPkeyTableLen);
+      return {0xffff};
+    }
+    out.push_back(uint16_t(k));
+    p = *end ? end + 1 : end;
+  }
+  return out;
 }
 
 ibv_port_state port_state() {
@@ -83,6 +125,8 @@ std::vector<DeviceSpec> make_devices() {
     d.index = i;
     d.roce = link_is_roce(i);
     d.port_state = port_state();
+    d.pkeys = pkey_table(d.roce);
+    d.numa = numa_of(i);
     // Mellanox OUI 00:02:c9 in the GUID, node and device in the low bytes.
     d.guid = 0x0002c90300000000ull | (uint64_t(node) << 8) | uint64_t(i);
     if (d.roce) {

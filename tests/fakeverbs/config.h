@@ -6,6 +6,11 @@
 // FAKEVERBS_PORT_STATE=active|down|init|armed   (default active)
 // FAKEVERBS_NODE=K          pretend node number (0..255): changes LIDs, GUIDs
 //                           and GIDs so ranks of one host can act as nodes
+// FAKEVERBS_PKEYS=k0,k1,... P_Key table of InfiniBand ports, by index (default
+//                           0xffff); RoCE ports have the one entry 0xffff
+// FAKEVERBS_NUMA=n[,...]    NUMA node of each device (comma list, the last
+//                           repeated), answered as sysfs "device/numa_node"
+//                           through ibv_read_sysfs_file (default: unknown)
 // FAKEVERBS_DIR=path        rendezvous directory (default: see rendezvous.h)
 // FAKEVERBS_FAULT=...       fault injection (see fault.h)
 //
@@ -43,7 +48,14 @@ struct DeviceSpec {
   uint16_t lid = 0;    // 0 on RoCE ports
   uint64_t guid = 0;   // host order
   ibv_gid gid{};       // GID index 0
+  std::vector<uint16_t> pkeys;  // P_Key table (host order), pkey_table_len() long
+  int numa = -1;                // FAKEVERBS_NUMA; -1: unknown (no answer)
   std::string address_key() const;  // how peers name this port (rendezvous)
+  int pkey_table_len() const { return roce ? 1 : Limits::kPkeyTableLen; }
+  // The entry at `index`, 0 (empty) past the configured ones.
+  uint16_t pkey_at(int index) const {
+    return index >= 0 && size_t(index) < pkeys.size() ? pkeys[size_t(index)] : 0;
+  }
 };
 
 const Limits& limits();

@@ -109,7 +109,7 @@ void fill_port_attr(const DeviceSpec& d, ibv_port_attr* p) {
   p->gid_tbl_len = Limits::kGidTableLen;
   p->port_cap_flags = d.roce ? 0x04010000u : 0x02514868u;
   p->max_msg_sz = 0x40000000;
-  p->pkey_tbl_len = d.roce ? 1 : Limits::kPkeyTableLen;
+  p->pkey_tbl_len = uint16_t(d.pkey_table_len());
   p->lid = d.lid;
   p->sm_lid = d.roce ? 0 : 1;
   p->max_vl_num = d.roce ? 0 : 4;
@@ -305,9 +305,8 @@ FV_EXPORT int ibv_query_gid_type(ibv_context* c, uint8_t port, unsigned index, i
 
 FV_EXPORT int ibv_query_pkey(ibv_context* c, uint8_t port, int index, __be16* pkey) {
   Context* ctx = Context::from(c);
-  int len = ctx && ctx->dev->roce ? 1 : Limits::kPkeyTableLen;
-  if (!ctx || port != 1 || index < 0 || index >= len) return fail(EINVAL);
-  *pkey = index == 0 ? htobe16(0xffff) : 0;
+  if (!ctx || port != 1 || index < 0 || index >= ctx->dev->pkey_table_len()) return fail(EINVAL);
+  *pkey = htobe16(ctx->dev->pkey_at(index));
   return 0;
 }
 
@@ -321,6 +320,11 @@ FV_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, 
     else if (!strcmp(file, "fw_ver")) v = "20.31.1014";
     else if (!strcmp(file, "hca_type")) v = "MT4123";
     else if (!strcmp(file, "node_desc")) v = "fakeverbs HCA";
+    char numa[16];
+    if (!strcmp(file, "device/numa_node") && d.numa >= 0) {
+      snprintf(numa, sizeof numa, "%d", d.numa);  // FAKEVERBS_NUMA
+      v = numa;
+    }
     if (!v || size == 0) break;
     return snprintf(buf, size, "%s", v) >= int(size) ? int(size) - 1 : int(strlen(v));
   }

@@ -12,11 +12,16 @@ bool port_gid(const DeviceSpec& d, int index, ibv_gid* gid, ibv_gid_type* type);
 
 using namespace fakeverbs;
 
-// Nothing of the fake depends on page pinning surviving fork; a child simply
-// must not use its parent's verbs objects (as with real verbs).
+// Accepted, not modelled: the fake does not mark MRs MADV_DONTFORK, so
+// ibv_is_fork_initialized stays DISABLED (below). A child must not use its
+// parent's verbs objects (as with real verbs).
 FV_EXPORT int ibv_fork_init(void) { return 0; }
 
-FV_EXPORT ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }
+// DISABLED: the fake's pins (vmsplice references, placement.cc) are not the
+// kernel's FOLL_PIN, so fork() makes the parent's registered pages
+// copy-on-write and its next write moves it off them - what an HCA's MR
+// sees on a kernel without fork support. Reporting UNNEEDED would be a lie.
+FV_EXPORT ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_DISABLED; }
 
 FV_EXPORT int ibv_get_device_index(ibv_device* dev) {
   const DeviceSpec* d = device_of(dev);
@@ -26,7 +31,9 @@ FV_EXPORT int ibv_get_device_index(ibv_device* dev) {
 FV_EXPORT int ibv_get_pkey_index(ibv_context* c, uint8_t port, __be16 pkey) {
   Context* ctx = Context::from(c);
   if (!ctx || port != 1) return fail(EINVAL), -1;
-  if (be16toh(pkey) == 0xffff) return 0;
+  for (int i = 0; i < ctx->dev->pkey_table_len(); ++i) {
+    if (ctx->dev->pkey_at(i) == be16toh(pkey)) return i;
+  }
   errno = ENOENT;
   return -1;
 }
@@ -54,8 +61,8 @@ FV_EXPORT ssize_t _ibv_query_gid_table(ibv_context* c, ibv_gid_entry* entries, s
 
 
 
-// rdma-core's own helpers for fork safety: with a kernel that keeps pinned
-// pages across fork (IBV_FORK_UNNEEDED, reported above) they do nothing.
+// rdma-core's own helpers for fork safety (MADV_DONTFORK / DOFORK): not
+// modelled, like ibv_fork_init above; they do nothing.
 FV_EXPORT int ibv_dontfork_range(void*, size_t) { return 0; }
 FV_EXPORT int ibv_dofork_range(void*, size_t) { return 0; }
 

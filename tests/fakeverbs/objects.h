@@ -72,6 +72,7 @@ struct Mr {
   Pd* pd = nullptr;
   uint32_t slot = 0;           // index in the PD's MR table (the owner's if imported)
   bool imported = false;       // ibv_import_mr: released by ibv_unimport_mr
+  unsigned access = 0;         // as registered (fakeverbs_mr_access)
 };
 
 // An MR or QP of `pd` is gone: frees an unimported PD with its last child.

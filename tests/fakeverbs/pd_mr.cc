@@ -266,6 +266,7 @@ FV_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* p, void* addr, size_t length, uint64_
   auto* mr = new Mr;
   mr->pd = pd;
   mr->slot = slot;
+  mr->access = access;
   mr->shell.owner = mr;
   ibv_mr& m = mr->shell.ibv;
   m.context = pd->ctx->ibv();
@@ -323,4 +324,15 @@ FV_EXPORT int ibv_dereg_mr(ibv_mr* m) {
   delete mr;
   pd_child_gone(pd);
   return 0;
+}
+
+// Test hook (FAKEVERBS_PRIVATE, not rdma-core): the access flags an MR of this
+// process was registered with, or -1 for a key it does not own. Lets a test
+// assert what an engine asked for (e.g. LOCAL_WRITE on send buffers), which
+// no verb reports back. Reached with dlsym(RTLD_DEFAULT, ...).
+FV_EXPORT int fakeverbs_mr_access(uint32_t key) {
+  std::lock_guard<std::mutex> g(g_mu);
+  Registry& r = registry();
+  auto it = r.by_key.find(key);
+  return it == r.by_key.end() ? -1 : int(it->second->access);
 }

@@ -65,8 +65,11 @@ const char* state_name(ibv_qp_state s) {
 // Value checks; returns an error message or nullptr.
 const char* check_values(const Qp& qp, const ibv_qp_attr& a, int mask) {
   const DeviceSpec& d = *qp.ctx->dev;
-  if ((mask & IBV_QP_PKEY_INDEX) && a.pkey_index >= (d.roce ? 1 : Limits::kPkeyTableLen))
+  if ((mask & IBV_QP_PKEY_INDEX) && a.pkey_index >= d.pkey_table_len())
     return "pkey_index out of the P_Key table";
+  // An empty entry (partition 0) names no partition: the HCA refuses it.
+  if ((mask & IBV_QP_PKEY_INDEX) && (d.pkey_at(a.pkey_index) & 0x7fff) == 0)
+    return "pkey_index names an empty P_Key table entry";
   if ((mask & IBV_QP_PORT) && a.port_num != 1) return "port_num must be 1";
   if ((mask & IBV_QP_ACCESS_FLAGS) &&
       (a.qp_access_flags & ~unsigned(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |

@@ -16,6 +16,8 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -41,7 +43,7 @@ using shm::test::ForkBootstrap;
 using shm::test::check_recv;
 using shm::test::fill_send;
 
-enum class Mode { layouts, memlock, stale, mixed };
+enum class Mode { layouts, memlock, stale, mixed, untouched, forked };
 
 struct Case {
   const char* name;
@@ -77,6 +79,17 @@ std::uint64_t stale_reads() {
   const std::uint64_t n = fn ? fn() : 0;
   dlclose(h);
   return n;
+}
+
+// The access flags fakeverbs recorded for an MR of this process (-1: none).
+int mr_access(std::uint32_t lkey) {
+  void* h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!h) return -1;
+  using Fn = int (*)(std::uint32_t);
+  auto fn = reinterpret_cast<Fn>(dlsym(h, "fakeverbs_mr_access"));
+  const int access = fn ? fn(lkey) : -1;
+  dlclose(h);
+  return access;
 }
 
 struct Rank {
@@ -162,6 +175,52 @@ int remap(Rank& r, bool invalidation) {
   } else {
     FT_CHECK(stale_reads() > stale);  // the detector works: this is what invalidation prevents
   }
+  munmap(p, len);
+  return 0;
+}
+
+// Issue 27: a send buffer registered before it was ever written (a fresh
+// mapping: every page is the shared zero page), then written and sent. The
+// registration must ask for LOCAL_WRITE, so the pin takes private pages;
+// pinned read-only, the leader would read the zero page fakeverbs reports
+// as stale (docs/zerocopy.md).
+int untouched(Rank& r) {
+  const std::size_t bytes = 1000;
+  const std::size_t len = 2 * r.n * bytes;
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  FT_CHECK(p != MAP_FAILED);
+  auto* send = static_cast<unsigned char*>(p);
+  hier::GatherSource src{};
+  FT_CHECK(r.sender->acquire(send, r.n * bytes, &src));
+  const int access = mr_access(src.lkey);
+  FT_CHECK(access >= 0);
+  FT_CHECK((access & IBV_ACCESS_LOCAL_WRITE) != 0);
+  const std::uint64_t stale = stale_reads();
+  FT_CHECK(call(r, send, send + r.n * bytes, bytes, 500) == 0);
+  FT_CHECK(stale_reads() == stale);
+  munmap(p, len);
+  return 0;
+}
+
+// Issue 27: the application forks between two calls (system()-like: the
+// child exits at once) and then writes its send buffer again. The parent's
+// cached registration must not keep sending the pages the fork shared with
+// the child (docs/zerocopy.md, "Fork").
+int forked(Rank& r) {
+  const std::size_t bytes = 1000;
+  const std::size_t len = 2 * r.n * bytes;
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  FT_CHECK(p != MAP_FAILED);
+  auto* send = static_cast<unsigned char*>(p);
+  FT_CHECK(call(r, send, send + r.n * bytes, bytes, 600) == 0);
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  FT_CHECK(child > 0);
+  int status = 0;
+  FT_CHECK(waitpid(child, &status, 0) == child);
+  const std::uint64_t stale = stale_reads();
+  for (int it = 601; it < 604; ++it) FT_CHECK(call(r, send, send + r.n * bytes, bytes, it) == 0);
+  FT_CHECK(stale_reads() == stale);
   munmap(p, len);
   return 0;
 }
@@ -284,6 +343,8 @@ int run_rank(ForkBootstrap& boot, int rank, const Case& c, Mode mode,
     case Mode::memlock: rc = memlock(r); break;
     case Mode::stale: rc = remap(r, false); break;
     case Mode::mixed: rc = mixed(r); break;
+    case Mode::untouched: rc = untouched(r); break;
+    case Mode::forked: rc = forked(r); break;
   }
   r.sender.reset();
   r.engine.reset();
@@ -329,6 +390,14 @@ TEST(ZeroCopyMemlock, EvictsAndStagesWhatCannotBePinned) {
 TEST(ZeroCopyMixed, StagedAndZeroCopyCallsAlternateOverRemappedBuffers) {
   run_case(Case{"block", {0, 0, 1, 1}}, Mode::mixed);
   run_case(Case{"irregular", {0, 1, 1, 0, 2, 2}}, Mode::mixed);
+}
+
+TEST(ZeroCopyAccess, UntouchedSendBufferIsPinnedWritable) {
+  run_case(Case{"block", {0, 0, 1, 1}}, Mode::untouched);
+}
+
+TEST(ZeroCopyFork, ParentStaysCorrectAfterAForkBetweenCalls) {
+  run_case(Case{"block", {0, 0, 1, 1}}, Mode::forked);
 }
 
 TEST(ZeroCopyStale, WithoutInvalidationFakeverbsSeesTheStalePages) {

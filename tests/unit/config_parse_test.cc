@@ -64,6 +64,11 @@ TEST(ParseInt, RejectsTrailingGarbageAndOverflow) {
   EXPECT_EQ(parse_int("+7"), 7);
   EXPECT_EQ(parse_int("-3"), -3);
   EXPECT_FALSE(parse_int("4K").has_value());
+  // Hex for values written so (MLXA2A_NET_PKEY=0x8001).
+  EXPECT_EQ(parse_int("0x8001"), 0x8001);
+  EXPECT_EQ(parse_int("0XfFfF"), 0xffff);
+  EXPECT_FALSE(parse_int("0x").has_value());
+  EXPECT_FALSE(parse_int("0x12g").has_value());
   EXPECT_FALSE(parse_int("").has_value());
   EXPECT_FALSE(parse_int("1.5").has_value());
   EXPECT_FALSE(parse_int("99999999999999999999").has_value());

@@ -1,0 +1,54 @@
+// The fabric's quality of service and partition for this process's queue
+// pairs: traffic class (RoCE: the GRH's DSCP + ECN byte), service level and
+// P_Key, resolved once per opened port from NetOptions (the MLXA2A_NET_*
+// switches) and the port's P_Key table.
+//
+// Why: a RoCE fabric configured for PFC/ECN puts only marked traffic in its
+// lossless class; unmarked alltoall incast lands in the lossy one and drops
+// turn into go-back-N retransmits. A partitioned InfiniBand subnet accepts a
+// packet only when both QPs use the same P_Key (IB spec 10.9), so the pkey is
+// chosen by value and looked up, never taken as index 0. Defaults are UCX's
+// (UCX_IB_TRAFFIC_CLASS=auto: 106 on RoCE v2, else 0; UCX_IB_SL=0;
+// UCX_IB_PKEY=auto: the first entry with full membership), so mlxa2a's
+// traffic lands where the site's UCX traffic does.
+//
+// Contract: resolve_qos() queries the port's P_Key table only (blocking verbs
+// calls, no state); MPI-free; the result is plain data the caller keeps.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/mlx5/options.h"
+#include "core/mlx5/verbs.h"
+
+namespace mlxa2a::mlx5 {
+
+struct Qos {
+  std::uint8_t traffic_class = 0;  // RoCE only (the GRH); InfiniBand: 0, no GRH sent
+  std::uint8_t service_level = 0;  // address vector's sl (IB: SL->VL; RoCE: priority)
+  std::uint16_t pkey = 0xffff;     // the table entry, membership bit included
+  std::uint16_t pkey_index = 0;    // its index, for ibv_modify_qp(INIT)
+};
+
+// A P_Key table entry matching `wanted` (-1: any valid one): the low 15 bits
+// name the partition, bit 15 is full membership. Two limited members cannot
+// talk to each other, so only a full-member entry is taken. Pure, for tests:
+// -1 if none, and *limited_only set when the partition is there but limited.
+int match_pkey(const std::uint16_t* table, int len, int wanted, bool* limited_only) noexcept;
+
+// The QoS of `port`: false with *why naming the switch when the wanted P_Key
+// is not in the port's table (the port is then not used). RoCE ports use
+// P_Key index 0 (the one default entry) whatever MLXA2A_NET_PKEY says.
+bool resolve_qos(const Verbs& v, ibv_context* ctx, std::uint8_t port, const ibv_port_attr& pa,
+                 const NetOptions& opt, Qos* out, std::string* why);
+
+// "tc=106 sl=0 pkey=0xffff" for the trace.
+std::string describe(const Qos& q);
+
+// What this process's endpoint pool opened, for the team trace line
+// ("hca=mlx5_0:1 link=ib tc=0 sl=0 pkey=0xffff"); "" before that. Thread-safe.
+void set_fabric_summary(std::string s) noexcept;
+std::string fabric_summary() noexcept;
+
+}  // namespace mlxa2a::mlx5
