@@ -87,31 +87,50 @@ void EndpointPool::count_writes(std::uint64_t writes, std::uint64_t bytes) noexc
   g_bytes.fetch_add(bytes, std::memory_order_relaxed);
 }
 
-Status EndpointPool::endpoint(const ProcessId& remote, Endpoint** ep, bool* created) noexcept {
+Status EndpointPool::endpoint(const ProcessId& remote, std::shared_ptr<Endpoint>* ep,
+                              bool* created) noexcept {
   *created = false;
   try {
     if (auto it = endpoints_.find(remote); it != endpoints_.end()) {
+      // Error completions not yet polled, or a QP the HCA moved to the error
+      // state without one (a late write hitting a deregistered rkey puts the
+      // responder in ERR): never hand such a QP to a new team.
+      if (poll() != Status::ok) return Status::net_failed;
+      if (it->second->connected && !it->second->failed) check_state(*it->second);
       if (!it->second->failed) {
-        *ep = it->second.get();
+        *ep = it->second;
         return Status::ok;
       }
       discard(remote);  // replaced below; the peer replaces its end alike
     }
     if (endpoints_.size() >= kMaxEndpoints) return Status::unavailable;
-    auto e = std::make_unique<Endpoint>();
+    auto e = std::make_shared<Endpoint>();
     const Status st =
         QueuePair::create(device_, {kSendDepth, kRecvDepth, kInline, kSendSge}, &e->qp);
     if (st != Status::ok) return st;
     g_qps_created.fetch_add(1, std::memory_order_relaxed);
     e->psn = (e->qp->qpn() * 2654435761u) & 0xffffff;
-    *ep = e.get();
     by_qpn_[e->qp->qpn()] = e.get();
-    endpoints_[remote] = std::move(e);
+    endpoints_[remote] = e;
+    *ep = std::move(e);
     *created = true;
     return Status::ok;
   } catch (...) {
     return Status::net_failed;
   }
+}
+
+void EndpointPool::check_state(Endpoint& ep) noexcept {
+  const Verbs& v = device_->verbs();
+  if (!v.query_qp) return;
+  ibv_qp_attr a{};
+  ibv_qp_init_attr init{};
+  if (v.query_qp(ep.qp->get(), &a, IBV_QP_STATE, &init) == 0 && a.qp_state == IBV_QPS_RTS) {
+    return;
+  }
+  MLXA2A_LOG(Warn, "RDMA: queue pair %u is not ready to send (state %d): replaced",
+             ep.qp->qpn(), static_cast<int>(a.qp_state));
+  ep.failed = true;
 }
 
 Status EndpointPool::post_recvs(Endpoint& ep, std::uint32_t n) noexcept {
@@ -139,6 +158,7 @@ Status EndpointPool::connect(Endpoint& ep, const PortAddress& remote, std::uint3
 void EndpointPool::discard(const ProcessId& remote) noexcept {
   auto it = endpoints_.find(remote);
   if (it == endpoints_.end()) return;
+  it->second->failed = true;  // for the transports still holding it
   by_qpn_.erase(it->second->qp->qpn());
   endpoints_.erase(it);
 }

@@ -12,7 +12,10 @@
 //   processes, not by the number of communicators, and never being torn down
 //   means two processes can never disagree on whether a pair is connected.
 //   An endpoint that failed (QP in error) is replaced at the next set-up that
-//   needs it.
+//   needs it. Endpoints are shared (shared_ptr) with the transports that use
+//   them: discard() only retires one (marks it failed, forgets it), so a
+//   transport still holding it sees `failed` at its next post and contains
+//   its team (docs/hier.md, "Errors") instead of touching freed memory.
 // * One CQ serves every endpoint, so whoever polls dispatches: an arrival
 //   (RDMA write with immediate) is credited to the Slot named by its
 //   immediate, a completion of ours to the Slot named by its wr_id, and each
@@ -61,7 +64,9 @@ struct Endpoint {
   std::uint32_t psn = 0;         // our initial send PSN
   std::uint32_t remote_qpn = 0;  // valid once connected
   bool connected = false;
-  bool failed = false;           // a completion on it failed: QP in error
+  // A completion on it failed (QP in error), its set-up failed, or it was
+  // discarded: never posted to again. Written and read with mutex() held.
+  bool failed = false;
 };
 
 struct PoolStats {
@@ -95,11 +100,12 @@ class EndpointPool {
   // The first get()'s options: device choice and QP attributes are per process.
   // The endpoint to `remote`: an existing one (connected, or failed), or a
   // new one in INIT (*created).
-  Status endpoint(const ProcessId& remote, Endpoint** ep, bool* created) noexcept;
+  Status endpoint(const ProcessId& remote, std::shared_ptr<Endpoint>* ep, bool* created) noexcept;
   // Connects a new endpoint and posts its receives.
   Status connect(Endpoint& ep, const PortAddress& remote, std::uint32_t qpn,
                  std::uint32_t psn) noexcept;
-  // Forgets an endpoint (a new one whose set-up failed, or a failed one).
+  // Retires an endpoint (a new one whose set-up failed, or a failed one):
+  // marks it failed and forgets it; its QP dies with its last holder.
   void discard(const ProcessId& remote) noexcept;
 
   std::uint32_t add_slot(Slot* s);  // may throw std::bad_alloc
@@ -112,12 +118,14 @@ class EndpointPool {
  private:
   EndpointPool() = default;
   Status post_recvs(Endpoint& ep, std::uint32_t n) noexcept;
+  // Marks a connected endpoint failed unless its QP is in RTS (ibv_query_qp).
+  void check_state(Endpoint& ep) noexcept;
 
   std::shared_ptr<Device> device_;  // declared first: outlives the endpoints
   NetOptions opt_;
   ProcessId self_;
   std::mutex mutex_;
-  std::map<ProcessId, std::unique_ptr<Endpoint>> endpoints_;
+  std::map<ProcessId, std::shared_ptr<Endpoint>> endpoints_;
   std::unordered_map<std::uint32_t, Endpoint*> by_qpn_;
   std::unordered_map<std::uint32_t, Slot*> slots_;
   std::uint32_t next_slot_ = 1;

@@ -127,7 +127,7 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
     for (int p : peers) {
       const Card& c = cards[static_cast<std::size_t>(p)];
       Link& l = links[static_cast<std::size_t>(p)];
-      Endpoint* ep = nullptr;
+      std::shared_ptr<Endpoint> ep;
       bool is_new = false;
       if (p < 0 || p >= size || p == me || !c.ok || c.addr.roce != mine.addr.roce ||
           pool->endpoint(c.id, &ep, &is_new) != Status::ok) {
@@ -137,7 +137,6 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
         continue;
       }
       Peer& peer = t->peers_[static_cast<std::size_t>(p)];
-      peer.ep = ep;
       for (int q = 0; q < 2; ++q) {
         peer.out_addr[q] = c.out_addr[q];
         peer.rkey[q] = c.rkey[q];
@@ -148,6 +147,7 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
                                   : ep->connected ? Link::Existing
                                                   : Link::Pending;
       l = Link{state, ep->qp->qpn(), ep->psn, ep->remote_qpn};
+      peer.ep = std::move(ep);
       if (is_new) created.push_back(p);
     }
   }
@@ -235,6 +235,14 @@ RdmaLeaderTransport::~RdmaLeaderTransport() {
 Status RdmaLeaderTransport::fail(Status st) noexcept {
   broken_ = true;
   return st;
+}
+
+Status RdmaLeaderTransport::fail_pending(Status st) noexcept {
+  // A pair that lost a message (an error, or no arrival in time) cannot be
+  // trusted by anyone: every team sharing it falls back at its next post,
+  // and the next set-up replaces it on both ends (docs/hier.md, "Errors").
+  for (const Peer* p : pending_) p->ep->failed = true;
+  return fail(st);
 }
 
 Status RdmaLeaderTransport::post(const Peer& peer, const hier::Message& m) noexcept {
@@ -374,6 +382,12 @@ Status RdmaLeaderTransport::post(std::span<const hier::Message> messages) noexce
         pending_.size() == pending_.capacity()) {
       return fail(Status::invalid_argument);
     }
+    if (peers_[r].ep->failed) {
+      // In error, or discarded and replaced by a later set-up (another
+      // team's): this team stops here and falls back.
+      MLXA2A_LOG(Warn, "RDMA: the queue pair to node %d failed; the team falls back", m.node);
+      return fail(Status::net_failed);
+    }
     if (const Status st = m.gather ? post_gather(peers_[r], m) : post(peers_[r], m);
         st != Status::ok) {
       MLXA2A_LOG(Warn, "RDMA: posting a write to node %d failed", m.node);
@@ -399,13 +413,13 @@ Status RdmaLeaderTransport::complete() noexcept {
   const core::wait_cpu::Scope accounted;  // MLXA2A_COLL_STATS: CPU spent waiting
   const unsigned spins = opt_.oversubscribed ? 4 : 2000;
   for (unsigned i = 0;; ++i) {
-    if (pool_->poll() != Status::ok || slot_.failed) return fail(Status::net_failed);
+    if (pool_->poll() != Status::ok || slot_.failed) return fail_pending(Status::net_failed);
     if (slot_.arrived[par] >= expect_arrived_[par] && slot_.sent >= expect_sent_) {
       pending_.clear();
       return Status::ok;
     }
     for (const Peer* p : pending_) {
-      if (p->ep->failed) return fail(Status::net_failed);
+      if (p->ep->failed) return fail_pending(Status::net_failed);
     }
     if (i < spins) {
       cpu_relax();
@@ -420,7 +434,8 @@ Status RdmaLeaderTransport::complete() noexcept {
       if (waited.count() >= static_cast<long>(opt_.timeout_ms)) {
         MLXA2A_LOG(Warn, "RDMA: no arrival from a partner leader within %u ms",
                    opt_.timeout_ms);
-        return fail(Status::timeout);
+        lock.lock();
+        return fail_pending(Status::timeout);
       }
     }
     lock.lock();

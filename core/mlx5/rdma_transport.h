@@ -19,7 +19,9 @@
 // * exchange(): as hier::LeaderTransport. Returns Status::timeout when an
 //   expected arrival is not seen within NetOptions::timeout_ms, net_failed
 //   on a failed post or completion; the transport is broken afterwards and
-//   every later exchange fails at once.
+//   every later exchange fails at once. The partners' endpoints of a failed
+//   exchange are retired (Endpoint::failed): other transports sharing them
+//   fail at their next post, a later set-up makes new ones.
 // * Not thread-safe per instance; instances in different threads share the
 //   pool under its mutex. Destruction is local.
 #pragma once
@@ -68,7 +70,7 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
 
  private:
   struct Peer {
-    Endpoint* ep = nullptr;
+    std::shared_ptr<Endpoint> ep;  // shared: a discarded one stays valid, marked failed
     std::uint64_t out_addr[2] = {0, 0};
     std::uint32_t rkey[2] = {0, 0};
     std::uint64_t out_bytes = 0;
@@ -80,6 +82,8 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   // A zero-copy message: builds sges_/wrs_ from m.gather, then posts.
   Status post_gather(const Peer& peer, const hier::Message& m) noexcept;
   Status fail(Status st) noexcept;
+  // fail(), and retires the endpoints of the failed post's partners. Pool mutex held.
+  Status fail_pending(Status st) noexcept;
 
   EndpointPool* pool_;
   hier::StageAreas areas_;
