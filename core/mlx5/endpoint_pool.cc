@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "core/mlx5/async_events.h"
 
 namespace mlxa2a::mlx5 {
 
@@ -20,6 +21,7 @@ bool g_tried = false;
 std::atomic<std::uint64_t> g_qps_created{0};
 std::atomic<std::uint64_t> g_writes{0};
 std::atomic<std::uint64_t> g_bytes{0};
+std::atomic<const char*> g_last_event{""};
 
 constexpr std::uint64_t kRecvTag = 1;  // wr_id of every receive; sends carry slot << 1
 
@@ -53,6 +55,7 @@ EndpointPool* EndpointPool::get(const NetOptions& opt, std::string* why) noexcep
             p->self_.nonce = static_cast<std::uint64_t>(
                 std::chrono::steady_clock::now().time_since_epoch().count()) ^
                 reinterpret_cast<std::uintptr_t>(p.get());
+            p->events_ = make_nonblocking(p->device_->context());
             g_pool = std::move(p);
             MLXA2A_LOG(Info, "RDMA: %s port %d (%s)%s", g_pool->device_->name().c_str(),
                        g_pool->device_->port(), a.roce ? "RoCE" : "InfiniBand",
@@ -90,6 +93,9 @@ void EndpointPool::count_writes(std::uint64_t writes, std::uint64_t bytes) noexc
 Status EndpointPool::endpoint(const ProcessId& remote, std::shared_ptr<Endpoint>* ep,
                               bool* created) noexcept {
   *created = false;
+  check_events();
+  if (cq_failed_) return Status::net_failed;
+  if (port_down_) return Status::unavailable;
   try {
     if (auto it = endpoints_.find(remote); it != endpoints_.end()) {
       // Error completions not yet polled, or a QP the HCA moved to the error
@@ -174,6 +180,46 @@ void EndpointPool::release_slot(std::uint32_t id) noexcept {
   if (!g_pool) return;
   std::lock_guard<std::mutex> pool_lock(g_pool->mutex_);
   g_pool->slots_.erase(id);
+}
+
+const char* EndpointPool::last_event() noexcept {
+  return g_last_event.load(std::memory_order_relaxed);
+}
+
+void EndpointPool::fail_all() noexcept {
+  for (auto& [id, ep] : endpoints_) ep->failed = true;
+}
+
+void EndpointPool::check_events() noexcept {
+  if (!events_) return;
+  AsyncEvent ev;
+  while (next_async_event(device_->verbs(), device_->context(), &ev)) {
+    using Scope = AsyncEvent::Scope;
+    if (ev.scope == Scope::info || ev.scope == Scope::port_up) {
+      MLXA2A_LOG(Info, "RDMA: async event %s", ev.name);
+      if (ev.scope == Scope::port_up) port_down_ = false;
+      continue;
+    }
+    g_last_event.store(ev.name, std::memory_order_relaxed);
+    if (ev.scope == Scope::qp) {
+      auto it = by_qpn_.find(ev.qpn);
+      if (it != by_qpn_.end()) it->second->failed = true;
+      MLXA2A_LOG(Warn, "RDMA: async event %s on queue pair %u: its teams fall back to PMPI",
+                 ev.name, ev.qpn);
+      continue;
+    }
+    fail_all();
+    if (ev.scope == Scope::port) {
+      port_down_ = true;
+      MLXA2A_LOG(Warn, "RDMA: async event %s on %s port %d: every team falls back to PMPI, "
+                 "new ones until the port is active again", ev.name, device_->name().c_str(),
+                 device_->port());
+    } else {
+      cq_failed_ = true;
+      MLXA2A_LOG(Error, "RDMA: async event %s on %s: RDMA is off in this process", ev.name,
+                 device_->name().c_str());
+    }
+  }
 }
 
 Status EndpointPool::poll() noexcept {

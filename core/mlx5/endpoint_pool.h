@@ -112,14 +112,25 @@ class EndpointPool {
   // Forgets a slot, if the pool still exists (a team freed inside
   // MPI_Finalize outlives shutdown()). Takes mutex() itself.
   static void release_slot(std::uint32_t id) noexcept;
-  // Drains the CQ once. net_failed if the CQ itself failed (overrun).
+  // Drains the CQ once. net_failed if the CQ itself failed (overrun) or the
+  // device did (an async event).
   Status poll() noexcept;
+  // Reads the device's pending async events (non-blocking) and contains
+  // each: a QP's error retires its endpoint, a port error every endpoint
+  // (and refuses set-ups until the port is ACTIVE again), a CQ or device
+  // error the whole pool. Each is logged with its name; the last one's name
+  // is last_event(). Off the data path: set-ups and waits that yield call it.
+  void check_events() noexcept;
+  // The name of the last containing async event of this process ("" if
+  // none), for the containment trace. Any thread.
+  static const char* last_event() noexcept;
 
  private:
   EndpointPool() = default;
   Status post_recvs(Endpoint& ep, std::uint32_t n) noexcept;
   // Marks a connected endpoint failed unless its QP is in RTS (ibv_query_qp).
   void check_state(Endpoint& ep) noexcept;
+  void fail_all() noexcept;
 
   std::shared_ptr<Device> device_;  // declared first: outlives the endpoints
   NetOptions opt_;
@@ -129,7 +140,9 @@ class EndpointPool {
   std::unordered_map<std::uint32_t, Endpoint*> by_qpn_;
   std::unordered_map<std::uint32_t, Slot*> slots_;
   std::uint32_t next_slot_ = 1;
-  bool cq_failed_ = false;
+  bool cq_failed_ = false;  // the CQ or the device failed: no RDMA in this process any more
+  bool port_down_ = false;  // IBV_EVENT_PORT_ERR seen, no IBV_EVENT_PORT_ACTIVE since
+  bool events_ = false;     // the async fd is non-blocking: check_events() may read it
 };
 
 }  // namespace mlxa2a::mlx5

@@ -439,6 +439,9 @@ Status RdmaLeaderTransport::complete() noexcept {
       }
     }
     lock.lock();
+    // A port that went down or a QP the HCA failed shows here long before
+    // the retries run out; the endpoints it names are failed (above).
+    if ((i & 63) == 0) pool_->check_events();
   }
 }
 

@@ -7,7 +7,10 @@
 // after free aborts the rank.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -87,6 +90,51 @@ TEST(EndpointLifetime, TeamHoldingAReplacedQueuePairFallsBackAndANewTeamGetsFres
   ASSERT_TRUE(wiring.ok());
   const auto res = shm::test::run_forked_nodes(
       kNodes, [&](ForkBootstrap& boot, int rank) { return replaced_pair_rank(boot, rank, wiring); },
+      30);
+  EXPECT_FALSE(res.hung);
+  for (std::size_t r = 0; r < res.exit_codes.size(); ++r) {
+    EXPECT_EQ(res.exit_codes[r], 0) << "rank " << r;
+  }
+}
+
+// The port of node 1's leader goes down in the middle of a call
+// (IBV_EVENT_PORT_ERR): its writes would be retried for ~4 s before the HCA
+// gives up and the software timeout is 3 s, but the async event ends the
+// call at once with the event's name; new set-ups are refused while the
+// port is down.
+int port_down_rank(ForkBootstrap& boot, int rank, const test::ForkGroupWiring& wiring) {
+  NetOptions opt = test::test_options();
+  opt.qp_timeout = 18;  // 1.07 s per try
+  opt.retry_count = 3;
+  opt.timeout_ms = 3000;
+  bool ok = false;
+  std::unique_ptr<HierAlltoall> a, b;
+  int created = 0;
+  FT_CHECK(test::build_rdma_hier(boot, rank, kNodes, {}, opt, wiring, &a, Status::ok,
+                                 &created) == 0);
+  FT_CHECK_STATUS(run_checked(*a, rank, 1, 100, &ok), Status::ok);
+  FT_CHECK(ok);
+  if (rank == 2) setenv("FAKEVERBS_FAULT", "port_down=1", 1);
+  const auto start = std::chrono::steady_clock::now();
+  FT_CHECK(contained(run_checked(*a, rank, 2, 100, &ok)));
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (rank == 2) {
+    if (took >= 1.5) std::fprintf(stderr, "rank 2: the port-down call took %.2f s\n", took);
+    FT_CHECK(took < 1.5);
+    FT_CHECK(std::strcmp(EndpointPool::last_event(), "IBV_EVENT_PORT_ERR") == 0);
+  }
+  const int rc = test::build_rdma_hier(boot, rank, kNodes, {}, opt, wiring, &b,
+                                       Status::unavailable, &created);
+  FT_CHECK(rc == 42);  // refused on every leader alike
+  return 0;
+}
+
+TEST(EndpointLifetime, PortDownEndsTheCallAtOnceAndRefusesNewTeams) {
+  test::ForkGroupWiring wiring(2);
+  ASSERT_TRUE(wiring.ok());
+  const auto res = shm::test::run_forked_nodes(
+      kNodes, [&](ForkBootstrap& boot, int rank) { return port_down_rank(boot, rank, wiring); },
       30);
   EXPECT_FALSE(res.hung);
   for (std::size_t r = 0; r < res.exit_codes.size(); ++r) {
