@@ -38,7 +38,7 @@ struct Settings {
   // The RDMA leader exchange (core/mlx5/options.h).
   int net_gid_index = -1;
   std::uint32_t net_timeout_ms = 120000;
-  std::uint8_t net_qp_timeout = 14;
+  std::uint8_t net_qp_timeout = 18;
   std::uint8_t net_retry_count = 7;
   std::string net_verbs_library = "libibverbs.so.1";
   // Zero-copy send side (docs/zerocopy.md): bytes per peer from which the
