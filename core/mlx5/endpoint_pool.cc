@@ -28,6 +28,21 @@ constexpr std::uint64_t kRecvTag = 1;  // wr_id of every receive; sends carry sl
 }  // namespace
 
 bool operator<(const ProcessId& a, const ProcessId& b) { return std::memcmp(&a, &b, sizeof a) < 0; }
+bool Endpoint::take_send(std::uint32_t wrs) noexcept {
+  if (wrs > sq_free || sq_count == sq_groups.size()) return false;
+  sq_free -= wrs;
+  sq_groups[(sq_head + sq_count) % sq_groups.size()] = wrs;
+  ++sq_count;
+  return true;
+}
+
+void Endpoint::retire_send() noexcept {
+  if (sq_count == 0) return;  // a flushed unsignalled WR of a QP in error
+  sq_free += sq_groups[sq_head];
+  sq_head = (sq_head + 1) % static_cast<std::uint32_t>(sq_groups.size());
+  --sq_count;
+}
+
 bool operator==(const ProcessId& a, const ProcessId& b) {
   return std::memcmp(&a, &b, sizeof a) == 0;
 }
@@ -115,6 +130,8 @@ Status EndpointPool::endpoint(const ProcessId& remote, std::shared_ptr<Endpoint>
         QueuePair::create(device_, {kSendDepth, kRecvDepth, kInline, kSendSge}, &e->qp);
     if (st != Status::ok) return st;
     g_qps_created.fetch_add(1, std::memory_order_relaxed);
+    e->sq_free = e->qp->send_depth();
+    e->sq_groups.assign(e->qp->send_depth(), 0);  // a message has at least one WR
     e->psn = (e->qp->qpn() * 2654435761u) & 0xffffff;
     by_qpn_[e->qp->qpn()] = e.get();
     endpoints_[remote] = e;
@@ -248,6 +265,7 @@ Status EndpointPool::poll() noexcept {
         continue;
       }
       auto s = slots_.find(static_cast<std::uint32_t>(c.wr_id >> 1));
+      if (ep) ep->retire_send();
       if (c.status != IBV_WC_SUCCESS) {
         const Verbs& v = device_->verbs();
         MLXA2A_LOG(Warn, "RDMA write failed: %s (status %d, qp %u)",

@@ -33,6 +33,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "core/mlx5/options.h"
 #include "core/mlx5/resources.h"
@@ -60,10 +61,21 @@ struct Slot {
 };
 
 struct Endpoint {
+  // Send credits, shared by every team posting on the QP (teams in several
+  // threads share it): a send queue slot is free again only when the
+  // signalled completion of its message retires it (the unsignalled WRs
+  // before it with it; RC completes a send queue in order). false: not
+  // enough free now. Pool mutex held.
+  bool take_send(std::uint32_t wrs) noexcept;
+  void retire_send() noexcept;  // the oldest message's signalled completion was polled
+
   std::unique_ptr<QueuePair> qp;
   std::uint32_t psn = 0;         // our initial send PSN
   std::uint32_t remote_qpn = 0;  // valid once connected
   bool connected = false;
+  std::uint32_t sq_free = 0;              // send queue slots not in use
+  std::vector<std::uint32_t> sq_groups;   // ring: WRs of each message in flight, oldest first
+  std::uint32_t sq_head = 0, sq_count = 0;
   // A completion on it failed (QP in error), its set-up failed, or it was
   // discarded: never posted to again. Written and read with mutex() held.
   bool failed = false;

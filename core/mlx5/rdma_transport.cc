@@ -288,11 +288,37 @@ Status RdmaLeaderTransport::post(const Peer& peer, const hier::Message& m) noexc
     }
     first = &head_wr;
   }
+  if (const Status st = send_credits(*peer.ep, static_cast<std::uint32_t>(n) + (m.head_send ? 1 : 0));
+      st != Status::ok) {
+    return st;
+  }
   ibv_send_wr* bad = nullptr;
   if (Verbs::post_send(peer.ep->qp->get(), first, &bad) != 0) return Status::net_failed;
   // The header's write is not counted: writes_posted counts the data's.
   EndpointPool::count_writes(static_cast<std::uint64_t>(n), m.bytes);
   return Status::ok;
+}
+
+Status RdmaLeaderTransport::send_credits(Endpoint& ep, std::uint32_t wrs) noexcept {
+  if (ep.take_send(wrs)) return Status::ok;
+  if (wrs > ep.qp->send_depth()) return Status::invalid_argument;  // set-up rules it out
+  // Other teams' messages fill the shared send queue: their completions,
+  // polled here for everyone, free it. The HCA needs no help from us, so
+  // spinning with the pool's mutex held is bounded like any wait.
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  for (unsigned i = 1;; ++i) {
+    if (pool_->poll() != Status::ok || ep.failed) return Status::net_failed;
+    if (ep.take_send(wrs)) return Status::ok;
+    if ((i & 1023) == 0) {
+      pool_->check_events();
+      if (Clock::now() - start >= std::chrono::milliseconds(opt_.timeout_ms)) {
+        MLXA2A_LOG(Warn, "RDMA: no send queue space within %u ms", opt_.timeout_ms);
+        return Status::timeout;
+      }
+    }
+    cpu_relax();
+  }
 }
 
 std::uint32_t RdmaLeaderTransport::gather_sge() const noexcept {
@@ -353,6 +379,11 @@ Status RdmaLeaderTransport::post_gather(const Peer& peer, const hier::Message& m
       return Status::invalid_argument;
     }
     first = &head_wr;
+  }
+  if (const Status st = send_credits(
+          *peer.ep, static_cast<std::uint32_t>(spans_.size()) + (m.head_send ? 1 : 0));
+      st != Status::ok) {
+    return st;
   }
   ibv_send_wr* bad = nullptr;
   if (Verbs::post_send(peer.ep->qp->get(), first, &bad) != 0) return Status::net_failed;

@@ -62,7 +62,8 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   // The fewest SGEs per WR any of this transport's queue pairs was granted.
   std::uint32_t gather_sge() const noexcept;
   // Bound on a message's WRs: they must fit the send queue at once (the
-  // unsignalled ones are retired only by the last, signalled one).
+  // unsignalled ones are retired only by the last, signalled one). Teams
+  // sharing the QP take turns through its send credits (send_credits()).
   // (one WR of the send queue goes to the message's header, core/hier/transport.h)
   static constexpr std::size_t kMaxGatherWrs = EndpointPool::kSendDepth - 1;
   // QPs this transport's set-up created (0 when every pair was connected already).
@@ -82,6 +83,9 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   // A zero-copy message: builds sges_/wrs_ from m.gather, then posts.
   Status post_gather(const Peer& peer, const hier::Message& m) noexcept;
   Status fail(Status st) noexcept;
+  // Takes `wrs` of the QP's send credits (Endpoint::take_send), polling
+  // until other teams' completions free them. Pool mutex held.
+  Status send_credits(Endpoint& ep, std::uint32_t wrs) noexcept;
   // fail(), and retires the endpoints of the failed post's partners. Pool mutex held.
   Status fail_pending(Status st) noexcept;
 
