@@ -28,14 +28,6 @@ constexpr std::uint64_t kRecvTag = 1;  // wr_id of every receive; sends carry sl
 }  // namespace
 
 bool operator<(const ProcessId& a, const ProcessId& b) { return std::memcmp(&a, &b, sizeof a) < 0; }
-bool Endpoint::take_send(std::uint32_t wrs) noexcept {
-  if (wrs > sq_free || sq_count == sq_groups.size()) return false;
-  sq_free -= wrs;
-  sq_groups[(sq_head + sq_count) % sq_groups.size()] = wrs;
-  ++sq_count;
-  return true;
-}
-
 void Endpoint::retire_send() noexcept {
   if (sq_count == 0) return;  // a flushed unsignalled WR of a QP in error
   sq_free += sq_groups[sq_head];

@@ -66,7 +66,13 @@ struct Endpoint {
   // signalled completion of its message retires it (the unsignalled WRs
   // before it with it; RC completes a send queue in order). false: not
   // enough free now. Pool mutex held.
-  bool take_send(std::uint32_t wrs) noexcept;
+  bool take_send(std::uint32_t wrs) noexcept {  // inline: once per message
+    if (wrs > sq_free || sq_count == sq_groups.size()) return false;
+    sq_free -= wrs;
+    sq_groups[(sq_head + sq_count) % sq_groups.size()] = wrs;
+    ++sq_count;
+    return true;
+  }
   void retire_send() noexcept;  // the oldest message's signalled completion was polled
 
   std::unique_ptr<QueuePair> qp;

@@ -288,9 +288,9 @@ Status RdmaLeaderTransport::post(const Peer& peer, const hier::Message& m) noexc
     }
     first = &head_wr;
   }
-  if (const Status st = send_credits(*peer.ep, static_cast<std::uint32_t>(n) + (m.head_send ? 1 : 0));
-      st != Status::ok) {
-    return st;
+  if (const std::uint32_t wrs = static_cast<std::uint32_t>(n) + (m.head_send ? 1 : 0);
+      !peer.ep->take_send(wrs)) {
+    if (const Status st = send_credits(*peer.ep, wrs); st != Status::ok) return st;
   }
   ibv_send_wr* bad = nullptr;
   if (Verbs::post_send(peer.ep->qp->get(), first, &bad) != 0) return Status::net_failed;
@@ -300,7 +300,6 @@ Status RdmaLeaderTransport::post(const Peer& peer, const hier::Message& m) noexc
 }
 
 Status RdmaLeaderTransport::send_credits(Endpoint& ep, std::uint32_t wrs) noexcept {
-  if (ep.take_send(wrs)) return Status::ok;
   if (wrs > ep.qp->send_depth()) return Status::invalid_argument;  // set-up rules it out
   // Other teams' messages fill the shared send queue: their completions,
   // polled here for everyone, free it. The HCA needs no help from us, so
@@ -380,10 +379,9 @@ Status RdmaLeaderTransport::post_gather(const Peer& peer, const hier::Message& m
     }
     first = &head_wr;
   }
-  if (const Status st = send_credits(
-          *peer.ep, static_cast<std::uint32_t>(spans_.size()) + (m.head_send ? 1 : 0));
-      st != Status::ok) {
-    return st;
+  if (const std::uint32_t wrs = static_cast<std::uint32_t>(spans_.size()) + (m.head_send ? 1 : 0);
+      !peer.ep->take_send(wrs)) {
+    if (const Status st = send_credits(*peer.ep, wrs); st != Status::ok) return st;
   }
   ibv_send_wr* bad = nullptr;
   if (Verbs::post_send(peer.ep->qp->get(), first, &bad) != 0) return Status::net_failed;

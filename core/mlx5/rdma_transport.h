@@ -83,8 +83,9 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   // A zero-copy message: builds sges_/wrs_ from m.gather, then posts.
   Status post_gather(const Peer& peer, const hier::Message& m) noexcept;
   Status fail(Status st) noexcept;
-  // Takes `wrs` of the QP's send credits (Endpoint::take_send), polling
-  // until other teams' completions free them. Pool mutex held.
+  // The slow path of taking `wrs` of the QP's send credits (after
+  // Endpoint::take_send found too few): polls until other teams'
+  // completions free them. Pool mutex held.
   Status send_credits(Endpoint& ep, std::uint32_t wrs) noexcept;
   // fail(), and retires the endpoints of the failed post's partners. Pool mutex held.
   Status fail_pending(Status st) noexcept;
