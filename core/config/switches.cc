@@ -179,9 +179,11 @@ constexpr Spec kSwitches[] = {
      .max = 86400000},
     {.name = "NET_QP_TIMEOUT",
      .type = Type::Int,
-     .default_text = "14",
+     .default_text = "18",
      .description = "RDMA queue pairs: local ACK timeout exponent, 4.096 us * 2^N per retry "
-                    "(14: 67 ms). 0 (wait forever) is not allowed.",
+                    "(18: 1.07 s, x 8 tries with the default retry count = 8.6 s before a "
+                    "write fails: rides out an SM reroute or link flap). 0 (wait forever) "
+                    "is not allowed.",
      .verbosity = Verbosity::Tuner,
      .min = 1,
      .max = 31},

@@ -44,7 +44,7 @@ struct Settings {
   // The RDMA leader exchange (core/mlx5/options.h).
   int net_gid_index = -1;
   std::uint32_t net_timeout_ms = 120000;
-  std::uint8_t net_qp_timeout = 14;
+  std::uint8_t net_qp_timeout = 18;
   std::uint8_t net_retry_count = 7;
   int net_traffic_class = -1;  // MLXA2A_NET_TRAFFIC_CLASS; -1: 106 on RoCE, 0 on IB
   int net_service_level = 0;   // MLXA2A_NET_SL

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "core/mlx5/async_events.h"
 
 namespace mlxa2a::mlx5 {
 
@@ -20,12 +21,20 @@ bool g_tried = false;
 std::atomic<std::uint64_t> g_qps_created{0};
 std::atomic<std::uint64_t> g_writes{0};
 std::atomic<std::uint64_t> g_bytes{0};
+std::atomic<const char*> g_last_event{""};
 
 constexpr std::uint64_t kRecvTag = 1;  // wr_id of every receive; sends carry slot << 1
 
 }  // namespace
 
 bool operator<(const ProcessId& a, const ProcessId& b) { return std::memcmp(&a, &b, sizeof a) < 0; }
+void Endpoint::retire_send() noexcept {
+  if (sq_count == 0) return;  // a flushed unsignalled WR of a QP in error
+  sq_free += sq_groups[sq_head];
+  sq_head = (sq_head + 1) % static_cast<std::uint32_t>(sq_groups.size());
+  --sq_count;
+}
+
 bool operator==(const ProcessId& a, const ProcessId& b) {
   return std::memcmp(&a, &b, sizeof a) == 0;
 }
@@ -53,6 +62,7 @@ EndpointPool* EndpointPool::get(const NetOptions& opt, std::string* why) noexcep
             p->self_.nonce = static_cast<std::uint64_t>(
                 std::chrono::steady_clock::now().time_since_epoch().count()) ^
                 reinterpret_cast<std::uintptr_t>(p.get());
+            p->events_ = make_nonblocking(p->device_->context());
             g_pool = std::move(p);
             const Device& d = *g_pool->device_;
             set_fabric_summary("hca=" + d.name() + ":" + std::to_string(d.port()) + " hca-by=" +
@@ -91,31 +101,55 @@ void EndpointPool::count_writes(std::uint64_t writes, std::uint64_t bytes) noexc
   g_bytes.fetch_add(bytes, std::memory_order_relaxed);
 }
 
-Status EndpointPool::endpoint(const ProcessId& remote, Endpoint** ep, bool* created) noexcept {
+Status EndpointPool::endpoint(const ProcessId& remote, std::shared_ptr<Endpoint>* ep,
+                              bool* created) noexcept {
   *created = false;
+  check_events();
+  if (cq_failed_) return Status::net_failed;
+  if (port_down_) return Status::unavailable;
   try {
     if (auto it = endpoints_.find(remote); it != endpoints_.end()) {
+      // Error completions not yet polled, or a QP the HCA moved to the error
+      // state without one (a late write hitting a deregistered rkey puts the
+      // responder in ERR): never hand such a QP to a new team.
+      if (poll() != Status::ok) return Status::net_failed;
+      if (it->second->connected && !it->second->failed) check_state(*it->second);
       if (!it->second->failed) {
-        *ep = it->second.get();
+        *ep = it->second;
         return Status::ok;
       }
       discard(remote);  // replaced below; the peer replaces its end alike
     }
     if (endpoints_.size() >= kMaxEndpoints) return Status::unavailable;
-    auto e = std::make_unique<Endpoint>();
+    auto e = std::make_shared<Endpoint>();
     const Status st =
         QueuePair::create(device_, {kSendDepth, kRecvDepth, kInline, kSendSge}, &e->qp);
     if (st != Status::ok) return st;
     g_qps_created.fetch_add(1, std::memory_order_relaxed);
+    e->sq_free = e->qp->send_depth();
+    e->sq_groups.assign(e->qp->send_depth(), 0);  // a message has at least one WR
     e->psn = (e->qp->qpn() * 2654435761u) & 0xffffff;
-    *ep = e.get();
     by_qpn_[e->qp->qpn()] = e.get();
-    endpoints_[remote] = std::move(e);
+    endpoints_[remote] = e;
+    *ep = std::move(e);
     *created = true;
     return Status::ok;
   } catch (...) {
     return Status::net_failed;
   }
+}
+
+void EndpointPool::check_state(Endpoint& ep) noexcept {
+  const Verbs& v = device_->verbs();
+  if (!v.query_qp) return;
+  ibv_qp_attr a{};
+  ibv_qp_init_attr init{};
+  if (v.query_qp(ep.qp->get(), &a, IBV_QP_STATE, &init) == 0 && a.qp_state == IBV_QPS_RTS) {
+    return;
+  }
+  MLXA2A_LOG(Warn, "RDMA: queue pair %u is not ready to send (state %d): replaced",
+             ep.qp->qpn(), static_cast<int>(a.qp_state));
+  ep.failed = true;
 }
 
 Status EndpointPool::post_recvs(Endpoint& ep, std::uint32_t n) noexcept {
@@ -143,6 +177,7 @@ Status EndpointPool::connect(Endpoint& ep, const PortAddress& remote, std::uint3
 void EndpointPool::discard(const ProcessId& remote) noexcept {
   auto it = endpoints_.find(remote);
   if (it == endpoints_.end()) return;
+  it->second->failed = true;  // for the transports still holding it
   by_qpn_.erase(it->second->qp->qpn());
   endpoints_.erase(it);
 }
@@ -158,6 +193,46 @@ void EndpointPool::release_slot(std::uint32_t id) noexcept {
   if (!g_pool) return;
   std::lock_guard<std::mutex> pool_lock(g_pool->mutex_);
   g_pool->slots_.erase(id);
+}
+
+const char* EndpointPool::last_event() noexcept {
+  return g_last_event.load(std::memory_order_relaxed);
+}
+
+void EndpointPool::fail_all() noexcept {
+  for (auto& [id, ep] : endpoints_) ep->failed = true;
+}
+
+void EndpointPool::check_events() noexcept {
+  if (!events_) return;
+  AsyncEvent ev;
+  while (next_async_event(device_->verbs(), device_->context(), &ev)) {
+    using Scope = AsyncEvent::Scope;
+    if (ev.scope == Scope::info || ev.scope == Scope::port_up) {
+      MLXA2A_LOG(Info, "RDMA: async event %s", ev.name);
+      if (ev.scope == Scope::port_up) port_down_ = false;
+      continue;
+    }
+    g_last_event.store(ev.name, std::memory_order_relaxed);
+    if (ev.scope == Scope::qp) {
+      auto it = by_qpn_.find(ev.qpn);
+      if (it != by_qpn_.end()) it->second->failed = true;
+      MLXA2A_LOG(Warn, "RDMA: async event %s on queue pair %u: its teams fall back to PMPI",
+                 ev.name, ev.qpn);
+      continue;
+    }
+    fail_all();
+    if (ev.scope == Scope::port) {
+      port_down_ = true;
+      MLXA2A_LOG(Warn, "RDMA: async event %s on %s port %d: every team falls back to PMPI, "
+                 "new ones until the port is active again", ev.name, device_->name().c_str(),
+                 device_->port());
+    } else {
+      cq_failed_ = true;
+      MLXA2A_LOG(Error, "RDMA: async event %s on %s: RDMA is off in this process", ev.name,
+                 device_->name().c_str());
+    }
+  }
 }
 
 Status EndpointPool::poll() noexcept {
@@ -186,6 +261,7 @@ Status EndpointPool::poll() noexcept {
         continue;
       }
       auto s = slots_.find(static_cast<std::uint32_t>(c.wr_id >> 1));
+      if (ep) ep->retire_send();
       if (c.status != IBV_WC_SUCCESS) {
         const Verbs& v = device_->verbs();
         MLXA2A_LOG(Warn, "RDMA write failed: %s (status %d, qp %u)",

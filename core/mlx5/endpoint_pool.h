@@ -12,7 +12,10 @@
 //   processes, not by the number of communicators, and never being torn down
 //   means two processes can never disagree on whether a pair is connected.
 //   An endpoint that failed (QP in error) is replaced at the next set-up that
-//   needs it.
+//   needs it. Endpoints are shared (shared_ptr) with the transports that use
+//   them: discard() only retires one (marks it failed, forgets it), so a
+//   transport still holding it sees `failed` at its next post and contains
+//   its team (docs/hier.md, "Errors") instead of touching freed memory.
 // * One CQ serves every endpoint, so whoever polls dispatches: an arrival
 //   (RDMA write with immediate) is credited to the Slot named by its
 //   immediate, a completion of ours to the Slot named by its wr_id, and each
@@ -30,6 +33,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "core/mlx5/options.h"
 #include "core/mlx5/resources.h"
@@ -57,11 +61,30 @@ struct Slot {
 };
 
 struct Endpoint {
+  // Send credits, shared by every team posting on the QP (teams in several
+  // threads share it): a send queue slot is free again only when the
+  // signalled completion of its message retires it (the unsignalled WRs
+  // before it with it; RC completes a send queue in order). false: not
+  // enough free now. Pool mutex held.
+  bool take_send(std::uint32_t wrs) noexcept {  // inline: once per message
+    if (wrs > sq_free || sq_count == sq_groups.size()) return false;
+    sq_free -= wrs;
+    sq_groups[(sq_head + sq_count) % sq_groups.size()] = wrs;
+    ++sq_count;
+    return true;
+  }
+  void retire_send() noexcept;  // the oldest message's signalled completion was polled
+
   std::unique_ptr<QueuePair> qp;
   std::uint32_t psn = 0;         // our initial send PSN
   std::uint32_t remote_qpn = 0;  // valid once connected
   bool connected = false;
-  bool failed = false;           // a completion on it failed: QP in error
+  std::uint32_t sq_free = 0;              // send queue slots not in use
+  std::vector<std::uint32_t> sq_groups;   // ring: WRs of each message in flight, oldest first
+  std::uint32_t sq_head = 0, sq_count = 0;
+  // A completion on it failed (QP in error), its set-up failed, or it was
+  // discarded: never posted to again. Written and read with mutex() held.
+  bool failed = false;
 };
 
 struct PoolStats {
@@ -95,33 +118,49 @@ class EndpointPool {
   // The first get()'s options: device choice and QP attributes are per process.
   // The endpoint to `remote`: an existing one (connected, or failed), or a
   // new one in INIT (*created).
-  Status endpoint(const ProcessId& remote, Endpoint** ep, bool* created) noexcept;
+  Status endpoint(const ProcessId& remote, std::shared_ptr<Endpoint>* ep, bool* created) noexcept;
   // Connects a new endpoint and posts its receives.
   Status connect(Endpoint& ep, const PortAddress& remote, std::uint32_t qpn,
                  std::uint32_t psn) noexcept;
-  // Forgets an endpoint (a new one whose set-up failed, or a failed one).
+  // Retires an endpoint (a new one whose set-up failed, or a failed one):
+  // marks it failed and forgets it; its QP dies with its last holder.
   void discard(const ProcessId& remote) noexcept;
 
   std::uint32_t add_slot(Slot* s);  // may throw std::bad_alloc
   // Forgets a slot, if the pool still exists (a team freed inside
   // MPI_Finalize outlives shutdown()). Takes mutex() itself.
   static void release_slot(std::uint32_t id) noexcept;
-  // Drains the CQ once. net_failed if the CQ itself failed (overrun).
+  // Drains the CQ once. net_failed if the CQ itself failed (overrun) or the
+  // device did (an async event).
   Status poll() noexcept;
+  // Reads the device's pending async events (non-blocking) and contains
+  // each: a QP's error retires its endpoint, a port error every endpoint
+  // (and refuses set-ups until the port is ACTIVE again), a CQ or device
+  // error the whole pool. Each is logged with its name; the last one's name
+  // is last_event(). Off the data path: set-ups and waits that yield call it.
+  void check_events() noexcept;
+  // The name of the last containing async event of this process ("" if
+  // none), for the containment trace. Any thread.
+  static const char* last_event() noexcept;
 
  private:
   EndpointPool() = default;
   Status post_recvs(Endpoint& ep, std::uint32_t n) noexcept;
+  // Marks a connected endpoint failed unless its QP is in RTS (ibv_query_qp).
+  void check_state(Endpoint& ep) noexcept;
+  void fail_all() noexcept;
 
   std::shared_ptr<Device> device_;  // declared first: outlives the endpoints
   NetOptions opt_;
   ProcessId self_;
   std::mutex mutex_;
-  std::map<ProcessId, std::unique_ptr<Endpoint>> endpoints_;
+  std::map<ProcessId, std::shared_ptr<Endpoint>> endpoints_;
   std::unordered_map<std::uint32_t, Endpoint*> by_qpn_;
   std::unordered_map<std::uint32_t, Slot*> slots_;
   std::uint32_t next_slot_ = 1;
-  bool cq_failed_ = false;
+  bool cq_failed_ = false;  // the CQ or the device failed: no RDMA in this process any more
+  bool port_down_ = false;  // IBV_EVENT_PORT_ERR seen, no IBV_EVENT_PORT_ACTIVE since
+  bool events_ = false;     // the async fd is non-blocking: check_events() may read it
 };
 
 }  // namespace mlxa2a::mlx5

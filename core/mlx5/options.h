@@ -18,7 +18,7 @@ struct NetOptions {
   std::vector<Port> devices;  // MLXA2A_NET_DEVICES; empty: first ACTIVE port of any device
   int gid_index = -1;         // MLXA2A_NET_GID_INDEX; -1: RoCE v2 IPv4-mapped, found
   std::uint32_t timeout_ms = 120000;  // MLXA2A_NET_TIMEOUT: an arrival awaited longer fails
-  std::uint8_t qp_timeout = 14;       // MLXA2A_NET_QP_TIMEOUT: 4.096 us * 2^n per retry
+  std::uint8_t qp_timeout = 18;       // MLXA2A_NET_QP_TIMEOUT: 4.096 us * 2^n per retry
   std::uint8_t retry_count = 7;       // MLXA2A_NET_RETRY_COUNT
   // The fabric's QoS and partition (core/mlx5/qos.h), UCX's defaults:
   int traffic_class = -1;  // MLXA2A_NET_TRAFFIC_CLASS; -1: 106 on RoCE, 0 on InfiniBand

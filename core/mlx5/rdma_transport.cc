@@ -127,7 +127,7 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
     for (int p : peers) {
       const Card& c = cards[static_cast<std::size_t>(p)];
       Link& l = links[static_cast<std::size_t>(p)];
-      Endpoint* ep = nullptr;
+      std::shared_ptr<Endpoint> ep;
       bool is_new = false;
       if (p < 0 || p >= size || p == me || !c.ok || c.addr.roce != mine.addr.roce ||
           pool->endpoint(c.id, &ep, &is_new) != Status::ok) {
@@ -137,7 +137,6 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
         continue;
       }
       Peer& peer = t->peers_[static_cast<std::size_t>(p)];
-      peer.ep = ep;
       for (int q = 0; q < 2; ++q) {
         peer.out_addr[q] = c.out_addr[q];
         peer.rkey[q] = c.rkey[q];
@@ -148,6 +147,7 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
                                   : ep->connected ? Link::Existing
                                                   : Link::Pending;
       l = Link{state, ep->qp->qpn(), ep->psn, ep->remote_qpn};
+      peer.ep = std::move(ep);
       if (is_new) created.push_back(p);
     }
   }
@@ -237,6 +237,14 @@ Status RdmaLeaderTransport::fail(Status st) noexcept {
   return st;
 }
 
+Status RdmaLeaderTransport::fail_pending(Status st) noexcept {
+  // A pair that lost a message (an error, or no arrival in time) cannot be
+  // trusted by anyone: every team sharing it falls back at its next post,
+  // and the next set-up replaces it on both ends (docs/hier.md, "Errors").
+  for (const Peer* p : pending_) p->ep->failed = true;
+  return fail(st);
+}
+
 Status RdmaLeaderTransport::post(const Peer& peer, const hier::Message& m) noexcept {
   const int par = m.parity & 1;
   const char* in = areas_.in[par];
@@ -280,11 +288,36 @@ Status RdmaLeaderTransport::post(const Peer& peer, const hier::Message& m) noexc
     }
     first = &head_wr;
   }
+  if (const std::uint32_t wrs = static_cast<std::uint32_t>(n) + (m.head_send ? 1 : 0);
+      !peer.ep->take_send(wrs)) {
+    if (const Status st = send_credits(*peer.ep, wrs); st != Status::ok) return st;
+  }
   ibv_send_wr* bad = nullptr;
   if (Verbs::post_send(peer.ep->qp->get(), first, &bad) != 0) return Status::net_failed;
   // The header's write is not counted: writes_posted counts the data's.
   EndpointPool::count_writes(static_cast<std::uint64_t>(n), m.bytes);
   return Status::ok;
+}
+
+Status RdmaLeaderTransport::send_credits(Endpoint& ep, std::uint32_t wrs) noexcept {
+  if (wrs > ep.qp->send_depth()) return Status::invalid_argument;  // set-up rules it out
+  // Other teams' messages fill the shared send queue: their completions,
+  // polled here for everyone, free it. The HCA needs no help from us, so
+  // spinning with the pool's mutex held is bounded like any wait.
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  for (unsigned i = 1;; ++i) {
+    if (pool_->poll() != Status::ok || ep.failed) return Status::net_failed;
+    if (ep.take_send(wrs)) return Status::ok;
+    if ((i & 1023) == 0) {
+      pool_->check_events();
+      if (Clock::now() - start >= std::chrono::milliseconds(opt_.timeout_ms)) {
+        MLXA2A_LOG(Warn, "RDMA: no send queue space within %u ms", opt_.timeout_ms);
+        return Status::timeout;
+      }
+    }
+    cpu_relax();
+  }
 }
 
 std::uint32_t RdmaLeaderTransport::gather_sge() const noexcept {
@@ -346,6 +379,10 @@ Status RdmaLeaderTransport::post_gather(const Peer& peer, const hier::Message& m
     }
     first = &head_wr;
   }
+  if (const std::uint32_t wrs = static_cast<std::uint32_t>(spans_.size()) + (m.head_send ? 1 : 0);
+      !peer.ep->take_send(wrs)) {
+    if (const Status st = send_credits(*peer.ep, wrs); st != Status::ok) return st;
+  }
   ibv_send_wr* bad = nullptr;
   if (Verbs::post_send(peer.ep->qp->get(), first, &bad) != 0) return Status::net_failed;
   EndpointPool::count_writes(spans_.size(), m.bytes);
@@ -374,6 +411,12 @@ Status RdmaLeaderTransport::post(std::span<const hier::Message> messages) noexce
         pending_.size() == pending_.capacity()) {
       return fail(Status::invalid_argument);
     }
+    if (peers_[r].ep->failed) {
+      // In error, or discarded and replaced by a later set-up (another
+      // team's): this team stops here and falls back.
+      MLXA2A_LOG(Warn, "RDMA: the queue pair to node %d failed; the team falls back", m.node);
+      return fail(Status::net_failed);
+    }
     if (const Status st = m.gather ? post_gather(peers_[r], m) : post(peers_[r], m);
         st != Status::ok) {
       MLXA2A_LOG(Warn, "RDMA: posting a write to node %d failed", m.node);
@@ -399,13 +442,13 @@ Status RdmaLeaderTransport::complete() noexcept {
   const core::wait_cpu::Scope accounted;  // MLXA2A_COLL_STATS: CPU spent waiting
   const unsigned spins = opt_.oversubscribed ? 4 : 2000;
   for (unsigned i = 0;; ++i) {
-    if (pool_->poll() != Status::ok || slot_.failed) return fail(Status::net_failed);
+    if (pool_->poll() != Status::ok || slot_.failed) return fail_pending(Status::net_failed);
     if (slot_.arrived[par] >= expect_arrived_[par] && slot_.sent >= expect_sent_) {
       pending_.clear();
       return Status::ok;
     }
     for (const Peer* p : pending_) {
-      if (p->ep->failed) return fail(Status::net_failed);
+      if (p->ep->failed) return fail_pending(Status::net_failed);
     }
     if (i < spins) {
       cpu_relax();
@@ -420,10 +463,14 @@ Status RdmaLeaderTransport::complete() noexcept {
       if (waited.count() >= static_cast<long>(opt_.timeout_ms)) {
         MLXA2A_LOG(Warn, "RDMA: no arrival from a partner leader within %u ms",
                    opt_.timeout_ms);
-        return fail(Status::timeout);
+        lock.lock();
+        return fail_pending(Status::timeout);
       }
     }
     lock.lock();
+    // A port that went down or a QP the HCA failed shows here long before
+    // the retries run out; the endpoints it names are failed (above).
+    if ((i & 63) == 0) pool_->check_events();
   }
 }
 

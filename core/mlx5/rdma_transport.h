@@ -19,7 +19,9 @@
 // * exchange(): as hier::LeaderTransport. Returns Status::timeout when an
 //   expected arrival is not seen within NetOptions::timeout_ms, net_failed
 //   on a failed post or completion; the transport is broken afterwards and
-//   every later exchange fails at once.
+//   every later exchange fails at once. The partners' endpoints of a failed
+//   exchange are retired (Endpoint::failed): other transports sharing them
+//   fail at their next post, a later set-up makes new ones.
 // * Not thread-safe per instance; instances in different threads share the
 //   pool under its mutex. Destruction is local.
 #pragma once
@@ -60,7 +62,8 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   // The fewest SGEs per WR any of this transport's queue pairs was granted.
   std::uint32_t gather_sge() const noexcept;
   // Bound on a message's WRs: they must fit the send queue at once (the
-  // unsignalled ones are retired only by the last, signalled one).
+  // unsignalled ones are retired only by the last, signalled one). Teams
+  // sharing the QP take turns through its send credits (send_credits()).
   // (one WR of the send queue goes to the message's header, core/hier/transport.h)
   static constexpr std::size_t kMaxGatherWrs = EndpointPool::kSendDepth - 1;
   // QPs this transport's set-up created (0 when every pair was connected already).
@@ -68,7 +71,7 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
 
  private:
   struct Peer {
-    Endpoint* ep = nullptr;
+    std::shared_ptr<Endpoint> ep;  // shared: a discarded one stays valid, marked failed
     std::uint64_t out_addr[2] = {0, 0};
     std::uint32_t rkey[2] = {0, 0};
     std::uint64_t out_bytes = 0;
@@ -80,6 +83,12 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   // A zero-copy message: builds sges_/wrs_ from m.gather, then posts.
   Status post_gather(const Peer& peer, const hier::Message& m) noexcept;
   Status fail(Status st) noexcept;
+  // The slow path of taking `wrs` of the QP's send credits (after
+  // Endpoint::take_send found too few): polls until other teams'
+  // completions free them. Pool mutex held.
+  Status send_credits(Endpoint& ep, std::uint32_t wrs) noexcept;
+  // fail(), and retires the endpoints of the failed post's partners. Pool mutex held.
+  Status fail_pending(Status st) noexcept;
 
   EndpointPool* pool_;
   hier::StageAreas areas_;

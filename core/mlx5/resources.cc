@@ -311,7 +311,11 @@ Status QueuePair::connect(const PortAddress& remote, std::uint32_t remote_qpn,
   a.dest_qp_num = remote_qpn;
   a.rq_psn = remote_psn & 0xffffff;
   a.max_dest_rd_atomic = 0;  // writes only: no RDMA READ/atomic is ever targeted at us
-  a.min_rnr_timer = 12;      // 0.64 ms (IB spec table 45)
+  // RNR (no receive posted here): receives are re-posted as arrivals are
+  // polled (endpoint_pool.cc), so a requester meeting one faces a peer that
+  // stopped polling. It waits the longest finite budget IB has, 491.52 ms
+  // (IB spec table 45) x (rnr_retry 6 + 1) = 3.4 s, then its QP fails.
+  a.min_rnr_timer = 31;
   a.ah_attr.port_num = dev_->port();
   a.ah_attr.sl = dev_->qos().service_level;
   if (me.roce) {
@@ -333,9 +337,10 @@ Status QueuePair::connect(const PortAddress& remote, std::uint32_t remote_qpn,
   r.sq_psn = my_psn & 0xffffff;
   r.timeout = opt.qp_timeout;
   r.retry_cnt = opt.retry_count;
-  // 7 = retry forever on RNR: receives are replenished as they are consumed
-  // (endpoint_pool.cc), so an RNR is a slow peer, never a lost message.
-  r.rnr_retry = 7;
+  // Finite (7 would retry forever): a stalled peer ends in
+  // IBV_WC_RNR_RETRY_EXC_ERR after 3.4 s, before any MLXA2A_NET_TIMEOUT
+  // worth having, instead of the HCA waiting for it forever.
+  r.rnr_retry = 6;
   r.max_rd_atomic = 0;
   if (v.modify_qp(get(), &r,
                   IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |

@@ -58,6 +58,11 @@ void load(const char* library) {
                   bind(lib, "ibv_modify_qp", v.modify_qp, true) &&
                   bind(lib, "ibv_destroy_qp", v.destroy_qp, true) &&
                   bind(lib, "ibv_wc_status_str", v.wc_status_str, false) &&
+                  bind(lib, "ibv_query_qp", v.query_qp, false) &&
+                  bind(lib, "ibv_get_async_event", v.get_async_event, false) &&
+                  bind(lib, "ibv_ack_async_event", v.ack_async_event, false) &&
+                  bind(lib, "ibv_event_type_str", v.event_type_str, false) &&
+                  bind(lib, "ibv_resize_cq", v.resize_cq, false) &&
                   bind(lib, "ibv_import_device", v.import_device, false) &&
                   bind(lib, "ibv_import_pd", v.import_pd, false) &&
                   bind(lib, "ibv_unimport_pd", v.unimport_pd, false) &&

@@ -42,6 +42,13 @@ struct Verbs {
   decltype(&::ibv_modify_qp) modify_qp;
   decltype(&::ibv_destroy_qp) destroy_qp;
   decltype(&::ibv_wc_status_str) wc_status_str;  // optional, for messages
+  // Error handling (docs/hier.md, "Errors"): optional, only the checks they
+  // serve are skipped without them.
+  decltype(&::ibv_query_qp) query_qp;
+  decltype(&::ibv_get_async_event) get_async_event;
+  decltype(&::ibv_ack_async_event) ack_async_event;
+  decltype(&::ibv_event_type_str) event_type_str;
+  decltype(&::ibv_resize_cq) resize_cq;
   // Optional (rdma-core >= 32): sharing one PD among the processes of a node
   // (core/mlx5/shared_pd.h). Null when the library predates them.
   decltype(&::ibv_import_device) import_device;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <new>
 
 #include "core/log.h"
@@ -153,7 +154,14 @@ void HierEngine::abandon() noexcept {
 
 void HierEngine::contain(shm::Status st) noexcept {
   // Only RDMA teams: with PMPI leaders the engine stays broken (docs/hier.md).
-  if (rdma_) containment_.fail(engine_calls_, shm::to_string(st));
+  if (!rdma_) return;
+  // An async event (port down, QP fatal, ...) is usually the cause: its name
+  // goes into the containment's log line and trace.
+  const char* event = mlx5::EndpointPool::last_event();
+  char what[128];
+  std::snprintf(what, sizeof what, "%s%s%s", shm::to_string(st),
+                *event ? ", last RDMA async event " : "", event);
+  containment_.fail(engine_calls_, what);
 }
 
 bool HierEngine::contained_call(std::size_t bytes) noexcept {

@@ -123,7 +123,12 @@ void fill_port_attr(const DeviceSpec& d, ibv_port_attr* p) {
 int query_port_op(ibv_context* c, uint8_t port, ibv_port_attr* p, size_t len) {
   if (port != 1) return fail(EINVAL);
   ibv_port_attr full;
-  fill_port_attr(*Context::from(c)->dev, &full);
+  const Context* ctx = Context::from(c);
+  fill_port_attr(*ctx->dev, &full);
+  if (ctx->port_down) {
+    full.state = IBV_PORT_DOWN;
+    full.phys_state = 3;  // Disabled
+  }
   memcpy(p, &full, len < sizeof full ? len : sizeof full);
   return 0;
 }

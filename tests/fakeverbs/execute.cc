@@ -179,7 +179,7 @@ Outcome Executor::run(SendWr& w) {
     o.status = IBV_WC_LOC_LEN_ERR;
     return o;
   }
-  if (qp_.ctx->dev->port_state != IBV_PORT_ACTIVE || !resolve_peer()) {
+  if (qp_.ctx->dev->port_state != IBV_PORT_ACTIVE || qp_.ctx->port_down || !resolve_peer()) {
     o.wait = true;
     return o;
   }

@@ -29,8 +29,9 @@ struct Rules {
   double fail_prob = 0;  // each WR of a QP aimed at `prob_target`
   Target prob_target;
   uint64_t fail_post = 0, fail_recv = 0, retry_exc = 0, rem_access = 0, drop_cqe = 0,
-           qp_error = 0, delay_us = 0, fail_reg = 0;
-  uint64_t n_post = 0, n_recv = 0, n_wr = 0, n_cqe = 0, n_qp_error = 0, n_reg = 0;
+           qp_error = 0, delay_us = 0, fail_reg = 0, port_down = 0;
+  uint64_t n_post = 0, n_recv = 0, n_wr = 0, n_cqe = 0, n_qp_error = 0, n_reg = 0,
+           n_port_down = 0;
 };
 
 std::mutex g_mu;
@@ -77,6 +78,7 @@ Rules& rules() {  // caller holds g_mu
     else if (k == "rem_access") g_rules.rem_access = n;
     else if (k == "drop_cqe") g_rules.drop_cqe = n;
     else if (k == "qp_error") g_rules.qp_error = n;
+    else if (k == "port_down") g_rules.port_down = n;
     else if (k == "delay_us") g_rules.delay_us = n;
     else if (k == "fail_reg") g_rules.fail_reg = n;
     else if (k == "fail_wr" && parse_target(item, eq + 1, &g_rules.wr_target)) g_rules.fail_wr = n;
@@ -111,6 +113,12 @@ bool qp_error_now() {
   std::lock_guard<std::mutex> g(g_mu);
   Rules& r = rules();
   return ++r.n_qp_error == r.qp_error;
+}
+
+bool port_down_now() {
+  std::lock_guard<std::mutex> g(g_mu);
+  Rules& r = rules();
+  return ++r.n_port_down == r.port_down;
 }
 
 int wr_status(uint32_t dest_qpn, uint64_t qp_index, uint64_t* rng) {

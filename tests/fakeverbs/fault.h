@@ -17,6 +17,10 @@
 //                  probability P, drawn from the QP's seeded stream (hca.h)
 //   qp_error=N     at the Nth ibv_post_send call the QP moves to the error
 //                  state (IBV_EVENT_QP_FATAL); the WRs are flushed
+//   port_down=N    at the Nth ibv_post_send call the port goes down
+//                  (IBV_EVENT_PORT_ERR; ibv_query_port says DOWN): WRs are
+//                  retried until the QP's retry budget runs out, as on a
+//                  dead link
 // The variable is re-read when it changes (counters restart), so a test may
 // aim a rule at a QPN it learns at run time.
 // An erroring WR moves its QP to the error state exactly as a real error does.
@@ -32,6 +36,7 @@ bool fail_post_send();
 bool fail_post_recv();
 bool fail_reg_mr();
 bool qp_error_now();
+bool port_down_now();
 // -1, or the ibv_wc_status to force on a WR: the qp_index-th (from 1) posted
 // on a QP connected to dest_qpn; `rng` is that QP's fault stream.
 int wr_status(uint32_t dest_qpn, uint64_t qp_index, uint64_t* rng);

@@ -65,6 +65,13 @@ int post_send_op(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
     ev.event_type = IBV_EVENT_QP_FATAL;
     qp->ctx->push_async(ev);
   }
+  if (fault::port_down_now() && !qp->ctx->port_down.exchange(true)) {
+    log_error("FAKEVERBS_FAULT: the port of QP 0x%x goes down", qp->qpn());
+    ibv_async_event ev{};
+    ev.element.port_num = 1;
+    ev.event_type = IBV_EVENT_PORT_ERR;
+    qp->ctx->push_async(ev);
+  }
   const ibv_qp_state st = qp->state();
   // Posting to the send queue is allowed in RTS, and in ERR where the WR is
   // completed with IBV_WC_WR_FLUSH_ERR (IB spec 10.8.3.x, man ibv_post_send).

@@ -131,6 +131,25 @@ TEST(Faults, QpToError) {
   });
 }
 
+TEST(Faults, PortDownRaisesPortErrAndWritesRunOutOfRetries) {
+  with_fault("port_down=1", [](Endpoint& e, Address& self) {
+    EXPECT_EQ(e.post_write(1, self, 0, 8, true, 1024), 0);  // the port goes down here
+    int fl = fcntl(e.ctx->async_fd, F_GETFL);
+    fcntl(e.ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+    ibv_async_event ev{};
+    ASSERT_EQ(ibv_get_async_event(e.ctx, &ev), 0);
+    EXPECT_EQ(ev.event_type, IBV_EVENT_PORT_ERR);
+    EXPECT_EQ(ev.element.port_num, 1);
+    ibv_ack_async_event(&ev);
+    ibv_port_attr pa{};
+    ASSERT_EQ(ibv_query_port(e.ctx, 1, &pa), 0);
+    EXPECT_EQ(pa.state, IBV_PORT_DOWN);
+    auto wc = e.poll(1);  // the harness's QP retries briefly, then gives up
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR) << wc_name(wc[0].status);
+  });
+}
+
 TEST(Transport, UnreachablePeerRetryExceeded) {
   run_one([](Channel&) {
     EndpointOptions o;

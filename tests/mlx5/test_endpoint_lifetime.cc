@@ -1,0 +1,146 @@
+// Endpoint lifetime across teams (issue 27, item 1): teams sharing a pair of
+// processes share its queue pair (EndpointPool). When one team's QP fails,
+// a later set-up replaces it; every team still holding the old endpoint must
+// contain itself (an error, then `broken`, so the caller falls back) instead
+// of touching freed memory, and the new team gets fresh QPs and RDMA.
+// Forked ranks over fakeverbs, no MPI; under ASan (build-sanitize) a use
+// after free aborts the rank.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "core/hier/hier_alltoall.h"
+#include "core/mlx5/endpoint_pool.h"
+#include "tests/mlx5/fork_group.h"
+#include "tests/mlx5/rdma_fixture.h"
+#include "tests/shm/fork_team.h"
+#include "tests/shm/pattern.h"
+
+namespace mlxa2a::mlx5 {
+namespace {
+
+using hier::HierAlltoall;
+using shm::test::ForkBootstrap;
+
+const std::vector<int> kNodes = {0, 0, 1, 1};
+
+// One alltoall of `bytes` per peer; on success the data is checked.
+Status run_checked(HierAlltoall& e, int rank, int it, std::size_t bytes, bool* data_ok) {
+  const int n = static_cast<int>(kNodes.size());
+  std::vector<unsigned char> send(n * bytes), recv(n * bytes, 0);
+  shm::test::fill_send(send, rank, n, it, bytes);
+  const Status st = e.run(send.data(), recv.data(), bytes);
+  *data_ok = st != Status::ok || shm::test::check_recv(recv, rank, n, it, bytes);
+  return st;
+}
+
+bool contained(Status st) { return st == Status::transport_failed || st == Status::peer_failed; }
+
+int replaced_pair_rank(ForkBootstrap& boot, int rank, const test::ForkGroupWiring& wiring) {
+  const NetOptions opt = test::test_options();
+  const bool leader = rank == 0 || rank == 2;
+  bool ok = false;
+  std::unique_ptr<HierAlltoall> a, b, c;
+  int created_a = 0, created_b = 0, created_c = 0;
+  FT_CHECK(test::build_rdma_hier(boot, rank, kNodes, {}, opt, wiring, &a, Status::ok,
+                                 &created_a) == 0);
+  FT_CHECK(test::build_rdma_hier(boot, rank, kNodes, {}, opt, wiring, &b, Status::ok,
+                                 &created_b) == 0);
+  FT_CHECK(created_a == (leader ? 1 : 0) && created_b == 0);  // b shares a's QP
+  FT_CHECK_STATUS(run_checked(*a, rank, 1, 100, &ok), Status::ok);
+  FT_CHECK(ok);
+  FT_CHECK_STATUS(run_checked(*b, rank, 2, 100, &ok), Status::ok);
+  FT_CHECK(ok);
+
+  // Node 1's QP goes to the error state at a's next post (IBV_EVENT_QP_FATAL).
+  if (rank == 2) setenv("FAKEVERBS_FAULT", "qp_error=1", 1);
+  FT_CHECK(contained(run_checked(*a, rank, 3, 100, &ok)));
+  unsetenv("FAKEVERBS_FAULT");
+
+  // A later team: both ends replace the pair and it runs over RDMA.
+  FT_CHECK(test::build_rdma_hier(boot, rank, kNodes, {}, opt, wiring, &c, Status::ok,
+                                 &created_c) == 0);
+  FT_CHECK(created_c == (leader ? 1 : 0));
+  const std::uint64_t writes = EndpointPool::stats().writes_posted;
+  FT_CHECK_STATUS(run_checked(*c, rank, 4, 100, &ok), Status::ok);
+  FT_CHECK(ok);
+  if (leader) FT_CHECK(EndpointPool::stats().writes_posted > writes);
+
+  // b still holds the replaced endpoint: it contains itself, then stays broken.
+  FT_CHECK(contained(run_checked(*b, rank, 5, 100, &ok)));
+  FT_CHECK_STATUS(run_checked(*b, rank, 6, 100, &ok), Status::broken);
+  // ... and c is undisturbed.
+  FT_CHECK_STATUS(run_checked(*c, rank, 7, 300, &ok), Status::ok);
+  FT_CHECK(ok);
+  a.reset();
+  b.reset();
+  c.reset();
+  EndpointPool::shutdown();
+  FT_CHECK(EndpointPool::stats().qps_live == 0 && EndpointPool::stats().mrs_live == 0);
+  return 0;
+}
+
+TEST(EndpointLifetime, TeamHoldingAReplacedQueuePairFallsBackAndANewTeamGetsFreshOnes) {
+  test::ForkGroupWiring wiring(2);
+  ASSERT_TRUE(wiring.ok());
+  const auto res = shm::test::run_forked_nodes(
+      kNodes, [&](ForkBootstrap& boot, int rank) { return replaced_pair_rank(boot, rank, wiring); },
+      30);
+  EXPECT_FALSE(res.hung);
+  for (std::size_t r = 0; r < res.exit_codes.size(); ++r) {
+    EXPECT_EQ(res.exit_codes[r], 0) << "rank " << r;
+  }
+}
+
+// The port of node 1's leader goes down in the middle of a call
+// (IBV_EVENT_PORT_ERR): its writes would be retried for ~4 s before the HCA
+// gives up and the software timeout is 3 s, but the async event ends the
+// call at once with the event's name; new set-ups are refused while the
+// port is down.
+int port_down_rank(ForkBootstrap& boot, int rank, const test::ForkGroupWiring& wiring) {
+  NetOptions opt = test::test_options();
+  opt.qp_timeout = 18;  // 1.07 s per try
+  opt.retry_count = 3;
+  opt.timeout_ms = 3000;
+  bool ok = false;
+  std::unique_ptr<HierAlltoall> a, b;
+  int created = 0;
+  FT_CHECK(test::build_rdma_hier(boot, rank, kNodes, {}, opt, wiring, &a, Status::ok,
+                                 &created) == 0);
+  FT_CHECK_STATUS(run_checked(*a, rank, 1, 100, &ok), Status::ok);
+  FT_CHECK(ok);
+  if (rank == 2) setenv("FAKEVERBS_FAULT", "port_down=1", 1);
+  const auto start = std::chrono::steady_clock::now();
+  FT_CHECK(contained(run_checked(*a, rank, 2, 100, &ok)));
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (rank == 2) {
+    if (took >= 1.5) std::fprintf(stderr, "rank 2: the port-down call took %.2f s\n", took);
+    FT_CHECK(took < 1.5);
+    FT_CHECK(std::strcmp(EndpointPool::last_event(), "IBV_EVENT_PORT_ERR") == 0);
+  }
+  const int rc = test::build_rdma_hier(boot, rank, kNodes, {}, opt, wiring, &b,
+                                       Status::unavailable, &created);
+  FT_CHECK(rc == 42);  // refused on every leader alike
+  return 0;
+}
+
+TEST(EndpointLifetime, PortDownEndsTheCallAtOnceAndRefusesNewTeams) {
+  test::ForkGroupWiring wiring(2);
+  ASSERT_TRUE(wiring.ok());
+  const auto res = shm::test::run_forked_nodes(
+      kNodes, [&](ForkBootstrap& boot, int rank) { return port_down_rank(boot, rank, wiring); },
+      30);
+  EXPECT_FALSE(res.hung);
+  for (std::size_t r = 0; r < res.exit_codes.size(); ++r) {
+    EXPECT_EQ(res.exit_codes[r], 0) << "rank " << r;
+  }
+}
+
+}  // namespace
+}  // namespace mlxa2a::mlx5
