@@ -12,7 +12,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 
 #include "core/mpi/team.h"
 #include "core/mpi/tuning.h"
@@ -53,9 +52,8 @@ struct CommState {
     std::int64_t recvcount = 0;
     std::uint64_t bytes = 0;
     const char* reason = nullptr;  // the selection's, for the trace
-    // The measured decision (pmpi or an engine path); nullopt: the engine's
-    // own choice by size (fixed rules).
-    std::optional<tuning::Candidate> route;
+    // The route decided (core/route/decide.h) or measured: pmpi or an engine's.
+    Route route = Route::pmpi;
   } repeat;
   // Where this communicator's team and its children's teams derive from:
   // shared with the ancestor's state and its other descendants, which may

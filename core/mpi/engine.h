@@ -34,7 +34,7 @@
 #include "core/config/switches.h"
 #include "core/shm/options.h"
 #include "core/shm/status.h"
-#include "core/tune/candidate.h"
+#include "core/route/route.h"
 #include "rcache/options.h"
 
 namespace mlxa2a::hier {
@@ -93,10 +93,10 @@ class Engine {
   // Through one path (measured selection, docs/tune.md): line, copy or cma
   // on the single-node engine; hier, rdma or zcopy on the hierarchical one.
   [[nodiscard]] virtual shm::Status run(const char* send, char* recv, std::size_t bytes_per_peer,
-                                        tuning::Candidate path) noexcept = 0;
+                                        Route path) noexcept = 0;
   // The path run() without a candidate takes for this size (the first
   // candidate of the measured selection). Alike on every rank.
-  virtual tuning::Candidate default_route(std::size_t bytes_per_peer) const noexcept = 0;
+  virtual Route default_route(std::size_t bytes_per_peer) const noexcept = 0;
   // For a rank that cannot take part in a run() its peers have entered.
   virtual void abandon() noexcept = 0;
 

@@ -88,10 +88,10 @@ shm::Status HierEngine::run(const char* send, char* recv, std::size_t bytes) noe
 }
 
 shm::Status HierEngine::run(const char* send, char* recv, std::size_t bytes,
-                            tuning::Candidate path) noexcept {
+                            Route path) noexcept {
   // hier and rdma: the leaders use the transport agreed at set-up; zcopy the
   // same with the leaders gathering from the ranks' buffers.
-  const bool zcopy = path == tuning::Candidate::zcopy && zcopy_ && zcopy_on_;
+  const bool zcopy = path == Route::zcopy && zcopy_ && zcopy_on_;
   return run_counted(send, recv, bytes, zcopy ? zcopy_.get() : nullptr);
 }
 
@@ -136,12 +136,11 @@ shm::Status HierEngine::counted(shm::Status st) noexcept {
   return st;
 }
 
-tuning::Candidate HierEngine::default_route(std::size_t bytes) const noexcept {
-  using tuning::Candidate;
-  if (!rdma_) return Candidate::hier;
+Route HierEngine::default_route(std::size_t bytes) const noexcept {
+  if (!rdma_) return Route::hier;
   // Zero-copy from MLXA2A_NET_ZCOPY_THRESHOLD up (an all-equal switch).
   const std::uint64_t from = settings_.zcopy_threshold;
-  return zcopy_on_ && from != 0 && bytes >= from ? Candidate::zcopy : Candidate::rdma;
+  return zcopy_on_ && from != 0 && bytes >= from ? Route::zcopy : Route::rdma;
 }
 
 void HierEngine::abandon() noexcept {

@@ -45,8 +45,8 @@ class HierEngine final : public Engine {
 
   shm::Status run(const char* send, char* recv, std::size_t bytes) noexcept override;
   shm::Status run(const char* send, char* recv, std::size_t bytes,
-                  tuning::Candidate path) noexcept override;
-  tuning::Candidate default_route(std::size_t bytes) const noexcept override;
+                  Route path) noexcept override;
+  Route default_route(std::size_t bytes) const noexcept override;
   void abandon() noexcept override;
   // After a size_mismatch every rank stopped after the same round
   // (HierAlltoall's contract): stages and transports are in step, nothing to

@@ -31,21 +31,20 @@ std::unique_ptr<ShmEngine> ShmEngine::create(const EngineRequest& req,
 }
 
 shm::Status ShmEngine::run(const char* send, char* recv, std::size_t bytes,
-                           tuning::Candidate path) noexcept {
-  using tuning::Candidate;
+                           Route path) noexcept {
   switch (path) {
-    case Candidate::line: return node_->run(send, recv, bytes, shm::Path::line);
-    case Candidate::copy: return node_->run(send, recv, bytes, shm::Path::copy);
-    case Candidate::cma: return node_->run(send, recv, bytes, shm::Path::cma);
+    case Route::line: return node_->run(send, recv, bytes, shm::Path::line);
+    case Route::copy: return node_->run(send, recv, bytes, shm::Path::copy);
+    case Route::cma: return node_->run(send, recv, bytes, shm::Path::cma);
     default: return run(send, recv, bytes);
   }
 }
 
-tuning::Candidate ShmEngine::default_route(std::size_t bytes) const noexcept {
+Route ShmEngine::default_route(std::size_t bytes) const noexcept {
   switch (node_->path_for(bytes)) {
-    case shm::Path::line: return tuning::Candidate::line;
-    case shm::Path::cma: return tuning::Candidate::cma;
-    default: return tuning::Candidate::copy;
+    case shm::Path::line: return Route::line;
+    case shm::Path::cma: return Route::cma;
+    default: return Route::copy;
   }
 }
 

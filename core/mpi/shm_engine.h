@@ -23,11 +23,11 @@ class LocalEngine final : public Engine {
  public:
   shm::Status run(const char* send, char* recv, std::size_t bytes) noexcept override;
   shm::Status run(const char* send, char* recv, std::size_t bytes,
-                  tuning::Candidate) noexcept override {
+                  Route) noexcept override {
     return run(send, recv, bytes);
   }
-  tuning::Candidate default_route(std::size_t) const noexcept override {
-    return tuning::Candidate::copy;
+  Route default_route(std::size_t) const noexcept override {
+    return Route::copy;
   }
   void abandon() noexcept override {}
 };
@@ -41,8 +41,8 @@ class ShmEngine final : public Engine {
     return node_->run(send, recv, bytes);
   }
   shm::Status run(const char* send, char* recv, std::size_t bytes,
-                  tuning::Candidate path) noexcept override;
-  tuning::Candidate default_route(std::size_t bytes) const noexcept override;
+                  Route path) noexcept override;
+  Route default_route(std::size_t bytes) const noexcept override;
   void abandon() noexcept override { node_->abandon(); }
   bool compares_sizes() const noexcept override { return true; }
   shm::Status check_sizes(std::size_t bytes) noexcept override {

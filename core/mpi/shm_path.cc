@@ -11,10 +11,10 @@ namespace mlxa2a::core::mpi {
 namespace {
 
 shm::Status run_engine(Team& team, const char* send, char* recv, std::uint64_t bytes,
-                       EngineRoute route) {
+                       Route route) {
   Engine* e = team.engine();
   if (!e) return shm::Status::broken;  // no engine: selection never sends a call here
-  return route ? e->run(send, recv, bytes, *route) : e->run(send, recv, bytes);
+  return e->run(send, recv, bytes, route);
 }
 
 int report(MPI_Comm comm, const char* what) {
@@ -96,19 +96,20 @@ int shm_beside_pmpi(const AlltoallArgs& a, Team& team, std::uint64_t announced,
 }
 
 int shm_alltoall_contiguous(const AlltoallArgs& a, Team& team, std::uint64_t bytes,
-                            EngineRoute route) noexcept {
+                            Route route) noexcept {
   return engine_result(a, team,
                        run_engine(team, static_cast<const char*>(a.sendbuf),
                                   static_cast<char*>(a.recvbuf), bytes, route));
 }
 
 int shm_alltoall(const AlltoallArgs& a, Team& team, std::uint64_t bytes,
-                 EngineRoute route) noexcept {
+                 Route route) noexcept {
   // Nothing to move; but when the engine compares sizes across ranks, a 0-byte
-  // call takes part, so that a peer called with more bytes is not left waiting.
+  // call takes part (in the engine's own empty round, whatever the route), so
+  // that a peer called with more bytes is not left waiting.
   if (bytes == 0) {
-    return team.compares_sizes() ? engine_result(a, team, run_engine(team, nullptr, nullptr, 0, std::nullopt))
-                                     : MPI_SUCCESS;
+    return team.compares_sizes() ? engine_result(a, team, team.engine()->run(nullptr, nullptr, 0))
+                                 : MPI_SUCCESS;
   }
   const int n = team.size();
   // Peers may already wait in the engine for this call: a rank that cannot

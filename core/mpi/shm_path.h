@@ -2,7 +2,7 @@
 // NodeAlltoall (or a local copy on a one-rank communicator).
 //
 // Contract
-// * Called only when select() chose Path::Shm, which every rank of the
+// * Called only for an engine route (core/route/decide.h), which every rank of the
 //   communicator does for the same call; so it must take part in the engine
 //   on every rank whatever its local arguments look like. Rank-local
 //   differences are absorbed here: MPI_IN_PLACE (the receive buffer is copied
@@ -21,7 +21,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 
 #include "core/mpi/datatype.h"
 #include "core/mpi/dispatch.h"
@@ -29,18 +28,16 @@
 
 namespace mlxa2a::core::mpi {
 
-// route: an engine path chosen by measurement (Engine::run with a candidate),
-// or nullopt for the engine's own choice by size.
-using EngineRoute = std::optional<tuning::Candidate>;
-
+// route: the engine route decided (core/route/decide.h, or measured), one of
+// the engine's own (Engine::run); a route it cannot take runs as its default.
 int shm_alltoall(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer,
-                 EngineRoute route = std::nullopt) noexcept;
+                 Route route) noexcept;
 
 // shm_alltoall for a call whose send and receive types are both plain named
 // types (is_plain_named()) and whose sendbuf is not MPI_IN_PLACE: the buffers
 // are the engine's blocks as they are.
 int shm_alltoall_contiguous(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer,
-                            EngineRoute route = std::nullopt) noexcept;
+                            Route route) noexcept;
 
 // For a call that measured selection serves through PMPI on a team whose
 // engine compares sizes (Team::compares_sizes): Engine::check_sizes, its
