@@ -65,7 +65,7 @@ bool finish_setup(CommState& st, MPI_Comm comm, bool trace) {
   Runtime& rt = Runtime::instance();
   const bool ok = st.team->complete_setup(comm, rt.settings());
   st.caps = st.team->caps();
-  if (ok && trace && (st.team->node_alltoall() || st.team->hier_alltoall())) {
+  if (ok && trace && st.team->engine() && !st.team->engine_is(EngineProps::Kind::local)) {
     log::trace("team id=%llu engine: %s", static_cast<unsigned long long>(st.id),
                st.team->reused_engine() ? "reused" : "new");
   }
@@ -243,7 +243,7 @@ int tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, Route 
   const auto t0 = Clock::now();
   double took = 0;
   int rc = MPI_SUCCESS;
-  if (step.path == Route::pmpi && st.team->hier_alltoall()) {
+  if (step.path == Route::pmpi && st.team->engine_is(EngineProps::Kind::hier)) {
     // A pmpi trial on a multi-node team checks sizes before PMPI, as the
     // single-node engine does in run_route: the check beside PMPI tells
     // engine peers, not this rank, and a mismatched call must record no
@@ -289,7 +289,7 @@ void learn(route::Query& q, const CommState* st) {
   q.caps = st->caps;
   const Engine* e = team ? team->engine() : nullptr;
   q.engine = e != nullptr;
-  q.compares_sizes = e && e->compares_sizes();
+  q.compares_sizes = team && team->compares_sizes();
   q.engine_route = e ? e->default_route(q.bytes) : Route::pmpi;
   q.tuning = st->tuning ? route::Tuning::on : st->tuning_off ? route::Tuning::off
                                                               : route::Tuning::unknown;

@@ -80,6 +80,16 @@ std::unique_ptr<HierEngine> HierEngine::create(const EngineRequest& req,
     return nullptr;
   }
   if (!e->setup(req)) return nullptr;
+  try {
+    EngineProps& p = e->props_;
+    p.kind = EngineProps::Kind::hier;
+    p.rdma = e->rdma_;
+    p.zcopy = e->zcopy_on_;
+    p.leaders_here = e->hier_->plan().map().leader_count(e->hier_->plan().node());
+    p.rdma_why = e->rdma_why_;
+    p.zcopy_why = e->zcopy_why_;
+  } catch (...) {  // a trace's text only
+  }
   return e;
 }
 

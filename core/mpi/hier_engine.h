@@ -37,7 +37,7 @@
 
 namespace mlxa2a::core::mpi {
 
-class HierEngine final : public Engine {
+class HierEngine final : public Engine, public SizeAgreement {
  public:
   static std::unique_ptr<HierEngine> create(const EngineRequest& req,
                                             const EngineSettings& s) noexcept;
@@ -53,14 +53,13 @@ class HierEngine final : public Engine {
   // agree on, no MPI call.
   bool resync(MPI_Comm) noexcept override { return true; }
   // Check calls (HierAlltoall::check), numbered and contained like run().
-  bool compares_sizes() const noexcept override { return true; }
+  SizeAgreement* sizes() noexcept override { return this; }
   shm::Status check_sizes(std::size_t bytes) noexcept override;
   shm::Status beside_pmpi(std::size_t announced, void (*call)(void*),
                           void* ctx) noexcept override;
   bool contained() const noexcept override { return containment_.engaged(); }
   bool contained_call(std::size_t bytes) noexcept override;
   const std::string& contained_why() const noexcept override { return containment_.why(); }
-  hier::HierAlltoall* hier_alltoall() const noexcept override { return hier_.get(); }
   // The pool (core/mpi/engine_pool.h): the id agreed at set-up; healthy when
   // neither the stage nor the transport failed and no containment is engaged.
   std::uint64_t pool_id() const noexcept override { return pool_id_; }
@@ -70,14 +69,6 @@ class HierEngine final : public Engine {
   void rebind(const shm::Options& opt) noexcept override {
     if (hier_) hier_->rebind(opt);
   }
-
-  // Agreed on every rank at set-up: the leaders exchange over RDMA, and the
-  // zero-copy path is up.
-  bool rdma() const noexcept override { return rdma_; }
-  bool zcopy() const noexcept override { return zcopy_on_; }
-  // Why not ("" when it is).
-  const std::string& rdma_why() const noexcept override { return rdma_why_; }
-  const std::string& zcopy_why() const noexcept override { return zcopy_why_; }
 
  private:
   // One engine call (zcopy: null = staged): numbered, contained on failure.

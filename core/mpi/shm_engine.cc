@@ -30,6 +30,13 @@ std::unique_ptr<ShmEngine> ShmEngine::create(const EngineRequest& req,
   return nullptr;
 }
 
+ShmEngine::ShmEngine(std::unique_ptr<shm::NodeAlltoall> node) : node_(std::move(node)) {
+  props_.kind = EngineProps::Kind::node;
+  props_.line_max = node_->local_size() > 1 ? node_->line_max() : 0;
+  props_.cma_usable = node_->cma_usable();
+  props_.cma_enabled = node_->cma_enabled();
+}
+
 shm::Status ShmEngine::run(const char* send, char* recv, std::size_t bytes,
                            Route path) noexcept {
   switch (path) {

@@ -32,7 +32,7 @@ class LocalEngine final : public Engine {
   void abandon() noexcept override {}
 };
 
-class ShmEngine final : public Engine {
+class ShmEngine final : public Engine, public SizeAgreement {
  public:
   static std::unique_ptr<ShmEngine> create(const EngineRequest& req,
                                            const EngineSettings& s) noexcept;
@@ -44,12 +44,11 @@ class ShmEngine final : public Engine {
                   Route path) noexcept override;
   Route default_route(std::size_t bytes) const noexcept override;
   void abandon() noexcept override { node_->abandon(); }
-  bool compares_sizes() const noexcept override { return true; }
+  SizeAgreement* sizes() noexcept override { return this; }
   shm::Status check_sizes(std::size_t bytes) noexcept override {
     return node_->check_sizes(bytes);
   }
   bool resync(MPI_Comm comm) noexcept override;
-  shm::NodeAlltoall* node_alltoall() const noexcept override { return node_.get(); }
   std::uint64_t pool_id() const noexcept override { return node_->id(); }
   bool poolable() const noexcept override {
     return node_->healthy() && node_->local_size() >= 2;
@@ -57,7 +56,7 @@ class ShmEngine final : public Engine {
   void rebind(const shm::Options& opt) noexcept override { node_->rebind(opt); }
 
  private:
-  explicit ShmEngine(std::unique_ptr<shm::NodeAlltoall> node) : node_(std::move(node)) {}
+  explicit ShmEngine(std::unique_ptr<shm::NodeAlltoall> node);
   std::unique_ptr<shm::NodeAlltoall> node_;
 };
 

@@ -67,9 +67,9 @@ struct Beside {
 }  // namespace
 
 int shm_check_sizes(const AlltoallArgs& a, Team& team, std::uint64_t bytes) noexcept {
-  const shm::Status st = team.engine()->check_sizes(bytes);
+  const shm::Status st = team.sizes()->check_sizes(bytes);  // compares_sizes(): callers check
   if (st != shm::Status::ok && st != shm::Status::size_mismatch &&
-      st != shm::Status::peer_in_pmpi && team.hier_alltoall() != nullptr) {
+      st != shm::Status::peer_in_pmpi && team.engine_is(EngineProps::Kind::hier)) {
     MLXA2A_LOG_LIMITED(Warn, "%s: the engine's size check failed (%s); the call goes on without it",
                        a.entry, shm::to_string(st));
     return MPI_SUCCESS;
@@ -85,7 +85,7 @@ int shm_beside_pmpi(const AlltoallArgs& a, Team& team, std::uint64_t announced,
     self->ran = true;
     self->rc = self->serve(self->ctx);
   };
-  const shm::Status st = team.engine()->beside_pmpi(announced, call, &b);
+  const shm::Status st = team.sizes()->beside_pmpi(announced, call, &b);
   *served = b.ran;
   if (!b.ran) return engine_result(a, team, st);
   if (st != shm::Status::ok) {
@@ -97,9 +97,11 @@ int shm_beside_pmpi(const AlltoallArgs& a, Team& team, std::uint64_t announced,
 
 int shm_alltoall_contiguous(const AlltoallArgs& a, Team& team, std::uint64_t bytes,
                             Route route) noexcept {
+  // An engine route is decided only for a team with an engine (decide.h),
+  // which keeps it until the team is gone: no null check on the hot path.
   return engine_result(a, team,
-                       run_engine(team, static_cast<const char*>(a.sendbuf),
-                                  static_cast<char*>(a.recvbuf), bytes, route));
+                       team.engine()->run(static_cast<const char*>(a.sendbuf),
+                                          static_cast<char*>(a.recvbuf), bytes, route));
 }
 
 int shm_alltoall(const AlltoallArgs& a, Team& team, std::uint64_t bytes,

@@ -83,8 +83,8 @@ TeamTuning::TeamTuning(const Team& team, const config::Settings& s, int world_ra
 
 std::unique_ptr<TeamTuning> TeamTuning::create(const Team& team, const config::Settings& s,
                                                int world_rank) noexcept {
-  const bool engine = (team.caps().shm && team.node_alltoall()) ||
-                      (team.caps().hier && team.hier_alltoall());
+  const bool engine = (team.caps().shm && team.engine_is(EngineProps::Kind::node)) ||
+                      (team.caps().hier && team.engine_is(EngineProps::Kind::hier));
   if (s.tune_samples == 0 || team.size() < 2 || !engine) return nullptr;
   try {
     return std::unique_ptr<TeamTuning>(new TeamTuning(team, s, world_rank));
@@ -104,19 +104,21 @@ std::vector<Route> TeamTuning::candidates(unsigned cls, Route fixed) const {
     if (std::find(list.begin(), list.end(), c) == list.end()) list.push_back(c);
   };
   const std::uint64_t largest = (std::uint64_t{2} << cls) - 1;  // of the class (cls < 63 here)
-  const shm::NodeAlltoall* node = team_.caps().shm ? team_.node_alltoall() : nullptr;
-  const bool line_fits = node && cls < 63 && node->can_take(shm::Path::line, largest);
+  const EngineProps* node = team_.caps().shm && team_.engine_is(EngineProps::Kind::node)
+                                ? team_.engine_props()
+                                : nullptr;
+  const bool line_fits = node && cls < 63 && largest <= node->line_max;
   if (fixed == Route::line && !line_fits) fixed = Route::copy;
   add(fixed);
   add(Route::pmpi);
   if (node) {
     if (line_fits) add(Route::line);
     add(Route::copy);
-    if (node->cma_usable()) add(Route::cma);
+    if (node->cma_usable) add(Route::cma);
   }
   // A multi-node team's leaders exchange over the transport agreed at its
   // set-up, so its hierarchical engine is one candidate: rdma or hier.
-  if (team_.caps().hier && team_.hier_alltoall()) {
+  if (team_.caps().hier && team_.engine_is(EngineProps::Kind::hier)) {
     add(team_.caps().rdma ? Route::rdma : Route::hier);
     // Zero-copy is its own candidate: its cost (registration, gathers)
     // differs from the staged fan-in's.
