@@ -40,7 +40,7 @@ struct CommState {
   std::unique_ptr<TeamTuning> tuning;
   bool tuning_off = false;
   // The signature of the last call the engine ran with plain named types
-  // (is_plain_named, core/mpi/shm_path.h) and separate buffers (core/mpi/dispatch.cc). A later call with the same types
+  // (is_plain_named, core/mpi/engine_call.h) and separate buffers (core/mpi/dispatch.cc). A later call with the same types
   // and counts has the same size, hence the same path on every rank (tuning
   // table and capabilities do not change once the team is set up, and a
   // measured decision is final), so it goes straight to that path.

@@ -10,7 +10,7 @@
 #include "core/log.h"
 #include "core/mpi/comm_state.h"
 #include "core/mpi/runtime.h"
-#include "core/mpi/shm_path.h"
+#include "core/mpi/engine_call.h"
 #include "core/mpi/stacking.h"
 #include "core/mpi/tuning.h"
 #include "core/route/decide.h"
@@ -93,7 +93,7 @@ int checked_pmpi(const AlltoallArgs& a, CommState& st, bool trace, std::uint64_t
     return fall_through(s.a, s.trace, s.bytes, s.st, s.reason);
   };
   bool served = false;
-  const int rc = shm_beside_pmpi(a, *st.team, announced, call, &serve, &served);
+  const int rc = engine_beside_pmpi(a, *st.team, announced, call, &serve, &served);
   if (!served) {
     ++t_counts.shm;
     if (trace) trace_call(a, bytes, &st, Route::shm, "size check before pmpi failed");
@@ -206,8 +206,8 @@ int run_route(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, Route r
     const bool named = std::strstr(reason, "zcopy") != nullptr;  // "tuned: zcopy", ...
     trace_call(a, bytes, &st, route, reason, route == Route::zcopy && !named ? " zcopy" : "");
   }
-  return plain ? shm_alltoall_contiguous(a, *st.team, bytes, route)
-               : shm_alltoall(a, *st.team, bytes, route);
+  return plain ? engine_alltoall_contiguous(a, *st.team, bytes, route)
+               : engine_alltoall(a, *st.team, bytes, route);
 }
 
 // A call of a size class that measured selection decides (core/mpi/tuning.h):
@@ -223,7 +223,7 @@ int tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, Route 
   if (st.tuning->begin_is_collective(bytes) && st.team->compares_sizes()) {
     // Served already when sizes differ or (multi-node) a rank went to PMPI,
     // which this rank then joined (r is PMPI's result); both resync.
-    if (const int r = shm_check_sizes(a, *st.team, bytes);
+    if (const int r = engine_check_sizes(a, *st.team, bytes);
         r != MPI_SUCCESS || st.team->resyncs() != resyncs) {
       ++t_counts.shm;
       if (trace) trace_call(a, bytes, &st, Route::shm, "size check before tuning failed");
@@ -250,7 +250,7 @@ int tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, Route 
     // trial anywhere (docs/tune.md). Outside the timing: a routed pmpi call
     // pays only the check beside PMPI, far less than this one's round trip,
     // so timing it would bias the choice against the MPI's own alltoall.
-    rc = shm_check_sizes(a, *st.team, bytes);
+    rc = engine_check_sizes(a, *st.team, bytes);
     if (rc == MPI_SUCCESS && st.team->resyncs() == resyncs) {
       const auto t1 = Clock::now();
       rc = fall_through(a, trace, bytes, &st, step.reason);

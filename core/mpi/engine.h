@@ -35,7 +35,7 @@
 
 #include "core/config/switches.h"
 #include "core/shm/options.h"
-#include "core/shm/status.h"
+#include "core/status.h"
 #include "core/route/route.h"
 #include "rcache/options.h"
 
@@ -108,16 +108,16 @@ struct EngineSettings {
 // beside it. Collective like run().
 class SizeAgreement {
  public:
-  [[nodiscard]] virtual shm::Status check_sizes(std::size_t bytes_per_peer) noexcept = 0;
+  [[nodiscard]] virtual Status check_sizes(std::size_t bytes_per_peer) noexcept = 0;
   // A call this rank serves through PMPI while peers may be in the engine:
   // call(ctx) is its PMPI_Alltoall and runs at most once. By default
   // check_sizes() first, calling only when it returned ok; the hierarchical
   // engine always calls, inside a check round that tells engine peers to
   // join PMPI (HierAlltoall::check), and returns ok or its failure.
-  [[nodiscard]] virtual shm::Status beside_pmpi(std::size_t announced, void (*call)(void*),
+  [[nodiscard]] virtual Status beside_pmpi(std::size_t announced, void (*call)(void*),
                                                 void* ctx) noexcept {
-    const shm::Status st = check_sizes(announced);
-    if (st == shm::Status::ok) call(ctx);
+    const Status st = check_sizes(announced);
+    if (st == Status::ok) call(ctx);
     return st;
   }
   // After a size_mismatch: agree on a restart point (collective over comm;
@@ -136,11 +136,11 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // The engine's own choice of path for this size.
-  [[nodiscard]] virtual shm::Status run(const char* send, char* recv,
+  [[nodiscard]] virtual Status run(const char* send, char* recv,
                                         std::size_t bytes_per_peer) noexcept = 0;
   // Through one path (measured selection, docs/tune.md): line, copy or cma
   // on the single-node engine; hier, rdma or zcopy on the hierarchical one.
-  [[nodiscard]] virtual shm::Status run(const char* send, char* recv, std::size_t bytes_per_peer,
+  [[nodiscard]] virtual Status run(const char* send, char* recv, std::size_t bytes_per_peer,
                                         Route path) noexcept = 0;
   // The path run() without a candidate takes for this size (the first
   // candidate of the measured selection). Alike on every rank.

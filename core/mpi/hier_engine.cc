@@ -93,11 +93,11 @@ std::unique_ptr<HierEngine> HierEngine::create(const EngineRequest& req,
   return e;
 }
 
-shm::Status HierEngine::run(const char* send, char* recv, std::size_t bytes) noexcept {
+Status HierEngine::run(const char* send, char* recv, std::size_t bytes) noexcept {
   return run_counted(send, recv, bytes, nullptr);
 }
 
-shm::Status HierEngine::run(const char* send, char* recv, std::size_t bytes,
+Status HierEngine::run(const char* send, char* recv, std::size_t bytes,
                             Route path) noexcept {
   // hier and rdma: the leaders use the transport agreed at set-up; zcopy the
   // same with the leaders gathering from the ranks' buffers.
@@ -107,7 +107,7 @@ shm::Status HierEngine::run(const char* send, char* recv, std::size_t bytes,
 
 // Every engine call, staged or zero-copy, is numbered and contained alike:
 // the containment agreement names the call by this number on every rank.
-shm::Status HierEngine::run_counted(const char* send, char* recv, std::size_t bytes,
+Status HierEngine::run_counted(const char* send, char* recv, std::size_t bytes,
                                     hier::SendRegistration* zcopy) noexcept {
   if (bytes != 0) ++engine_calls_;  // run() returns at once on 0, alike on every rank
   return counted(hier_->run(send, recv, bytes, zcopy));
@@ -116,31 +116,31 @@ shm::Status HierEngine::run_counted(const char* send, char* recv, std::size_t by
 // A contained team runs no more rounds: a check is numbered like any engine
 // call and ends as contained_call() says - PMPI judges the sizes, or the
 // call fails because some rank's failed (the same call on every rank).
-shm::Status HierEngine::check_sizes(std::size_t bytes) noexcept {
+Status HierEngine::check_sizes(std::size_t bytes) noexcept {
   if (containment_.engaged()) {
-    return contained_call(bytes) ? shm::Status::ok : shm::Status::peer_failed;
+    return contained_call(bytes) ? Status::ok : Status::peer_failed;
   }
   ++engine_calls_;
   return counted(hier_->check(bytes, false, nullptr, nullptr));
 }
 
-shm::Status HierEngine::beside_pmpi(std::size_t announced, void (*call)(void*),
+Status HierEngine::beside_pmpi(std::size_t announced, void (*call)(void*),
                                     void* ctx) noexcept {
   if (containment_.engaged()) {
-    if (!contained_call(announced)) return shm::Status::peer_failed;
+    if (!contained_call(announced)) return Status::peer_failed;
     call(ctx);
-    return shm::Status::ok;
+    return Status::ok;
   }
   ++engine_calls_;
   return counted(hier_->check(announced, true, call, ctx));
 }
 
-shm::Status HierEngine::counted(shm::Status st) noexcept {
+Status HierEngine::counted(Status st) noexcept {
   // invalid_argument is refused before anything is shared (a local misuse);
   // size_mismatch and peer_in_pmpi end the call on every rank and leave the
   // engine usable.
-  if (st != shm::Status::ok && st != shm::Status::invalid_argument &&
-      st != shm::Status::size_mismatch && st != shm::Status::peer_in_pmpi) {
+  if (st != Status::ok && st != Status::invalid_argument &&
+      st != Status::size_mismatch && st != Status::peer_in_pmpi) {
     contain(st);
   }
   return st;
@@ -157,12 +157,12 @@ void HierEngine::abandon() noexcept {
   // Counted as the engine call it stands for: the peers' one fails.
   ++engine_calls_;
   hier_->abandon();
-  contain(shm::Status::broken);
+  contain(Status::broken);
 }
 
-void HierEngine::contain(shm::Status st) noexcept {
+void HierEngine::contain(Status st) noexcept {
   // Only RDMA teams: with PMPI leaders the engine stays broken (docs/hier.md).
-  if (rdma_) containment_.fail(engine_calls_, shm::to_string(st));
+  if (rdma_) containment_.fail(engine_calls_, to_string(st));
 }
 
 bool HierEngine::contained_call(std::size_t bytes) noexcept {
@@ -209,9 +209,9 @@ bool HierEngine::setup(const EngineRequest& req) noexcept {
     const shm::Options opt = shm_options(settings_, comm, req.oversubscribed);
     const std::size_t area = hier::HierAlltoall::area_bytes(size, local_size, stage_bytes);
     MpiBootstrap boot(node_comm, local_rank, local_size);
-    if (const shm::Status st = shm::NodeStage::create(boot, opt, area, area, stage);
-        st != shm::Status::ok) {
-      MLXA2A_LOG_LIMITED(Warn, "hierarchical staging set-up failed (%s)", shm::to_string(st));
+    if (const Status st = shm::NodeStage::create(boot, opt, area, area, stage);
+        st != Status::ok) {
+      MLXA2A_LOG_LIMITED(Warn, "hierarchical staging set-up failed (%s)", to_string(st));
       failed = 1;
     }
     // The leaders' communicator, ordered by node, then by leader index.
@@ -273,11 +273,11 @@ bool HierEngine::setup(const EngineRequest& req) noexcept {
         transport = std::make_unique<MpiLeaderTransport>(std::move(leaders), std::move(first_rank),
                                                          req.oversubscribed);
       }
-      const shm::Status st =
+      const Status st =
           hier::HierAlltoall::create(node_ids, leads, rank, stage_bytes, std::move(stage),
                                      std::move(transport), hier_);
-      if (st != shm::Status::ok) {
-        MLXA2A_LOG_LIMITED(Warn, "hierarchical engine set-up failed (%s)", shm::to_string(st));
+      if (st != Status::ok) {
+        MLXA2A_LOG_LIMITED(Warn, "hierarchical engine set-up failed (%s)", to_string(st));
         failed = 1;
       } else {
         hier_->set_pipeline(settings_.pipeline);  // all-equal: alike on every rank

@@ -43,8 +43,8 @@ class HierEngine final : public Engine, public SizeAgreement {
                                             const EngineSettings& s) noexcept;
   ~HierEngine() override;
 
-  shm::Status run(const char* send, char* recv, std::size_t bytes) noexcept override;
-  shm::Status run(const char* send, char* recv, std::size_t bytes,
+  Status run(const char* send, char* recv, std::size_t bytes) noexcept override;
+  Status run(const char* send, char* recv, std::size_t bytes,
                   Route path) noexcept override;
   Route default_route(std::size_t bytes) const noexcept override;
   void abandon() noexcept override;
@@ -54,8 +54,8 @@ class HierEngine final : public Engine, public SizeAgreement {
   bool resync(MPI_Comm) noexcept override { return true; }
   // Check calls (HierAlltoall::check), numbered and contained like run().
   SizeAgreement* sizes() noexcept override { return this; }
-  shm::Status check_sizes(std::size_t bytes) noexcept override;
-  shm::Status beside_pmpi(std::size_t announced, void (*call)(void*),
+  Status check_sizes(std::size_t bytes) noexcept override;
+  Status beside_pmpi(std::size_t announced, void (*call)(void*),
                           void* ctx) noexcept override;
   bool contained() const noexcept override { return containment_.engaged(); }
   bool contained_call(std::size_t bytes) noexcept override;
@@ -72,10 +72,10 @@ class HierEngine final : public Engine, public SizeAgreement {
 
  private:
   // One engine call (zcopy: null = staged): numbered, contained on failure.
-  shm::Status run_counted(const char* send, char* recv, std::size_t bytes,
+  Status run_counted(const char* send, char* recv, std::size_t bytes,
                           hier::SendRegistration* zcopy) noexcept;
   // The status of a numbered call, containing it when it failed.
-  shm::Status counted(shm::Status st) noexcept;
+  Status counted(Status st) noexcept;
   explicit HierEngine(const EngineSettings& s);
   // create()'s body; false if it failed on any rank.
   bool setup(const EngineRequest& req) noexcept;
@@ -91,7 +91,7 @@ class HierEngine final : public Engine, public SizeAgreement {
   bool try_zcopy(MPI_Comm node_comm, const hier::NodeMap& map, int rank, int leader,
                  bool rdma_ok) noexcept;
   // After a failed engine call on an RDMA team: agree, then no engine.
-  void contain(shm::Status st) noexcept;
+  void contain(Status st) noexcept;
 
   const EngineSettings settings_;
   // Declared first, so destroyed last: after the engine and its transport.

@@ -9,24 +9,24 @@
 
 namespace mlxa2a::core::mpi {
 
-shm::Status LocalEngine::run(const char* send, char* recv, std::size_t bytes) noexcept {
+Status LocalEngine::run(const char* send, char* recv, std::size_t bytes) noexcept {
   if (bytes != 0) std::memcpy(recv, send, bytes);
-  return shm::Status::ok;
+  return Status::ok;
 }
 
 std::unique_ptr<ShmEngine> ShmEngine::create(const EngineRequest& req,
                                              const EngineSettings& s) noexcept {
-  shm::Status st = shm::Status::create_failed;
+  Status st = Status::create_failed;
   std::unique_ptr<shm::NodeAlltoall> node;
   try {
     const shm::Options opt = shm_options(s, req.comm, req.oversubscribed);
     MpiBootstrap boot(req.node_comm, req.local_rank, req.local_size);
     st = shm::NodeAlltoall::create(boot, opt, node);
-    if (st == shm::Status::ok) return std::unique_ptr<ShmEngine>(new ShmEngine(std::move(node)));
+    if (st == Status::ok) return std::unique_ptr<ShmEngine>(new ShmEngine(std::move(node)));
   } catch (...) {  // allocation only
   }
   MLXA2A_LOG_LIMITED(Warn, "shared-memory set-up failed (%s); this communicator uses PMPI",
-                     shm::to_string(st));
+                     to_string(st));
   return nullptr;
 }
 
@@ -37,7 +37,7 @@ ShmEngine::ShmEngine(std::unique_ptr<shm::NodeAlltoall> node) : node_(std::move(
   props_.cma_enabled = node_->cma_enabled();
 }
 
-shm::Status ShmEngine::run(const char* send, char* recv, std::size_t bytes,
+Status ShmEngine::run(const char* send, char* recv, std::size_t bytes,
                            Route path) noexcept {
   switch (path) {
     case Route::line: return node_->run(send, recv, bytes, shm::Path::line);

@@ -21,8 +21,8 @@ namespace mlxa2a::core::mpi {
 
 class LocalEngine final : public Engine {
  public:
-  shm::Status run(const char* send, char* recv, std::size_t bytes) noexcept override;
-  shm::Status run(const char* send, char* recv, std::size_t bytes,
+  Status run(const char* send, char* recv, std::size_t bytes) noexcept override;
+  Status run(const char* send, char* recv, std::size_t bytes,
                   Route) noexcept override {
     return run(send, recv, bytes);
   }
@@ -37,15 +37,15 @@ class ShmEngine final : public Engine, public SizeAgreement {
   static std::unique_ptr<ShmEngine> create(const EngineRequest& req,
                                            const EngineSettings& s) noexcept;
 
-  shm::Status run(const char* send, char* recv, std::size_t bytes) noexcept override {
+  Status run(const char* send, char* recv, std::size_t bytes) noexcept override {
     return node_->run(send, recv, bytes);
   }
-  shm::Status run(const char* send, char* recv, std::size_t bytes,
+  Status run(const char* send, char* recv, std::size_t bytes,
                   Route path) noexcept override;
   Route default_route(std::size_t bytes) const noexcept override;
   void abandon() noexcept override { node_->abandon(); }
   SizeAgreement* sizes() noexcept override { return this; }
-  shm::Status check_sizes(std::size_t bytes) noexcept override {
+  Status check_sizes(std::size_t bytes) noexcept override {
     return node_->check_sizes(bytes);
   }
   bool resync(MPI_Comm comm) noexcept override;

@@ -110,7 +110,7 @@ class Team {
   // Ranks on the team's largest node (0 when the node map is unknown).
   int ranks_per_node() const noexcept;
 
-  // After the engine returned shm::Status::size_mismatch - which every rank of
+  // After the engine returned Status::size_mismatch - which every rank of
   // the team then gets in the same call (NodeAlltoall's and HierAlltoall's
   // contracts) - agrees on the engine's restart point (the single-node engine:
   // one PMPI_Allreduce over comm; the hierarchical one needs none), so that
