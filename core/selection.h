@@ -1,21 +1,11 @@
-// Selection: which path serves one MPI_Alltoall call by the fixed rules.
+// A team's agreed capabilities and the size ranges in which the fixed rules
+// (core/route/decide.cc) route its calls to an engine.
 //
-// In auto mode these rules decide only where nothing is measured
-// (MLXA2A_TUNE_SAMPLES=0, one-rank teams, teams without an engine); elsewhere
-// their choice is the first candidate of the measured selection
-// (core/mpi/tuning.h, docs/tune.md), which then decides.
-//
-// Every input must be identical on all ranks of the communicator, so that no two
-// ranks ever take different paths: bytes per peer (equal by MPI's type-signature
-// rule), the tuning table (an all-equal switch, checked at init) and the team's
-// capabilities (agreed with one allreduce per team). Rank-local properties of a
-// call (MPI_IN_PLACE, a non-contiguous datatype, large counts) are absorbed by
-// the engine locally and never change the path.
+// Every field must be identical on all ranks of the communicator (agreed with
+// one allreduce per team), so that no two ranks ever take different routes.
 #pragma once
 
 #include <cstdint>
-
-#include "core/config/tune.h"
 
 namespace mlxa2a::core {
 
@@ -42,14 +32,6 @@ struct Capabilities {
   // buffers (path zcopy, docs/zerocopy.md). Agreed at set-up by every rank.
   bool zcopy = false;
 };
-
-struct Decision {
-  config::tune::Path path;  // Shm, Rdma or Pmpi (never Auto)
-  const char* reason;       // static text for the trace
-};
-
-Decision select(std::uint64_t bytes_per_peer, const config::tune::Table& tune,
-                const Capabilities& caps);
 
 // Sets caps' auto-mode ranges from the team's layout: size ranks, nodes taken
 // from caps, `oversubscribed` (a node's ranks outnumber its cores) and whether

@@ -7,15 +7,10 @@
 
 namespace mlxa2a::core::config::tune {
 
-namespace {
-constexpr std::string_view kPathNames[] = {"auto", "shm", "rdma", "pmpi"};
-}
-
-std::string_view to_string(Path p) { return kPathNames[static_cast<int>(p)]; }
-
-std::optional<Path> path_from_string(std::string_view s) {
-  for (std::size_t i = 0; i < std::size(kPathNames); ++i) {
-    if (s == kPathNames[i]) return static_cast<Path>(i);
+std::optional<Route> rule_route_from_string(std::string_view s) {
+  const auto r = route_from_string(s);
+  if (r && (*r == Route::auto_ || *r == Route::shm || *r == Route::rdma || *r == Route::pmpi)) {
+    return r;
   }
   return std::nullopt;
 }
@@ -39,12 +34,12 @@ std::optional<Table> Table::parse(std::string_view text, std::string* error) {
     const std::string_view path_text = colon == std::string_view::npos
                                            ? rule_text
                                            : trim(rule_text.substr(colon + 1));
-    const auto path = path_from_string(path_text);
+    const auto path = rule_route_from_string(path_text);
     if (!path) {
       *error = where + ": path must be auto, shm, rdma or pmpi";
       return std::nullopt;
     }
-    rule.path = *path;
+    rule.route = *path;
     if (colon != std::string_view::npos) {
       const std::string_view range = trim(rule_text.substr(0, colon));
       const std::size_t dash = range.find('-');
@@ -84,11 +79,11 @@ void Table::flatten() {
   disjoint_.clear();
   for (auto it = cuts.begin(); it != cuts.end(); ++it) {
     const auto next = std::next(it);
-    Rule piece{*it, next == cuts.end() ? UINT64_MAX : *next, Path::Auto};
+    Rule piece{*it, next == cuts.end() ? UINT64_MAX : *next, Route::auto_};
     for (const Rule& r : rules_) {
-      if (r.lo <= piece.lo && piece.lo < r.hi) piece.path = r.path;
+      if (r.lo <= piece.lo && piece.lo < r.hi) piece.route = r.route;
     }
-    if (!disjoint_.empty() && disjoint_.back().path == piece.path) {
+    if (!disjoint_.empty() && disjoint_.back().route == piece.route) {
       disjoint_.back().hi = piece.hi;  // merge neighbours with the same path
     } else {
       disjoint_.push_back(piece);
@@ -103,7 +98,7 @@ std::string Table::format() const {
     if (r.lo != 0 || r.hi != UINT64_MAX) {
       out += format_size(r.lo) + "-" + format_size(r.hi) + ":";
     }
-    out += to_string(r.path);
+    out += to_string(r.route);
   }
   return out.empty() ? std::string("auto") : out;
 }

@@ -16,17 +16,18 @@
 #include <string_view>
 #include <vector>
 
+#include "core/route/route.h"
+
 namespace mlxa2a::core::config::tune {
 
-enum class Path : std::uint8_t { Auto, Shm, Rdma, Pmpi };
-
-std::string_view to_string(Path p);
-std::optional<Path> path_from_string(std::string_view s);
+// A rule's route: one of the four names MLXA2A_TUNE accepts (Route::auto_,
+// shm, rdma, pmpi; core/route/route.h).
+std::optional<Route> rule_route_from_string(std::string_view s);
 
 struct Rule {
   std::uint64_t lo = 0;
   std::uint64_t hi = UINT64_MAX;  // exclusive; UINT64_MAX means "inf"
-  Path path = Path::Auto;
+  Route route = Route::auto_;
   friend bool operator==(const Rule&, const Rule&) = default;
 };
 
@@ -38,11 +39,11 @@ class Table {
   // description that names the offending rule.
   static std::optional<Table> parse(std::string_view text, std::string* error);
 
-  Path lookup(std::uint64_t bytes_per_peer) const {
+  Route lookup(std::uint64_t bytes_per_peer) const {
     for (const Rule& r : disjoint_) {
-      if (bytes_per_peer < r.hi) return r.path;
+      if (bytes_per_peer < r.hi) return r.route;
     }
-    return disjoint_.back().path;  // bytes_per_peer == UINT64_MAX
+    return disjoint_.back().route;  // bytes_per_peer == UINT64_MAX
   }
   // True when every size maps to the same path. The path may still depend on
   // the size when it is auto (a team's auto ranges), so only a uniform pmpi

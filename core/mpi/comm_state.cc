@@ -156,10 +156,9 @@ namespace {
 
 void trace_team(const CommState& st, const char* how) {
   if (Runtime::instance().coll_trace() != config::CollTrace::Debug) return;
-  const shm::NodeAlltoall* engine = st.team->node_alltoall();
   // leaders: of this rank's node when the hierarchical engine is built (a
   // derived team builds it at its first call that selects it).
-  const hier::HierAlltoall* h = st.team->hier_alltoall();
+  const EngineProps* p = st.team->engine_props();
   // no-zcopy-because: only where zero-copy was asked for (threshold not 0)
   // and refused at set-up (a derived team decides at its first call).
   const bool zcopy_refused = st.caps.rdma && !st.caps.zcopy && !st.team->zcopy_why().empty() &&
@@ -174,8 +173,8 @@ void trace_team(const CommState& st, const char* how) {
              "oversubscribed=%d cma=%d %s%s%s%s%s%s%s",
              static_cast<unsigned long long>(st.id), st.team->size(), st.caps.nodes, st.caps.shm,
              st.caps.hier, st.caps.rdma, st.caps.zcopy,
-             h ? h->plan().map().leader_count(h->plan().node()) : 0, st.team->oversubscribed(),
-             engine && engine->cma_enabled(), how,
+             p ? p->leaders_here : 0, st.team->oversubscribed(),
+             p && p->kind == EngineProps::Kind::node && p->cma_enabled, how,
              st.caps.hier && !st.caps.rdma ? " no-rdma-because=" : "",
              st.caps.hier && !st.caps.rdma ? st.team->rdma_why().c_str() : "",
              zcopy_refused ? " no-zcopy-because=" : "",

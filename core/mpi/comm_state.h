@@ -12,7 +12,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 
 #include "core/mpi/team.h"
 #include "core/mpi/tuning.h"
@@ -41,7 +40,7 @@ struct CommState {
   std::unique_ptr<TeamTuning> tuning;
   bool tuning_off = false;
   // The signature of the last call the engine ran with plain named types
-  // (is_plain_named, core/mpi/shm_path.h) and separate buffers (core/mpi/dispatch.cc). A later call with the same types
+  // (is_plain_named, core/mpi/engine_call.h) and separate buffers (core/mpi/dispatch.cc). A later call with the same types
   // and counts has the same size, hence the same path on every rank (tuning
   // table and capabilities do not change once the team is set up, and a
   // measured decision is final), so it goes straight to that path.
@@ -53,9 +52,8 @@ struct CommState {
     std::int64_t recvcount = 0;
     std::uint64_t bytes = 0;
     const char* reason = nullptr;  // the selection's, for the trace
-    // The measured decision (pmpi or an engine path); nullopt: the engine's
-    // own choice by size (fixed rules).
-    std::optional<tuning::Candidate> route;
+    // The route decided (core/route/decide.h) or measured: pmpi or an engine's.
+    Route route = Route::pmpi;
   } repeat;
   // Where this communicator's team and its children's teams derive from:
   // shared with the ancestor's state and its other descendants, which may

@@ -1,4 +1,4 @@
-// Datatype helpers of the engine paths (core/mpi/shm_path.h): which
+// Datatype helpers of the engine paths (core/mpi/engine_call.h): which
 // predefined types are plain scalars, where a datatype's bytes lie, and
 // packing/unpacking a call's blocks through a contiguous buffer.
 //

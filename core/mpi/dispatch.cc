@@ -11,17 +11,15 @@
 #include "core/mpi/comm_state.h"
 #include "core/mpi/job_stats.h"
 #include "core/mpi/runtime.h"
-#include "core/mpi/shm_path.h"
+#include "core/mpi/engine_call.h"
 #include "core/mpi/stacking.h"
 #include "core/mpi/tuning.h"
-#include "core/selection.h"
+#include "core/route/decide.h"
 
 namespace mlxa2a::core::mpi {
 
 namespace {
 
-using config::tune::Path;
-using tuning::Candidate;
 
 constinit thread_local PathCounts t_counts __attribute__((tls_model("initial-exec")));
 
@@ -34,8 +32,10 @@ std::string comm_label(MPI_Comm comm) {
   return id;
 }
 
-void trace_call(const AlltoallArgs& a, std::uint64_t bytes, const CommState* st, Path path,
+// path=: the route's family, by the names MLXA2A_TUNE accepts (pmpi, shm, rdma).
+void trace_call(const AlltoallArgs& a, std::uint64_t bytes, const CommState* st, Route route,
                 const char* reason, const char* suffix = "") {
+  const std::string_view path = to_string(family(route));
   int size = -1, rank = -1;
   if (a.comm != MPI_COMM_NULL) {
     PMPI_Comm_size(a.comm, &size);
@@ -46,14 +46,14 @@ void trace_call(const AlltoallArgs& a, std::uint64_t bytes, const CommState* st,
              st ? (" id=" + std::to_string(st->id) + " call=" + std::to_string(st->calls)).c_str()
                 : "",
              size, rank, static_cast<unsigned long long>(bytes), a.sendbuf == MPI_IN_PLACE,
-             static_cast<int>(to_string(path).size()), to_string(path).data(), reason, suffix);
+             static_cast<int>(path.size()), path.data(), reason, suffix);
 }
 
 // Falls through to PMPI, tracing why when asked.
 int fall_through(const AlltoallArgs& a, bool trace, std::uint64_t bytes, const CommState* st,
                  const char* reason) {
   ++t_counts.pmpi;
-  if (trace) trace_call(a, bytes, st, Path::Pmpi, reason);
+  if (trace) trace_call(a, bytes, st, Route::pmpi, reason);
   return pmpi_alltoall(a);
 }
 
@@ -66,7 +66,7 @@ bool finish_setup(CommState& st, MPI_Comm comm, bool trace) {
   Runtime& rt = Runtime::instance();
   const bool ok = st.team->complete_setup(comm, rt.settings());
   st.caps = st.team->caps();
-  if (ok && trace && (st.team->node_alltoall() || st.team->hier_alltoall())) {
+  if (ok && trace && st.team->engine() && !st.team->engine_is(EngineProps::Kind::local)) {
     log::trace("team id=%llu engine: %s", static_cast<unsigned long long>(st.id),
                st.team->reused_engine() ? "reused" : "new");
   }
@@ -94,45 +94,12 @@ int checked_pmpi(const AlltoallArgs& a, CommState& st, bool trace, std::uint64_t
     return fall_through(s.a, s.trace, s.bytes, s.st, s.reason);
   };
   bool served = false;
-  const int rc = shm_beside_pmpi(a, *st.team, announced, call, &serve, &served);
+  const int rc = engine_beside_pmpi(a, *st.team, announced, call, &serve, &served);
   if (!served) {
     ++t_counts.shm;
-    if (trace) trace_call(a, bytes, &st, Path::Shm, "size check before pmpi failed");
+    if (trace) trace_call(a, bytes, &st, Route::shm, "size check before pmpi failed");
   }
   return rc;
-}
-
-// A call this rank serves through PMPI because of its own size (an
-// MLXA2A_TUNE pmpi range, auto's size limits, above 2 GiB) or its own
-// arguments (send size != receive size). In an erroneous program a peer
-// called with another size may have been sent to the engine by the same
-// rules, where it would wait for this rank forever (docs/shm.md, "Mixed
-// decisions"). So this rank takes the collective steps such a peer takes at
-// a communicator's first call - the state with its team, the set-up of a
-// derived team - unless MLXA2A_TUNE sends every size to PMPI (then no rank
-// builds anything), and on a team whose engine compares sizes its PMPI call
-// runs beside the engine's check (checked_pmpi), announcing `announced`
-// (its send size when its own sizes differ, so that correct peers see a
-// difference). st: the state when the caller has it, else null.
-int fall_through_checked(const AlltoallArgs& a, bool trace, std::uint64_t bytes,
-                         std::uint64_t announced, CommState* st, const char* reason) {
-  Runtime& rt = Runtime::instance();
-  const config::tune::Table& tune = rt.settings().tune;
-  if (tune.uniform() && tune.lookup(0) == Path::Pmpi) {
-    return fall_through(a, trace, bytes, st, reason);
-  }
-  if (!st) {
-    st = comm_state(a.comm, rt.comm_keyval());
-    if (!st) return fall_through(a, trace, bytes, nullptr, "communicator state unavailable");
-    ++st->calls;
-  }
-  if (!st->inter && st->team && st->team->setup_pending() && !finish_setup(*st, a.comm, trace)) {
-    return fall_through(a, trace, bytes, st, "shared-memory set-up failed");
-  }
-  if (!st->inter && st->team && st->team->compares_sizes()) {
-    return checked_pmpi(a, *st, trace, bytes, announced, reason);
-  }
-  return fall_through(a, trace, bytes, st, reason);
 }
 
 // Checks what can be checked without an MPI call; see the header's contract.
@@ -213,7 +180,7 @@ int contained_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, bo
   }
   ++t_counts.pmpi;
   if (trace) {
-    trace_call(a, bytes, &st, Path::Pmpi,
+    trace_call(a, bytes, &st, Route::pmpi,
                "RDMA containment: another rank failed this call, so it fails here too");
   }
   MLXA2A_LOG(Error, "%s fails: another rank's RDMA exchange failed this call", a.entry);
@@ -221,50 +188,34 @@ int contained_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, bo
   return MPI_ERR_OTHER;
 }
 
-// Serves a call whose path is decided: route pmpi, an engine path, or (nullopt)
-// the engine's own choice by size. plain: plain_call(a, bytes).
-// A measured pmpi route on a team whose engine compares sizes checks them
-// first: a peer of another size may be in the engine (its size class took
-// another path), where it would wait for this rank forever.
-int run_route(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, EngineRoute route,
+// Serves a call by route: pmpi, or an engine route. plain: plain_call(a,
+// bytes). A pmpi route (measured, or replayed) on a team whose engine
+// compares sizes checks them first: a peer of another size may be in the
+// engine (its size class took another route), where it would wait for this
+// rank forever.
+int run_route(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, Route route,
               bool trace, const char* reason, bool plain = true) {
-  if (route == Candidate::pmpi) {
+  if (route == Route::pmpi) {
     if (st.team->compares_sizes()) return checked_pmpi(a, st, trace, bytes, bytes, reason);
     return fall_through(a, trace, bytes, &st, reason);
   }
   if (st.team->contained()) return contained_call(a, st, bytes, trace);
-  // The hierarchical engine with its leaders over RDMA is traced and counted
-  // as path rdma (zero-copy with the word "zcopy" after the reason); every
-  // other engine route as shm.
-  const bool zcopy = route == Candidate::zcopy;
-  const bool rdma = route == Candidate::rdma || zcopy;
-  ++(rdma ? t_counts.rdma : t_counts.shm);
+  // Counted and traced by family: rdma for rdma and zcopy (zcopy with the
+  // word "zcopy" after the reason), shm for every other engine route.
+  ++(route == Route::rdma || route == Route::zcopy ? t_counts.rdma : t_counts.shm);
   if (trace) {
     const bool named = std::strstr(reason, "zcopy") != nullptr;  // "tuned: zcopy", ...
-    trace_call(a, bytes, &st, rdma ? Path::Rdma : Path::Shm, reason,
-               zcopy && !named ? " zcopy" : "");
+    trace_call(a, bytes, &st, route, reason, route == Route::zcopy && !named ? " zcopy" : "");
   }
-  return plain ? shm_alltoall_contiguous(a, *st.team, bytes, route)
-               : shm_alltoall(a, *st.team, bytes, route);
+  return plain ? engine_alltoall_contiguous(a, *st.team, bytes, route)
+               : engine_alltoall(a, *st.team, bytes, route);
 }
 
-// The engine path the fixed rules take for this size (first in the trials).
-Candidate engine_default(const Team& team, std::uint64_t bytes) {
-  return team.engine() ? team.engine()->default_route(bytes) : Candidate::pmpi;
-}
-
-// A call of a size class MLXA2A_TUNE leaves to auto, on a team with an engine:
-// measured selection (core/mpi/tuning.h). Every rank comes here at the same
-// call. Returns false, having served nothing, when the team has nothing to
-// tune (then the fixed rules decide, alike on every rank).
-bool tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, const Decision& fixed,
-                bool trace, int* rc) {
-  Runtime& rt = Runtime::instance();
-  if (!st.tuning && !st.tuning_off) {
-    st.tuning = TeamTuning::create(*st.team, rt.settings(), rt.world_rank());
-    st.tuning_off = !st.tuning;
-  }
-  if (!st.tuning) return false;
+// A call of a size class that measured selection decides (core/mpi/tuning.h):
+// `first` is the fixed rules' route, tried first. Every rank comes here at
+// the same call.
+int tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, Route first,
+               bool trace) {
   // A peer of another size (an erroneous program) is in another size class,
   // whose tuning state may differ: this call must change no class's state
   // on any rank. The engine or the size check finds it on every rank (the
@@ -273,58 +224,140 @@ bool tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, const
   if (st.tuning->begin_is_collective(bytes) && st.team->compares_sizes()) {
     // Served already when sizes differ or (multi-node) a rank went to PMPI,
     // which this rank then joined (r is PMPI's result); both resync.
-    if (const int r = shm_check_sizes(a, *st.team, bytes);
+    if (const int r = engine_check_sizes(a, *st.team, bytes);
         r != MPI_SUCCESS || st.team->resyncs() != resyncs) {
       ++t_counts.shm;
-      if (trace) trace_call(a, bytes, &st, Path::Shm, "size check before tuning failed");
-      *rc = r;
-      return true;
+      if (trace) trace_call(a, bytes, &st, Route::shm, "size check before tuning failed");
+      return r;
     }
   }
-  const Candidate first = fixed.path == Path::Shm || fixed.path == Path::Rdma
-                              ? engine_default(*st.team, bytes)
-                              : Candidate::pmpi;
   const TeamTuning::Step step = st.tuning->begin(bytes, first, a.comm);
   const bool plain = plain_call(a, bytes);
   if (!step.trial) {
     if (plain) {
       st.repeat = {a.sendtype, a.recvtype, a.sendcount, a.recvcount, bytes, step.reason, step.path};
     }
-    *rc = run_route(a, st, bytes, step.path, trace, step.reason, plain);
-    return true;
+    return run_route(a, st, bytes, step.path, trace, step.reason, plain);
   }
   ++t_counts.trials;
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   double took = 0;
-  if (step.path == Candidate::pmpi && st.team->hier_alltoall()) {
+  int rc = MPI_SUCCESS;
+  if (step.path == Route::pmpi && st.team->engine_is(EngineProps::Kind::hier)) {
     // A pmpi trial on a multi-node team checks sizes before PMPI, as the
     // single-node engine does in run_route: the check beside PMPI tells
     // engine peers, not this rank, and a mismatched call must record no
     // trial anywhere (docs/tune.md). Outside the timing: a routed pmpi call
     // pays only the check beside PMPI, far less than this one's round trip,
     // so timing it would bias the choice against the MPI's own alltoall.
-    *rc = shm_check_sizes(a, *st.team, bytes);
-    if (*rc == MPI_SUCCESS && st.team->resyncs() == resyncs) {
+    rc = engine_check_sizes(a, *st.team, bytes);
+    if (rc == MPI_SUCCESS && st.team->resyncs() == resyncs) {
       const auto t1 = Clock::now();
-      *rc = fall_through(a, trace, bytes, &st, step.reason);
+      rc = fall_through(a, trace, bytes, &st, step.reason);
       took = std::chrono::duration<double>(Clock::now() - t1).count();
     } else {
       // A failed check (not a mismatch: that returns below) counts whole.
       ++t_counts.shm;
-      if (trace) trace_call(a, bytes, &st, Path::Shm, "size check before pmpi failed");
+      if (trace) trace_call(a, bytes, &st, Route::shm, "size check before pmpi failed");
       took = std::chrono::duration<double>(Clock::now() - t0).count();
     }
   } else {
-    *rc = run_route(a, st, bytes, step.path, trace, step.reason, plain);
+    rc = run_route(a, st, bytes, step.path, trace, step.reason, plain);
     took = std::chrono::duration<double>(Clock::now() - t0).count();
   }
-  if (st.team->resyncs() != resyncs) return true;  // a mismatch: no trial recorded anywhere
+  if (st.team->resyncs() != resyncs) return rc;  // a mismatch: no trial recorded anywhere
   if (const double agreed = st.tuning->finish_trial(bytes, took, a.comm); agreed >= 0) {
     ++t_counts.agreements;
     t_counts.agreement_seconds += agreed;
   }
-  return true;
+  return rc;
+}
+
+// What the decision needs to know of the communicator's state (null: its
+// look-up failed) for a call of q.bytes.
+void learn(route::Query& q, const CommState* st) {
+  using route::Team;
+  if (!st) {
+    q.team = Team::unavailable;
+    return;
+  }
+  const auto& team = st->team;
+  q.team = st->inter                ? route::Team::inter
+           : !team                  ? route::Team::none
+           : team->setup_pending()  ? route::Team::pending
+                                    : route::Team::ready;
+  q.caps = st->caps;
+  const Engine* e = team ? team->engine() : nullptr;
+  q.engine = e != nullptr;
+  q.compares_sizes = team && team->compares_sizes();
+  q.engine_route = e ? e->default_route(q.bytes) : Route::pmpi;
+  q.tuning = st->tuning ? route::Tuning::on : st->tuning_off ? route::Tuning::off
+                                                              : route::Tuning::unknown;
+}
+
+// The receive signature's bytes per peer into *bytes; why PMPI decides
+// instead when it cannot be known.
+const char* receive_bytes(const AlltoallArgs& a, std::uint64_t* bytes) {
+  MPI_Count type_size = static_cast<MPI_Count>(predefined_scalar_size(a.recvtype));
+  if (type_size == 0 &&
+      (PMPI_Type_size_x(a.recvtype, &type_size) != MPI_SUCCESS || type_size < 0)) {
+    return "receive type size unknown: PMPI decides";
+  }
+  if (__builtin_mul_overflow(static_cast<std::uint64_t>(a.recvcount),
+                             static_cast<std::uint64_t>(type_size), bytes)) {
+    return "invalid argument (receive size overflows): PMPI judges it";
+  }
+  return nullptr;
+}
+
+// Computes what the call is, asks core/route/decide.h, takes the steps it
+// asks for (each collective alike on every rank) and serves the answer.
+int decide_and_run(const AlltoallArgs& a, std::uint64_t bytes, bool trace) {
+  Runtime& rt = Runtime::instance();
+  route::Query q;
+  q.bytes = bytes;
+  q.tune = &rt.settings().tune;
+  q.measure = rt.settings().tune_samples != 0;
+  // A peer whose arguments are right is in the engine with its receive size:
+  // this rank announces what it sends, so that it differs.
+  std::uint64_t announced = bytes;
+  q.sizes_differ = !sizes_match(a, bytes, &announced);
+  CommState* st = nullptr;
+  for (;;) {
+    const route::Answer ans = route::decide(q);
+    switch (ans.next) {
+      case route::Next::look_up_team:
+        st = comm_state(a.comm, rt.comm_keyval());
+        if (st) ++st->calls;
+        learn(q, st);
+        break;
+      case route::Next::set_up:
+        if (!finish_setup(*st, a.comm, trace)) {
+          q.team = route::Team::setup_failed;
+        } else {
+          learn(q, st);
+        }
+        break;
+      case route::Next::start_tuning:
+        st->tuning = TeamTuning::create(*st->team, rt.settings(), rt.world_rank());
+        st->tuning_off = !st->tuning;
+        learn(q, st);
+        break;
+      case route::Next::tune:
+        return tuned_call(a, *st, bytes, ans.route, trace);
+      case route::Next::pmpi_beside:
+        return checked_pmpi(a, *st, trace, bytes, announced, ans.reason);
+      case route::Next::run:
+        if (ans.route == Route::pmpi) return fall_through(a, trace, bytes, st, ans.reason);
+        if (plain_call(a, bytes)) {
+          st->repeat = {a.sendtype, a.recvtype, a.sendcount, a.recvcount, bytes, ans.reason,
+                        ans.route};
+          return run_route(a, *st, bytes, ans.route, trace, ans.reason, true);
+        }
+        return run_route(a, *st, bytes, ans.route, trace, ans.reason, false);
+    }
+  }
 }
 
 int alltoall_impl(const AlltoallArgs& a) {
@@ -340,7 +373,7 @@ int alltoall_impl(const AlltoallArgs& a) {
   }
   const bool trace = rt.trace();
   // A repeat of the last decided call on this communicator (a loop): same
-  // types and counts, so the same size, class and path on every rank (an
+  // types and counts, so the same size, class and route on every rank (an
   // engine by the fixed rules, or a measured decision, which is final),
   // traced with the reason given then.
   if (CommState* st = memoised_comm_state(a.comm); st && repeats(st->repeat, a)) {
@@ -348,78 +381,18 @@ int alltoall_impl(const AlltoallArgs& a) {
     return run_route(a, *st, st->repeat.bytes, st->repeat.route, trace, st->repeat.reason);
   }
   if (const char* why = invalid_argument(a)) return fall_through(a, trace, 0, nullptr, why);
-
-  // The size per peer decides the path (tuning table, the team's auto
-  // ranges), so every call computes it here, traced or not: a decision must
-  // never depend on whether it is traced. Every rank computes the same size
-  // from its receive signature, so a type whose size is unknown sends every
-  // rank to PMPI alike.
-  const config::tune::Table& tune = rt.settings().tune;
-  // Only a table that sends every size to PMPI decides without the size (the
-  // trace still wants it, but that changes no decision).
-  if (!trace && tune.uniform() && tune.lookup(0) == Path::Pmpi) {
+  // The size per peer decides the route, so every call computes it, traced
+  // or not: a decision must never depend on whether it is traced. Only a
+  // table that sends every size to PMPI decides without it (the trace still
+  // wants it, but that changes no decision).
+  if (!trace && route::pmpi_for_every_size(rt.settings().tune)) {
     return fall_through(a, false, 0, nullptr, "MLXA2A_TUNE selects pmpi for this size");
   }
+  // Every rank computes the same size from its receive signature, so a type
+  // whose size is unknown sends every rank to PMPI alike.
   std::uint64_t bytes = 0;
-  {
-    MPI_Count type_size = static_cast<MPI_Count>(predefined_scalar_size(a.recvtype));
-    if (type_size == 0 &&
-        (PMPI_Type_size_x(a.recvtype, &type_size) != MPI_SUCCESS || type_size < 0)) {
-      return fall_through(a, trace, 0, nullptr, "receive type size unknown: PMPI decides");
-    }
-    if (__builtin_mul_overflow(static_cast<std::uint64_t>(a.recvcount),
-                               static_cast<std::uint64_t>(type_size), &bytes)) {
-      return fall_through(a, trace, 0, nullptr,
-                          "invalid argument (receive size overflows): PMPI judges it");
-    }
-  }
-  // A peer whose arguments are right is in the engine with its receive size:
-  // this rank announces what it sends, so that it differs.
-  if (std::uint64_t send_bytes = bytes; !sizes_match(a, bytes, &send_bytes)) {
-    return fall_through_checked(a, trace, bytes, send_bytes, nullptr,
-                                "invalid argument (send and receive sizes differ): PMPI judges it");
-  }
-  if (tune.lookup(bytes) == Path::Pmpi) {
-    return fall_through_checked(a, trace, bytes, bytes, nullptr,
-                                "MLXA2A_TUNE selects pmpi for this size");
-  }
-  CommState* st = comm_state(a.comm, rt.comm_keyval());
-  if (!st) return fall_through(a, trace, bytes, nullptr, "communicator state unavailable");
-  ++st->calls;
-  if (st->inter) return fall_through(a, trace, bytes, st, "intercommunicator");
-  Decision d = select(bytes, tune, st->caps);
-  auto engine_path = [](Path p) { return p == Path::Shm || p == Path::Rdma; };
-  // Measured selection: sizes MLXA2A_TUNE leaves to auto, on teams with an
-  // engine, within the engine's size limit.
-  const bool auto_size = tune.lookup(bytes) == Path::Auto && bytes != 0 && bytes <= INT_MAX &&
-                         rt.settings().tune_samples != 0;
-  auto tunable = [&] { return auto_size && st->team && (st->caps.shm || st->caps.hier); };
-  bool tune_this = tunable();
-  if ((!engine_path(d.path) && !tune_this) || !st->team) {
-    return fall_through_checked(a, trace, bytes, bytes, st, d.reason);
-  }
-  // A team derived at MPI_Comm_split/dup sets its engine up (from the pool or
-  // a new segment) at the first call that may use it — the same call on
-  // every rank.
-  if (st->team->setup_pending()) {
-    if (!finish_setup(*st, a.comm, trace)) {
-      return fall_through(a, trace, bytes, st, "shared-memory set-up failed");
-    }
-    // Select again with the agreed capabilities, alike on every rank.
-    d = select(bytes, tune, st->caps);
-    tune_this = tunable();
-  }
-  if (int rc = MPI_SUCCESS; tune_this && tuned_call(a, *st, bytes, d, trace, &rc)) return rc;
-  if (!engine_path(d.path)) return fall_through_checked(a, trace, bytes, bytes, st, d.reason);
-  if (bytes > INT_MAX) {
-    return fall_through_checked(a, trace, bytes, bytes, st, "bytes per peer above 2 GiB: PMPI");
-  }
-  const EngineRoute route =
-      d.path == Path::Rdma ? EngineRoute{engine_default(*st->team, bytes)}
-                           : EngineRoute{std::nullopt};
-  const bool plain = plain_call(a, bytes);
-  if (plain) st->repeat = {a.sendtype, a.recvtype, a.sendcount, a.recvcount, bytes, d.reason, route};
-  return run_route(a, *st, bytes, route, trace, d.reason, plain);
+  if (const char* why = receive_bytes(a, &bytes)) return fall_through(a, trace, 0, nullptr, why);
+  return decide_and_run(a, bytes, trace);
 }
 
 }  // namespace

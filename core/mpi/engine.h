@@ -18,8 +18,10 @@
 // * EngineSettings is a copy of the switches engines use, taken when the
 //   team is created: engine code never reads the process-wide Runtime.
 // * run() is collective over the team (every rank, same bytes_per_peer, same
-//   candidate); contiguous buffers of size() blocks, not overlapping. A
-//   candidate the engine cannot take runs as its default. Never throws.
+//   route); contiguous buffers of size() blocks, not overlapping. A route
+//   the engine cannot take runs as its default. Never throws.
+// * Callers see Engine, its SizeAgreement (sizes()) and its EngineProps,
+//   never a concrete engine.
 // * Not thread-safe: a team's collective calls are serialised by MPI's rules.
 #pragma once
 
@@ -33,16 +35,9 @@
 
 #include "core/config/switches.h"
 #include "core/shm/options.h"
-#include "core/shm/status.h"
-#include "core/tune/candidate.h"
+#include "core/status.h"
+#include "core/route/route.h"
 #include "rcache/options.h"
-
-namespace mlxa2a::hier {
-class HierAlltoall;
-}
-namespace mlxa2a::shm {
-class NodeAlltoall;
-}
 
 namespace mlxa2a::core::mpi {
 
@@ -56,6 +51,30 @@ struct PoolKey {
   std::vector<int> node_ids;     // the team's node map (multi-node teams)
   bool oversubscribed = false;
   bool operator==(const PoolKey&) const = default;
+};
+
+// What an engine's set-up settled, for the decision, the measured selection
+// and traces: plain data, fixed once the engine is built (agreed on every rank
+// unless marked as this rank's). Callers read these, never the concrete engine.
+struct EngineProps {
+  enum class Kind : std::uint8_t {
+    local,  // one rank: a copy
+    node,   // every rank on one node: the shared-memory alltoall
+    hier,   // several nodes: fan-in, leaders' exchange, fan-out
+  } kind = Kind::local;
+  // node: line mode serves bytes per peer up to line_max; CMA may serve
+  // (every rank can read every peer: agreed) and is on by
+  // MLXA2A_SHM_CMA_THRESHOLD (cma_enabled).
+  std::size_t line_max = 0;
+  bool cma_usable = false;
+  bool cma_enabled = false;
+  // hier: the leaders exchange over RDMA, the zero-copy path is up; why not
+  // ("" when they are); the leaders of this rank's node (this rank's).
+  bool rdma = false;
+  bool zcopy = false;
+  std::string rdma_why;
+  std::string zcopy_why;
+  int leaders_here = 0;
 };
 
 // The switches engines read, copied from config::Settings at team creation.
@@ -83,6 +102,35 @@ struct EngineSettings {
   static EngineSettings from(const config::Settings& s);
 };
 
+// The size agreement for mixed decisions (docs/shm.md "Mixed decisions"),
+// of engines that compare every rank's size in each call they take part in
+// (the single-node and hierarchical ones; Engine::sizes()).
+// check_sizes() is a call that moves nothing, in place of a run() peers may
+// be in: ok when every rank announced the same size, size_mismatch (every
+// rank alike), or (hierarchical) peer_in_pmpi when a rank went to PMPI
+// beside it. Collective like run().
+class SizeAgreement {
+ public:
+  [[nodiscard]] virtual Status check_sizes(std::size_t bytes_per_peer) noexcept = 0;
+  // A call this rank serves through PMPI while peers may be in the engine:
+  // call(ctx) is its PMPI_Alltoall and runs at most once. By default
+  // check_sizes() first, calling only when it returned ok; the hierarchical
+  // engine always calls, inside a check round that tells engine peers to
+  // join PMPI (HierAlltoall::check), and returns ok or its failure.
+  [[nodiscard]] virtual Status beside_pmpi(std::size_t announced, void (*call)(void*),
+                                                void* ctx) noexcept {
+    const Status st = check_sizes(announced);
+    if (st == Status::ok) call(ctx);
+    return st;
+  }
+  // After a size_mismatch: agree on a restart point (collective over comm;
+  // may be no communication at all). false if that failed.
+  [[nodiscard]] virtual bool resync(MPI_Comm comm) noexcept = 0;
+
+ protected:
+  ~SizeAgreement() = default;
+};
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -91,41 +139,21 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // The engine's own choice of path for this size.
-  [[nodiscard]] virtual shm::Status run(const char* send, char* recv,
+  [[nodiscard]] virtual Status run(const char* send, char* recv,
                                         std::size_t bytes_per_peer) noexcept = 0;
   // Through one path (measured selection, docs/tune.md): line, copy or cma
   // on the single-node engine; hier, rdma or zcopy on the hierarchical one.
-  [[nodiscard]] virtual shm::Status run(const char* send, char* recv, std::size_t bytes_per_peer,
-                                        tuning::Candidate path) noexcept = 0;
+  [[nodiscard]] virtual Status run(const char* send, char* recv, std::size_t bytes_per_peer,
+                                        Route path) noexcept = 0;
   // The path run() without a candidate takes for this size (the first
   // candidate of the measured selection). Alike on every rank.
-  virtual tuning::Candidate default_route(std::size_t bytes_per_peer) const noexcept = 0;
+  virtual Route default_route(std::size_t bytes_per_peer) const noexcept = 0;
   // For a rank that cannot take part in a run() its peers have entered.
   virtual void abandon() noexcept = 0;
 
-  // Size comparison (the single-node and hierarchical engines,
-  // Team::compares_sizes): check_sizes() is a call that moves nothing, in
-  // place of a run() peers may be in; ok when every rank announced the same
-  // size, size_mismatch (every rank alike), or (hierarchical) peer_in_pmpi
-  // when a rank went to PMPI beside it (below).
-  virtual bool compares_sizes() const noexcept { return false; }
-  [[nodiscard]] virtual shm::Status check_sizes(std::size_t) noexcept { return shm::Status::ok; }
-  // A call this rank serves through PMPI while peers may be in the engine
-  // (docs/shm.md "Mixed decisions"): call(ctx) is its PMPI_Alltoall and runs
-  // at most once. The single-node engine (this default) runs check_sizes()
-  // first and calls only when it returned ok. The hierarchical one always
-  // calls, inside a check round that tells engine peers to join PMPI
-  // (HierAlltoall::check); it returns ok or its failure. Collective like
-  // run() on compares_sizes() engines.
-  [[nodiscard]] virtual shm::Status beside_pmpi(std::size_t announced, void (*call)(void*),
-                                                void* ctx) noexcept {
-    const shm::Status st = check_sizes(announced);
-    if (st == shm::Status::ok) call(ctx);
-    return st;
-  }
-  // After a size_mismatch (single-node and hierarchical engines): agree on a
-  // restart point (collective over comm; may be no communication at all).
-  [[nodiscard]] virtual bool resync(MPI_Comm) noexcept { return false; }
+  // The engine's size agreement (SizeAgreement above); nullptr when it
+  // compares no sizes (the local engine).
+  virtual SizeAgreement* sizes() noexcept { return nullptr; }
 
   // RDMA containment (core/mpi/containment.h); only the hierarchical engine
   // with RDMA leaders engages it.
@@ -133,12 +161,8 @@ class Engine {
   virtual bool contained_call(std::size_t) noexcept { return true; }
   virtual const std::string& contained_why() const noexcept { return no_text(); }
 
-  // What set-up agreed on every rank, for selection and traces: the leaders
-  // exchange over RDMA, the zero-copy path is up; why not ("" when they are).
-  virtual bool rdma() const noexcept { return false; }
-  virtual bool zcopy() const noexcept { return false; }
-  virtual const std::string& rdma_why() const noexcept { return no_text(); }
-  virtual const std::string& zcopy_why() const noexcept { return no_text(); }
+  // What set-up settled (EngineProps).
+  const EngineProps& props() const noexcept { return props_; }
 
   // The pool (core/mpi/engine_pool.h). pool_id(): a number naming this
   // engine, equal on every rank of its team and never reused by another
@@ -153,12 +177,9 @@ class Engine {
   bool reused() const noexcept { return reused_; }
   void mark_reused() noexcept { reused_ = true; }
 
-  // Introspection for selection, tuning and traces; nullptr when not that engine.
-  virtual shm::NodeAlltoall* node_alltoall() const noexcept { return nullptr; }
-  virtual hier::HierAlltoall* hier_alltoall() const noexcept { return nullptr; }
-
  protected:
   static const std::string& no_text() noexcept;  // ""
+  EngineProps props_;  // set by the concrete engine when it is built
 
  private:
   bool reused_ = false;

@@ -81,24 +81,34 @@ std::unique_ptr<HierEngine> HierEngine::create(const EngineRequest& req,
     return nullptr;
   }
   if (!e->setup(req)) return nullptr;
+  try {
+    EngineProps& p = e->props_;
+    p.kind = EngineProps::Kind::hier;
+    p.rdma = e->rdma_;
+    p.zcopy = e->zcopy_on_;
+    p.leaders_here = e->hier_->plan().map().leader_count(e->hier_->plan().node());
+    p.rdma_why = e->rdma_why_;
+    p.zcopy_why = e->zcopy_why_;
+  } catch (...) {  // a trace's text only
+  }
   return e;
 }
 
-shm::Status HierEngine::run(const char* send, char* recv, std::size_t bytes) noexcept {
+Status HierEngine::run(const char* send, char* recv, std::size_t bytes) noexcept {
   return run_counted(send, recv, bytes, nullptr);
 }
 
-shm::Status HierEngine::run(const char* send, char* recv, std::size_t bytes,
-                            tuning::Candidate path) noexcept {
+Status HierEngine::run(const char* send, char* recv, std::size_t bytes,
+                            Route path) noexcept {
   // hier and rdma: the leaders use the transport agreed at set-up; zcopy the
   // same with the leaders gathering from the ranks' buffers.
-  const bool zcopy = path == tuning::Candidate::zcopy && zcopy_ && zcopy_on_;
+  const bool zcopy = path == Route::zcopy && zcopy_ && zcopy_on_;
   return run_counted(send, recv, bytes, zcopy ? zcopy_.get() : nullptr);
 }
 
 // Every engine call, staged or zero-copy, is numbered and contained alike:
 // the containment agreement names the call by this number on every rank.
-shm::Status HierEngine::run_counted(const char* send, char* recv, std::size_t bytes,
+Status HierEngine::run_counted(const char* send, char* recv, std::size_t bytes,
                                     hier::SendRegistration* zcopy) noexcept {
   if (bytes != 0) ++engine_calls_;  // run() returns at once on 0, alike on every rank
   return counted(hier_->run(send, recv, bytes, zcopy));
@@ -107,59 +117,58 @@ shm::Status HierEngine::run_counted(const char* send, char* recv, std::size_t by
 // A contained team runs no more rounds: a check is numbered like any engine
 // call and ends as contained_call() says - PMPI judges the sizes, or the
 // call fails because some rank's failed (the same call on every rank).
-shm::Status HierEngine::check_sizes(std::size_t bytes) noexcept {
+Status HierEngine::check_sizes(std::size_t bytes) noexcept {
   if (containment_.engaged()) {
-    return contained_call(bytes) ? shm::Status::ok : shm::Status::peer_failed;
+    return contained_call(bytes) ? Status::ok : Status::peer_failed;
   }
   ++engine_calls_;
   return counted(hier_->check(bytes, false, nullptr, nullptr));
 }
 
-shm::Status HierEngine::beside_pmpi(std::size_t announced, void (*call)(void*),
+Status HierEngine::beside_pmpi(std::size_t announced, void (*call)(void*),
                                     void* ctx) noexcept {
   if (containment_.engaged()) {
-    if (!contained_call(announced)) return shm::Status::peer_failed;
+    if (!contained_call(announced)) return Status::peer_failed;
     call(ctx);
-    return shm::Status::ok;
+    return Status::ok;
   }
   ++engine_calls_;
   return counted(hier_->check(announced, true, call, ctx));
 }
 
-shm::Status HierEngine::counted(shm::Status st) noexcept {
+Status HierEngine::counted(Status st) noexcept {
   // invalid_argument is refused before anything is shared (a local misuse);
   // size_mismatch and peer_in_pmpi end the call on every rank and leave the
   // engine usable.
-  if (st != shm::Status::ok && st != shm::Status::invalid_argument &&
-      st != shm::Status::size_mismatch && st != shm::Status::peer_in_pmpi) {
+  if (st != Status::ok && st != Status::invalid_argument &&
+      st != Status::size_mismatch && st != Status::peer_in_pmpi) {
     contain(st);
   }
   return st;
 }
 
-tuning::Candidate HierEngine::default_route(std::size_t bytes) const noexcept {
-  using tuning::Candidate;
-  if (!rdma_) return Candidate::hier;
+Route HierEngine::default_route(std::size_t bytes) const noexcept {
+  if (!rdma_) return Route::hier;
   // Zero-copy from MLXA2A_NET_ZCOPY_THRESHOLD up (an all-equal switch).
   const std::uint64_t from = settings_.zcopy_threshold;
-  return zcopy_on_ && from != 0 && bytes >= from ? Candidate::zcopy : Candidate::rdma;
+  return zcopy_on_ && from != 0 && bytes >= from ? Route::zcopy : Route::rdma;
 }
 
 void HierEngine::abandon() noexcept {
   // Counted as the engine call it stands for: the peers' one fails.
   ++engine_calls_;
   hier_->abandon();
-  contain(shm::Status::broken);
+  contain(Status::broken);
 }
 
-void HierEngine::contain(shm::Status st) noexcept {
+void HierEngine::contain(Status st) noexcept {
   // Only RDMA teams: with PMPI leaders the engine stays broken (docs/hier.md).
   if (!rdma_) return;
   // An async event (port down, QP fatal, ...) is usually the cause: its name
   // goes into the containment's log line and trace.
   const char* event = mlx5::EndpointPool::last_event();
   char what[128];
-  std::snprintf(what, sizeof what, "%s%s%s", shm::to_string(st),
+  std::snprintf(what, sizeof what, "%s%s%s", to_string(st),
                 *event ? ", last RDMA async event " : "", event);
   containment_.fail(engine_calls_, what);
 }
@@ -208,9 +217,9 @@ bool HierEngine::setup(const EngineRequest& req) noexcept {
     const shm::Options opt = shm_options(settings_, comm, req.oversubscribed);
     const std::size_t area = hier::HierAlltoall::area_bytes(size, local_size, stage_bytes);
     MpiBootstrap boot(node_comm, local_rank, local_size);
-    if (const shm::Status st = shm::NodeStage::create(boot, opt, area, area, stage);
-        st != shm::Status::ok) {
-      MLXA2A_LOG_LIMITED(Warn, "hierarchical staging set-up failed (%s)", shm::to_string(st));
+    if (const Status st = shm::NodeStage::create(boot, opt, area, area, stage);
+        st != Status::ok) {
+      MLXA2A_LOG_LIMITED(Warn, "hierarchical staging set-up failed (%s)", to_string(st));
       failed = 1;
     }
     // The leaders' communicator, ordered by node, then by leader index.
@@ -272,11 +281,11 @@ bool HierEngine::setup(const EngineRequest& req) noexcept {
         transport = std::make_unique<MpiLeaderTransport>(std::move(leaders), std::move(first_rank),
                                                          req.oversubscribed);
       }
-      const shm::Status st =
+      const Status st =
           hier::HierAlltoall::create(node_ids, leads, rank, stage_bytes, std::move(stage),
                                      std::move(transport), hier_);
-      if (st != shm::Status::ok) {
-        MLXA2A_LOG_LIMITED(Warn, "hierarchical engine set-up failed (%s)", shm::to_string(st));
+      if (st != Status::ok) {
+        MLXA2A_LOG_LIMITED(Warn, "hierarchical engine set-up failed (%s)", to_string(st));
         failed = 1;
       } else {
         hier_->set_pipeline(settings_.pipeline);  // all-equal: alike on every rank

@@ -37,30 +37,29 @@
 
 namespace mlxa2a::core::mpi {
 
-class HierEngine final : public Engine {
+class HierEngine final : public Engine, public SizeAgreement {
  public:
   static std::unique_ptr<HierEngine> create(const EngineRequest& req,
                                             const EngineSettings& s) noexcept;
   ~HierEngine() override;
 
-  shm::Status run(const char* send, char* recv, std::size_t bytes) noexcept override;
-  shm::Status run(const char* send, char* recv, std::size_t bytes,
-                  tuning::Candidate path) noexcept override;
-  tuning::Candidate default_route(std::size_t bytes) const noexcept override;
+  Status run(const char* send, char* recv, std::size_t bytes) noexcept override;
+  Status run(const char* send, char* recv, std::size_t bytes,
+                  Route path) noexcept override;
+  Route default_route(std::size_t bytes) const noexcept override;
   void abandon() noexcept override;
   // After a size_mismatch every rank stopped after the same round
   // (HierAlltoall's contract): stages and transports are in step, nothing to
   // agree on, no MPI call.
   bool resync(MPI_Comm) noexcept override { return true; }
   // Check calls (HierAlltoall::check), numbered and contained like run().
-  bool compares_sizes() const noexcept override { return true; }
-  shm::Status check_sizes(std::size_t bytes) noexcept override;
-  shm::Status beside_pmpi(std::size_t announced, void (*call)(void*),
+  SizeAgreement* sizes() noexcept override { return this; }
+  Status check_sizes(std::size_t bytes) noexcept override;
+  Status beside_pmpi(std::size_t announced, void (*call)(void*),
                           void* ctx) noexcept override;
   bool contained() const noexcept override { return containment_.engaged(); }
   bool contained_call(std::size_t bytes) noexcept override;
   const std::string& contained_why() const noexcept override { return containment_.why(); }
-  hier::HierAlltoall* hier_alltoall() const noexcept override { return hier_.get(); }
   // The pool (core/mpi/engine_pool.h): the id agreed at set-up; healthy when
   // neither the stage nor the transport failed and no containment is engaged.
   std::uint64_t pool_id() const noexcept override { return pool_id_; }
@@ -71,20 +70,12 @@ class HierEngine final : public Engine {
     if (hier_) hier_->rebind(opt);
   }
 
-  // Agreed on every rank at set-up: the leaders exchange over RDMA, and the
-  // zero-copy path is up.
-  bool rdma() const noexcept override { return rdma_; }
-  bool zcopy() const noexcept override { return zcopy_on_; }
-  // Why not ("" when it is).
-  const std::string& rdma_why() const noexcept override { return rdma_why_; }
-  const std::string& zcopy_why() const noexcept override { return zcopy_why_; }
-
  private:
   // One engine call (zcopy: null = staged): numbered, contained on failure.
-  shm::Status run_counted(const char* send, char* recv, std::size_t bytes,
+  Status run_counted(const char* send, char* recv, std::size_t bytes,
                           hier::SendRegistration* zcopy) noexcept;
   // The status of a numbered call, containing it when it failed.
-  shm::Status counted(shm::Status st) noexcept;
+  Status counted(Status st) noexcept;
   explicit HierEngine(const EngineSettings& s);
   // create()'s body; false if it failed on any rank.
   bool setup(const EngineRequest& req) noexcept;
@@ -100,7 +91,7 @@ class HierEngine final : public Engine {
   bool try_zcopy(MPI_Comm node_comm, const hier::NodeMap& map, int rank, int leader,
                  bool rdma_ok) noexcept;
   // After a failed engine call on an RDMA team: agree, then no engine.
-  void contain(shm::Status st) noexcept;
+  void contain(Status st) noexcept;
 
   const EngineSettings settings_;
   // Declared first, so destroyed last: after the engine and its transport.

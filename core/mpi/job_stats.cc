@@ -86,8 +86,8 @@ void CallTimer::finish() noexcept {
   }
 }
 
-void note_decision(int comm_size, unsigned size_class, tuning::Candidate path,
-                   std::span<const tuning::Candidate> candidates,
+void note_decision(int comm_size, unsigned size_class, core::Route path,
+                   std::span<const core::Route> candidates,
                    const std::vector<double>& medians_seconds, double agreement_seconds) noexcept {
   if (!enabled()) return;
   try {

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/mpi/dispatch.h"
-#include "core/tune/candidate.h"
+#include "core/route/route.h"
 
 namespace mlxa2a::core::mpi::job_stats {
 
@@ -59,8 +59,8 @@ class CallTimer {
 
 // A measured decision (core/mpi/tuning.cc): the candidates tried and their
 // agreed medians (max over ranks), in the same order.
-void note_decision(int comm_size, unsigned size_class, tuning::Candidate path,
-                   std::span<const tuning::Candidate> candidates,
+void note_decision(int comm_size, unsigned size_class, core::Route path,
+                   std::span<const core::Route> candidates,
                    const std::vector<double>& medians_seconds, double agreement_seconds) noexcept;
 // Adds value to a named set-up cost (seconds or a count).
 void note_setup(const std::string& name, double value) noexcept;

@@ -13,6 +13,7 @@
 #include "core/config/registry.h"
 #include "core/log.h"
 #include "core/mpi/build_info.h"
+#include "core/route/decide.h"
 #include "core/mpi/comm_state.h"
 #include "core/mpi/counters.h"
 #include "core/mpi/dispatch.h"
@@ -257,8 +258,7 @@ void Runtime::after_init() {
     // World's node map, once: communicators without a team of their own
     // derive from it (no discovery per communicator). Not where every size
     // goes to PMPI: no team is ever built then. Collective; agreed.
-    const config::tune::Table& tune = settings_.tune;
-    if (!(tune.uniform() && tune.lookup(0) == config::tune::Path::Pmpi) &&
+    if (!route::pmpi_for_every_size(settings_.tune) &&
         !discover_world_origin(settings_)) {
       MLXA2A_LOG(Info, "node discovery of MPI_COMM_WORLD failed at MPI_Init; each "
                        "communicator discovers its nodes at its first alltoall");

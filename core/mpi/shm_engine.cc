@@ -9,43 +9,49 @@
 
 namespace mlxa2a::core::mpi {
 
-shm::Status LocalEngine::run(const char* send, char* recv, std::size_t bytes) noexcept {
+Status LocalEngine::run(const char* send, char* recv, std::size_t bytes) noexcept {
   if (bytes != 0) std::memcpy(recv, send, bytes);
-  return shm::Status::ok;
+  return Status::ok;
 }
 
 std::unique_ptr<ShmEngine> ShmEngine::create(const EngineRequest& req,
                                              const EngineSettings& s) noexcept {
-  shm::Status st = shm::Status::create_failed;
+  Status st = Status::create_failed;
   std::unique_ptr<shm::NodeAlltoall> node;
   try {
     const shm::Options opt = shm_options(s, req.comm, req.oversubscribed);
     MpiBootstrap boot(req.node_comm, req.local_rank, req.local_size);
     st = shm::NodeAlltoall::create(boot, opt, node);
-    if (st == shm::Status::ok) return std::unique_ptr<ShmEngine>(new ShmEngine(std::move(node)));
+    if (st == Status::ok) return std::unique_ptr<ShmEngine>(new ShmEngine(std::move(node)));
   } catch (...) {  // allocation only
   }
   MLXA2A_LOG_LIMITED(Warn, "shared-memory set-up failed (%s); this communicator uses PMPI",
-                     shm::to_string(st));
+                     to_string(st));
   return nullptr;
 }
 
-shm::Status ShmEngine::run(const char* send, char* recv, std::size_t bytes,
-                           tuning::Candidate path) noexcept {
-  using tuning::Candidate;
+ShmEngine::ShmEngine(std::unique_ptr<shm::NodeAlltoall> node) : node_(std::move(node)) {
+  props_.kind = EngineProps::Kind::node;
+  props_.line_max = node_->local_size() > 1 ? node_->line_max() : 0;
+  props_.cma_usable = node_->cma_usable();
+  props_.cma_enabled = node_->cma_enabled();
+}
+
+Status ShmEngine::run(const char* send, char* recv, std::size_t bytes,
+                           Route path) noexcept {
   switch (path) {
-    case Candidate::line: return node_->run(send, recv, bytes, shm::Path::line);
-    case Candidate::copy: return node_->run(send, recv, bytes, shm::Path::copy);
-    case Candidate::cma: return node_->run(send, recv, bytes, shm::Path::cma);
+    case Route::line: return node_->run(send, recv, bytes, shm::Path::line);
+    case Route::copy: return node_->run(send, recv, bytes, shm::Path::copy);
+    case Route::cma: return node_->run(send, recv, bytes, shm::Path::cma);
     default: return run(send, recv, bytes);
   }
 }
 
-tuning::Candidate ShmEngine::default_route(std::size_t bytes) const noexcept {
+Route ShmEngine::default_route(std::size_t bytes) const noexcept {
   switch (node_->path_for(bytes)) {
-    case shm::Path::line: return tuning::Candidate::line;
-    case shm::Path::cma: return tuning::Candidate::cma;
-    default: return tuning::Candidate::copy;
+    case shm::Path::line: return Route::line;
+    case shm::Path::cma: return Route::cma;
+    default: return Route::copy;
   }
 }
 

@@ -21,35 +21,34 @@ namespace mlxa2a::core::mpi {
 
 class LocalEngine final : public Engine {
  public:
-  shm::Status run(const char* send, char* recv, std::size_t bytes) noexcept override;
-  shm::Status run(const char* send, char* recv, std::size_t bytes,
-                  tuning::Candidate) noexcept override {
+  Status run(const char* send, char* recv, std::size_t bytes) noexcept override;
+  Status run(const char* send, char* recv, std::size_t bytes,
+                  Route) noexcept override {
     return run(send, recv, bytes);
   }
-  tuning::Candidate default_route(std::size_t) const noexcept override {
-    return tuning::Candidate::copy;
+  Route default_route(std::size_t) const noexcept override {
+    return Route::copy;
   }
   void abandon() noexcept override {}
 };
 
-class ShmEngine final : public Engine {
+class ShmEngine final : public Engine, public SizeAgreement {
  public:
   static std::unique_ptr<ShmEngine> create(const EngineRequest& req,
                                            const EngineSettings& s) noexcept;
 
-  shm::Status run(const char* send, char* recv, std::size_t bytes) noexcept override {
+  Status run(const char* send, char* recv, std::size_t bytes) noexcept override {
     return node_->run(send, recv, bytes);
   }
-  shm::Status run(const char* send, char* recv, std::size_t bytes,
-                  tuning::Candidate path) noexcept override;
-  tuning::Candidate default_route(std::size_t bytes) const noexcept override;
+  Status run(const char* send, char* recv, std::size_t bytes,
+                  Route path) noexcept override;
+  Route default_route(std::size_t bytes) const noexcept override;
   void abandon() noexcept override { node_->abandon(); }
-  bool compares_sizes() const noexcept override { return true; }
-  shm::Status check_sizes(std::size_t bytes) noexcept override {
+  SizeAgreement* sizes() noexcept override { return this; }
+  Status check_sizes(std::size_t bytes) noexcept override {
     return node_->check_sizes(bytes);
   }
   bool resync(MPI_Comm comm) noexcept override;
-  shm::NodeAlltoall* node_alltoall() const noexcept override { return node_.get(); }
   std::uint64_t pool_id() const noexcept override { return node_->id(); }
   bool poolable() const noexcept override {
     return node_->healthy() && node_->local_size() >= 2;
@@ -57,7 +56,7 @@ class ShmEngine final : public Engine {
   void rebind(const shm::Options& opt) noexcept override { node_->rebind(opt); }
 
  private:
-  explicit ShmEngine(std::unique_ptr<shm::NodeAlltoall> node) : node_(std::move(node)) {}
+  explicit ShmEngine(std::unique_ptr<shm::NodeAlltoall> node);
   std::unique_ptr<shm::NodeAlltoall> node_;
 };
 

@@ -80,7 +80,8 @@ int Team::ranks_per_node() const noexcept {
 }
 
 bool Team::resync(MPI_Comm comm) noexcept {
-  if (!engine_ || !engine_->resync(comm)) return false;
+  SizeAgreement* s = sizes();
+  if (!s || !s->resync(comm)) return false;
   ++resyncs_;
   return true;
 }
@@ -183,11 +184,11 @@ void Team::adopt(std::unique_ptr<Engine> e) noexcept {
   engine_ = std::move(e);
   if (caps_.nodes > 1) {
     caps_.hier = engine_ != nullptr;
-    caps_.rdma = engine_ && engine_->rdma();
-    caps_.zcopy = engine_ && engine_->zcopy();
+    caps_.rdma = engine_ && engine_->props().rdma;
+    caps_.zcopy = engine_ && engine_->props().zcopy;
     try {
-      rdma_why_ = engine_ ? engine_->rdma_why() : std::string();
-      zcopy_why_ = engine_ ? engine_->zcopy_why() : std::string();
+      rdma_why_ = engine_ ? engine_->props().rdma_why : std::string();
+      zcopy_why_ = engine_ ? engine_->props().zcopy_why : std::string();
     } catch (...) {  // a trace's text only
     }
   }

@@ -94,14 +94,13 @@ class Team {
   // The team's engine; nullptr when caps().shm and caps().hier are both false
   // (selection then never routes a call to it).
   Engine* engine() const noexcept { return engine_.get(); }
-  // The node's shared-memory engine; nullptr when the communicator has one rank
-  // (the engine is then a local copy) or caps().shm is false.
-  shm::NodeAlltoall* node_alltoall() const {
-    return engine_ ? engine_->node_alltoall() : nullptr;
+  // What the engine's set-up settled; nullptr without an engine.
+  const EngineProps* engine_props() const noexcept {
+    return engine_ ? &engine_->props() : nullptr;
   }
-  // The hierarchical engine; nullptr unless caps().hier.
-  hier::HierAlltoall* hier_alltoall() const {
-    return engine_ ? engine_->hier_alltoall() : nullptr;
+  // Whether the engine is of this kind.
+  bool engine_is(EngineProps::Kind k) const noexcept {
+    return engine_ && engine_->props().kind == k;
   }
   bool oversubscribed() const { return oversubscribed_; }
   // Why the leaders do not exchange over RDMA ("" when they do).
@@ -111,7 +110,7 @@ class Team {
   // Ranks on the team's largest node (0 when the node map is unknown).
   int ranks_per_node() const noexcept;
 
-  // After the engine returned shm::Status::size_mismatch - which every rank of
+  // After the engine returned Status::size_mismatch - which every rank of
   // the team then gets in the same call (NodeAlltoall's and HierAlltoall's
   // contracts) - agrees on the engine's restart point (the single-node engine:
   // one PMPI_Allreduce over comm; the hierarchical one needs none), so that
@@ -124,7 +123,9 @@ class Team {
   // this rank serves through PMPI runs beside the engine's check
   // (Engine::beside_pmpi), so that a peer called with another size, or sent
   // to the engine, is found rather than left waiting.
-  bool compares_sizes() const noexcept { return engine_ && engine_->compares_sizes(); }
+  bool compares_sizes() const noexcept { return engine_ && engine_->sizes(); }
+  // The engine's size agreement (engine.h); nullptr unless compares_sizes().
+  SizeAgreement* sizes() const noexcept { return engine_ ? engine_->sizes() : nullptr; }
   // How many size mismatches resync() has agreed on (every rank alike): a
   // caller tells by it whether a failed call was a mismatch, which every rank
   // saw, rather than a local failure.

@@ -13,14 +13,13 @@ namespace mlxa2a::core::mpi {
 
 namespace {
 
-using tuning::Candidate;
 
-// Trace reasons of trial calls, by Candidate.
+// Trace reasons of trial calls, by Route.
 constexpr const char* kTrialReason[] = {"tuning: trial of pmpi", "tuning: trial of line",
                                         "tuning: trial of copy", "tuning: trial of cma",
                                         "tuning: trial of hier", "tuning: trial of rdma",
                                         "tuning: trial of zcopy"};
-static_assert(std::size(kTrialReason) == tuning::kCandidateKinds);
+static_assert(std::size(kTrialReason) == kConcreteRoutes);
 
 // Lookups see the file as it was read at start only: a decision made during
 // the run is not reused by another team (whose ranks may not all have seen
@@ -85,8 +84,8 @@ TeamTuning::TeamTuning(const Team& team, const config::Settings& s, int world_ra
 
 std::unique_ptr<TeamTuning> TeamTuning::create(const Team& team, const config::Settings& s,
                                                int world_rank) noexcept {
-  const bool engine = (team.caps().shm && team.node_alltoall()) ||
-                      (team.caps().hier && team.hier_alltoall());
+  const bool engine = (team.caps().shm && team.engine_is(EngineProps::Kind::node)) ||
+                      (team.caps().hier && team.engine_is(EngineProps::Kind::hier));
   if (s.tune_samples == 0 || team.size() < 2 || !engine) return nullptr;
   try {
     return std::unique_ptr<TeamTuning>(new TeamTuning(team, s, world_rank));
@@ -100,34 +99,36 @@ std::unique_ptr<TeamTuning> TeamTuning::create(const Team& team, const config::S
 
 // The fixed rules' choice first, then the others in a fixed order. Only the
 // team's agreed properties enter, so the list is the same on every rank.
-std::vector<Candidate> TeamTuning::candidates(unsigned cls, Candidate fixed) const {
-  std::vector<Candidate> list;
-  auto add = [&](Candidate c) {
+std::vector<Route> TeamTuning::candidates(unsigned cls, Route fixed) const {
+  std::vector<Route> list;
+  auto add = [&](Route c) {
     if (std::find(list.begin(), list.end(), c) == list.end()) list.push_back(c);
   };
   const std::uint64_t largest = (std::uint64_t{2} << cls) - 1;  // of the class (cls < 63 here)
-  const shm::NodeAlltoall* node = team_.caps().shm ? team_.node_alltoall() : nullptr;
-  const bool line_fits = node && cls < 63 && node->can_take(shm::Path::line, largest);
-  if (fixed == Candidate::line && !line_fits) fixed = Candidate::copy;
+  const EngineProps* node = team_.caps().shm && team_.engine_is(EngineProps::Kind::node)
+                                ? team_.engine_props()
+                                : nullptr;
+  const bool line_fits = node && cls < 63 && largest <= node->line_max;
+  if (fixed == Route::line && !line_fits) fixed = Route::copy;
   add(fixed);
-  add(Candidate::pmpi);
+  add(Route::pmpi);
   if (node) {
-    if (line_fits) add(Candidate::line);
-    add(Candidate::copy);
-    if (node->cma_usable()) add(Candidate::cma);
+    if (line_fits) add(Route::line);
+    add(Route::copy);
+    if (node->cma_usable) add(Route::cma);
   }
   // A multi-node team's leaders exchange over the transport agreed at its
   // set-up, so its hierarchical engine is one candidate: rdma or hier.
-  if (team_.caps().hier && team_.hier_alltoall()) {
-    add(team_.caps().rdma ? Candidate::rdma : Candidate::hier);
+  if (team_.caps().hier && team_.engine_is(EngineProps::Kind::hier)) {
+    add(team_.caps().rdma ? Route::rdma : Route::hier);
     // Zero-copy is its own candidate: its cost (registration, gathers)
     // differs from the staged fan-in's.
-    if (team_.caps().zcopy) add(Candidate::zcopy);
+    if (team_.caps().zcopy) add(Route::zcopy);
   }
   return list;
 }
 
-bool TeamTuning::decided_by_file(unsigned cls, ClassState& cs, const std::vector<Candidate>& list,
+bool TeamTuning::decided_by_file(unsigned cls, ClassState& cs, const std::vector<Route>& list,
                                  MPI_Comm comm) {
   int index = -1;
   {
@@ -153,13 +154,13 @@ bool TeamTuning::begin_is_collective(std::uint64_t bytes) const noexcept {
   return use_file_ && classes_[tuning::size_class(bytes)].phase == ClassState::Phase::fresh;
 }
 
-TeamTuning::Step TeamTuning::begin(std::uint64_t bytes, Candidate fixed, MPI_Comm comm) noexcept {
+TeamTuning::Step TeamTuning::begin(std::uint64_t bytes, Route fixed, MPI_Comm comm) noexcept {
   const unsigned cls = tuning::size_class(bytes);
   ClassState& cs = classes_[cls];
   if (cs.phase == ClassState::Phase::decided) return {cs.path, false, cs.reason.c_str()};
   if (cs.phase == ClassState::Phase::fresh) {
     try {
-      const std::vector<Candidate> list = candidates(cls, fixed);
+      const std::vector<Route> list = candidates(cls, fixed);
       if (use_file_ && decided_by_file(cls, cs, list, comm)) {
         return {cs.path, false, cs.reason.c_str()};
       }
@@ -171,7 +172,7 @@ TeamTuning::Step TeamTuning::begin(std::uint64_t bytes, Candidate fixed, MPI_Com
       return {fixed, false, "tuning: out of memory, fixed rules"};
     }
   }
-  const Candidate next = cs.trials->next();
+  const Route next = cs.trials->next();
   return {next, true, kTrialReason[static_cast<std::size_t>(next)]};
 }
 
@@ -186,7 +187,7 @@ double TeamTuning::finish_trial(std::uint64_t bytes, double seconds, MPI_Comm co
     decide(cls, cs, comm, &agreement);
   } catch (...) {
     cs.phase = ClassState::Phase::decided;  // allocation only: see below
-    cs.path = Candidate::pmpi;
+    cs.path = Route::pmpi;
     cs.reason = "tuning failed: pmpi";
   }
   return agreement;
@@ -207,7 +208,7 @@ void TeamTuning::decide(unsigned cls, ClassState& cs, MPI_Comm comm, double* agr
     // rank whose allreduce failed cannot trust its peers to agree anyway.
     MLXA2A_LOG(Warn, "tuning agreement failed; PMPI serves bytes per peer from %llu",
                static_cast<unsigned long long>(std::uint64_t{1} << cls));
-    cs.path = Candidate::pmpi;
+    cs.path = Route::pmpi;
     cs.reason = "tuning agreement failed: pmpi";
     return;
   }

@@ -26,7 +26,7 @@
 #include <string>
 
 #include "core/config/switches.h"
-#include "core/tune/candidate.h"
+#include "core/tune/size_class.h"
 #include "core/tune/fake_clock.h"
 #include "core/tune/trials.h"
 #include "core/tune/tune_file.h"
@@ -43,14 +43,14 @@ class TeamTuning {
                                             int world_rank) noexcept;
 
   struct Step {
-    tuning::Candidate path;
+    Route path;
     bool trial;          // time the call and pass its duration to finish_trial()
     const char* reason;  // for the trace; valid while this TeamTuning lives
   };
   // The path of one call of bytes_per_peer (> 0) bytes; `fixed` is what the
   // fixed rules choose for it (tried first). Collective over comm at a class's
   // first call when a tune file is configured.
-  Step begin(std::uint64_t bytes_per_peer, tuning::Candidate fixed, MPI_Comm comm) noexcept;
+  Step begin(std::uint64_t bytes_per_peer, Route fixed, MPI_Comm comm) noexcept;
   // Whether begin() for this size enters a collective (a fresh class with a
   // tune file), so that a caller can first make sure every rank calls with
   // this size. Local.
@@ -69,13 +69,13 @@ class TeamTuning {
   TeamTuning(const Team& team, const config::Settings& settings, int world_rank);
   struct ClassState {
     enum class Phase : std::uint8_t { fresh, trying, decided } phase = Phase::fresh;
-    tuning::Candidate path = tuning::Candidate::pmpi;
+    Route path = Route::pmpi;
     std::unique_ptr<tuning::Trials> trials;
     std::string reason;
   };
-  std::vector<tuning::Candidate> candidates(unsigned size_class, tuning::Candidate fixed) const;
+  std::vector<Route> candidates(unsigned size_class, Route fixed) const;
   bool decided_by_file(unsigned size_class, ClassState& cs,
-                       const std::vector<tuning::Candidate>& list, MPI_Comm comm);
+                       const std::vector<Route>& list, MPI_Comm comm);
   void decide(unsigned size_class, ClassState& cs, MPI_Comm comm, double* agreement_seconds);
 
   const Team& team_;

@@ -36,7 +36,7 @@ std::optional<FakeClock> FakeClock::parse(std::string_view text) {
       g = comma == std::string_view::npos ? std::string_view() : g.substr(comma + 1);
       const std::size_t eq = item.find('=');
       if (eq == std::string_view::npos) return std::nullopt;
-      const auto path = candidate_from_string(config::trim(item.substr(0, eq)));
+      const auto path = concrete_route_from_string(config::trim(item.substr(0, eq)));
       const auto us = parse_us(config::trim(item.substr(eq + 1)));
       if (!path || !us) return std::nullopt;
       group.us[static_cast<std::size_t>(*path)] = *us;
@@ -46,7 +46,7 @@ std::optional<FakeClock> FakeClock::parse(std::string_view text) {
   return clock;
 }
 
-std::optional<double> FakeClock::seconds(int rank, Candidate path) const {
+std::optional<double> FakeClock::seconds(int rank, Route path) const {
   double every = -1, own = -1;  // later groups win; a rank's own over "every rank"
   for (const Group& g : groups_) {
     const double v = g.us[static_cast<std::size_t>(path)];

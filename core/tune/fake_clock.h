@@ -2,7 +2,7 @@
 // that a test can decide which path wins and skew one rank's view. MPI-free.
 //
 // Syntax: groups separated by ';', each "[RANK:]NAME=MICROSECONDS[,NAME=...]",
-// NAME a Candidate name. A group without RANK applies to every rank; a group
+// NAME a concrete Route name (pmpi .. zcopy). A group without RANK applies to every rank; a group
 // with RANK (an MPI_COMM_WORLD rank) overrides it for that rank. A candidate
 // no group names is timed for real. Example: "pmpi=5,copy=2;1:copy=50".
 // Empty: no fake timings.
@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/tune/candidate.h"
+#include "core/tune/size_class.h"
 
 namespace mlxa2a::core::tuning {
 
@@ -28,13 +28,13 @@ class FakeClock {
  public:
   static std::optional<FakeClock> parse(std::string_view text);
   // The made-up duration (seconds) of a call on `path` at world rank `rank`.
-  std::optional<double> seconds(int rank, Candidate path) const;
+  std::optional<double> seconds(int rank, Route path) const;
   bool empty() const { return groups_.empty(); }
 
  private:
   struct Group {
     int rank = -1;  // -1: every rank
-    std::array<double, kCandidateKinds> us{};  // < 0: not given
+    std::array<double, kConcreteRoutes> us{};  // < 0: not given
   };
   std::vector<Group> groups_;
 };

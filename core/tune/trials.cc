@@ -4,7 +4,7 @@
 
 namespace mlxa2a::core::tuning {
 
-Trials::Trials(std::span<const Candidate> candidates, unsigned samples)
+Trials::Trials(std::span<const Route> candidates, unsigned samples)
     : candidates_(candidates.begin(), candidates.end()),
       samples_(samples),
       times_(candidates.size() * samples, 0.0) {}
@@ -43,14 +43,14 @@ double median(std::vector<double> v) {
   return (lower + upper) / 2;
 }
 
-std::size_t choose(std::span<const Candidate> candidates, std::span<const double> medians,
+std::size_t choose(std::span<const Route> candidates, std::span<const double> medians,
                    double margin) {
   std::size_t best = 0;
   for (std::size_t i = 1; i < medians.size(); ++i) {
     if (medians[i] < medians[best]) best = i;
   }
   for (std::size_t i = 0; i < candidates.size(); ++i) {
-    if (candidates[i] == Candidate::pmpi && i != best &&
+    if (candidates[i] == Route::pmpi && i != best &&
         !(medians[best] <= (1.0 - margin) * medians[i])) {
       return i;
     }

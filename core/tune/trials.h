@@ -18,7 +18,7 @@
 #include <span>
 #include <vector>
 
-#include "core/tune/candidate.h"
+#include "core/tune/size_class.h"
 
 namespace mlxa2a::core::tuning {
 
@@ -29,23 +29,23 @@ class Trials {
  public:
   // candidates: non-empty, no duplicates, the fixed rule's choice first;
   // samples > 0.
-  Trials(std::span<const Candidate> candidates, unsigned samples);
+  Trials(std::span<const Route> candidates, unsigned samples);
 
   bool complete() const { return calls_ == total(); }
   // The candidate that serves the next call; only while !complete().
-  Candidate next() const { return candidates_[calls_ % candidates_.size()]; }
+  Route next() const { return candidates_[calls_ % candidates_.size()]; }
   // The duration of the call next() named, in seconds.
   void record(double seconds);
   unsigned calls() const { return calls_; }
   unsigned total() const { return static_cast<unsigned>(candidates_.size()) * samples_; }
 
-  std::span<const Candidate> candidates() const { return candidates_; }
+  std::span<const Route> candidates() const { return candidates_; }
   // Per candidate (in candidates() order) the median of its samples; only
   // when complete().
   std::vector<double> medians() const;
 
  private:
-  std::vector<Candidate> candidates_;
+  std::vector<Route> candidates_;
   unsigned samples_;
   unsigned calls_ = 0;
   std::vector<double> times_;  // [candidate * samples + sample]
@@ -64,7 +64,7 @@ double median(std::vector<double> v);
 // The index of the winner: the fastest candidate, unless it is not at least
 // `margin` faster than pmpi (when pmpi is a candidate), then pmpi. Ties go to
 // the earlier candidate. Pure: equal inputs give equal outputs on every rank.
-std::size_t choose(std::span<const Candidate> candidates, std::span<const double> medians,
+std::size_t choose(std::span<const Route> candidates, std::span<const double> medians,
                    double margin = kMargin);
 
 }  // namespace mlxa2a::core::tuning

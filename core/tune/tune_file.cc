@@ -53,7 +53,7 @@ std::string parse_line(std::string_view line, FileEntry* out) {
     return "bytes must be a power of two (the lower bound of a size class)";
   }
   out->size_class = size_class(*bytes);
-  const auto path = candidate_from_string(value[kPath]);
+  const auto path = concrete_route_from_string(value[kPath]);
   if (!path) return "path must be pmpi, line, copy, cma, hier, rdma or zcopy";
   out->path = *path;
   return {};
@@ -132,7 +132,7 @@ std::string TuneFile::format() const {
   return out;
 }
 
-std::optional<Candidate> TuneFile::lookup(const Layout& layout, unsigned cls) const {
+std::optional<Route> TuneFile::lookup(const Layout& layout, unsigned cls) const {
   for (const FileEntry& e : entries_) {
     if (e.size_class == cls && e.layout == layout) return e.path;
   }
@@ -146,7 +146,7 @@ bool operator==(const TuneFile& a, const TuneFile& b) {
          });
 }
 
-void TuneFile::set(const Layout& layout, unsigned cls, Candidate path) {
+void TuneFile::set(const Layout& layout, unsigned cls, Route path) {
   for (FileEntry& e : entries_) {
     if (e.size_class == cls && e.layout == layout) {
       e.path = path;

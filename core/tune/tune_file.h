@@ -5,7 +5,7 @@
 //   mpi=ompi ranks=4 nodes=1 ranks_per_node=4 oversubscribed=1 bytes=1K path=copy
 // The first five fields name the team's layout; bytes is the lower bound of a
 // size class (a power of two, size suffixes allowed; the class holds
-// [bytes, 2*bytes)); path a Candidate name. A later line for the same layout
+// [bytes, 2*bytes)); path a concrete Route name. A later line for the same layout
 // and class replaces an earlier one.
 //
 // Values: immutable except for set(); not thread-safe (the runtime guards its
@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/tune/candidate.h"
+#include "core/tune/size_class.h"
 #include "core/tune/regular_file.h"
 
 namespace mlxa2a::core::tuning {
@@ -36,7 +36,7 @@ struct Layout {
 struct FileEntry {
   Layout layout;
   unsigned size_class = 0;
-  Candidate path = Candidate::pmpi;
+  Route path = Route::pmpi;
   friend bool operator==(const FileEntry&, const FileEntry&) = default;
 };
 
@@ -64,8 +64,8 @@ class TuneFile {
 
   // Canonical text; parse(format()) gives an equal TuneFile.
   std::string format() const;
-  std::optional<Candidate> lookup(const Layout& layout, unsigned size_class) const;
-  void set(const Layout& layout, unsigned size_class, Candidate path);
+  std::optional<Route> lookup(const Layout& layout, unsigned size_class) const;
+  void set(const Layout& layout, unsigned size_class, Route path);
   std::span<const FileEntry> entries() const { return entries_; }
   // Equal decisions, in any order (where a file was read from is not compared).
   friend bool operator==(const TuneFile& a, const TuneFile& b);

@@ -19,7 +19,7 @@
 namespace mlxa2a::core::tuning {
 namespace {
 
-using C = Candidate;
+using C = Route;
 // TuneFile::kMaxBytes, as the messages name it (spelt out so that this file
 // also builds against the code before the limit, to show these tests fail there).
 constexpr std::size_t kLimit = std::size_t{1} << 20;
@@ -39,7 +39,7 @@ struct stat lstat_of(const std::string& path) {
   return st;
 }
 
-TuneFile decisions(Candidate path = C::copy) {
+TuneFile decisions(Route path = C::copy) {
   TuneFile f;
   f.set(Layout{"ompi", 4, 1, 4, true}, 10, path);
   f.set(Layout{"mpich", 6, 3, 2, false}, 20, C::hier);

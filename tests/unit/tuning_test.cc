@@ -12,7 +12,7 @@
 #include "core/config/registry.h"
 #include "core/config/switches.h"
 #include "core/info/render.h"
-#include "core/tune/candidate.h"
+#include "core/tune/size_class.h"
 #include "core/tune/fake_clock.h"
 #include "core/tune/trials.h"
 #include "core/tune/tune_file.h"
@@ -20,7 +20,7 @@
 namespace mlxa2a::core::tuning {
 namespace {
 
-using C = Candidate;
+using C = Route;
 
 TEST(Tuning, SizeClassesArePowersOfTwo) {
   EXPECT_EQ(size_class(1), 0u);
@@ -32,11 +32,11 @@ TEST(Tuning, SizeClassesArePowersOfTwo) {
 }
 
 TEST(Tuning, CandidateNamesRoundTrip) {
-  for (std::size_t i = 0; i < kCandidateKinds; ++i) {
-    const auto c = static_cast<Candidate>(i);
-    EXPECT_EQ(candidate_from_string(to_string(c)), c);
+  for (std::size_t i = 0; i < kConcreteRoutes; ++i) {
+    const auto c = static_cast<Route>(i);
+    EXPECT_EQ(concrete_route_from_string(to_string(c)), c);
   }
-  EXPECT_FALSE(candidate_from_string("shm"));
+  EXPECT_FALSE(concrete_route_from_string("shm"));
 }
 
 TEST(Tuning, TrialsInterleaveCandidatesUntilEachHasItsSamples) {

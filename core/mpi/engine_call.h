@@ -1,8 +1,9 @@
-// The shared-memory path of MPI_Alltoall: one call served by the team's
-// NodeAlltoall (or a local copy on a one-rank communicator).
+// One MPI_Alltoall call on the team's engine, whatever the engine route
+// (line, copy, cma on one node; hier, rdma, zcopy on several; a local copy
+// on a one-rank communicator), and the PMPI calls made beside its size check.
 //
 // Contract
-// * Called only when select() chose Path::Shm, which every rank of the
+// * Called only for an engine route (core/route/decide.h), which every rank of the
 //   communicator does for the same call; so it must take part in the engine
 //   on every rank whatever its local arguments look like. Rank-local
 //   differences are absorbed here: MPI_IN_PLACE (the receive buffer is copied
@@ -21,7 +22,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 
 #include "core/mpi/datatype.h"
 #include "core/mpi/dispatch.h"
@@ -29,18 +29,16 @@
 
 namespace mlxa2a::core::mpi {
 
-// route: an engine path chosen by measurement (Engine::run with a candidate),
-// or nullopt for the engine's own choice by size.
-using EngineRoute = std::optional<tuning::Candidate>;
+// route: the engine route decided (core/route/decide.h, or measured), one of
+// the engine's own (Engine::run); a route it cannot take runs as its default.
+int engine_alltoall(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer,
+                 Route route) noexcept;
 
-int shm_alltoall(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer,
-                 EngineRoute route = std::nullopt) noexcept;
-
-// shm_alltoall for a call whose send and receive types are both plain named
+// engine_alltoall for a call whose send and receive types are both plain named
 // types (is_plain_named()) and whose sendbuf is not MPI_IN_PLACE: the buffers
 // are the engine's blocks as they are.
-int shm_alltoall_contiguous(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer,
-                            EngineRoute route = std::nullopt) noexcept;
+int engine_alltoall_contiguous(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer,
+                            Route route) noexcept;
 
 // For a call that measured selection serves through PMPI on a team whose
 // engine compares sizes (Team::compares_sizes): Engine::check_sizes, its
@@ -54,7 +52,7 @@ int shm_alltoall_contiguous(const AlltoallArgs& args, Team& team, std::uint64_t 
 // logged: a partner whose check passed goes on to PMPI_Alltoall or to an
 // agreement, and this rank must meet it there (the failure surfaces at the
 // next engine call, alike on every rank through the containment).
-int shm_check_sizes(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer) noexcept;
+int engine_check_sizes(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer) noexcept;
 
 // A call this rank serves through PMPI because of its own size or arguments,
 // on a team whose engine compares sizes (docs/shm.md "Mixed decisions"):
@@ -63,7 +61,7 @@ int shm_check_sizes(const AlltoallArgs& args, Team& team, std::uint64_t bytes_pe
 // whether it ran. Its result, or (it did not run) the mismatch reported as
 // by the engine paths. An engine failure after serve ran is logged; the
 // call's result stays PMPI's.
-int shm_beside_pmpi(const AlltoallArgs& args, Team& team, std::uint64_t announced,
+int engine_beside_pmpi(const AlltoallArgs& args, Team& team, std::uint64_t announced,
                     int (*serve)(void*), void* ctx, bool* served) noexcept;
 
 }  // namespace mlxa2a::core::mpi

@@ -1,4 +1,4 @@
-#include "core/mpi/shm_path.h"
+#include "core/mpi/engine_call.h"
 
 #include <cstring>
 
@@ -10,11 +10,11 @@ namespace mlxa2a::core::mpi {
 
 namespace {
 
-shm::Status run_engine(Team& team, const char* send, char* recv, std::uint64_t bytes,
-                       EngineRoute route) {
+Status run_engine(Team& team, const char* send, char* recv, std::uint64_t bytes,
+                       Route route) {
   Engine* e = team.engine();
-  if (!e) return shm::Status::broken;  // no engine: selection never sends a call here
-  return route ? e->run(send, recv, bytes, *route) : e->run(send, recv, bytes);
+  if (!e) return Status::broken;  // no engine: selection never sends a call here
+  return e->run(send, recv, bytes, route);
 }
 
 int report(MPI_Comm comm, const char* what) {
@@ -30,22 +30,22 @@ int report(MPI_Comm comm, const char* what) {
 // rank gets it in the same call, agrees on a restart point and reports
 // MPI_ERR_TRUNCATE, what the MPI reports for a message longer than its
 // receive buffer; the communicator stays usable.
-int engine_result(const AlltoallArgs& a, Team& team, shm::Status st) {
-  if (st == shm::Status::ok) return MPI_SUCCESS;
-  if (st == shm::Status::size_mismatch) {
+int engine_result(const AlltoallArgs& a, Team& team, Status st) {
+  if (st == Status::ok) return MPI_SUCCESS;
+  if (st == Status::size_mismatch) {
     if (!team.resync(a.comm)) return report(a.comm, "agreement after a size mismatch failed");
-    MLXA2A_LOG_LIMITED(Info, "MPI_Alltoall: %s; MPI_ERR_TRUNCATE", shm::to_string(st));
+    MLXA2A_LOG_LIMITED(Info, "MPI_Alltoall: %s; MPI_ERR_TRUNCATE", to_string(st));
     PMPI_Comm_call_errhandler(a.comm, MPI_ERR_TRUNCATE);
     return MPI_ERR_TRUNCATE;
   }
-  if (st == shm::Status::peer_in_pmpi) {
+  if (st == Status::peer_in_pmpi) {
     // A rank was sent to PMPI_Alltoall by its own size or arguments (an
     // erroneous program, or decisions the rules take per size): it waits
     // there, so this rank joins it and the MPI judges the call as it would
     // without mlxa2a. Counted like a mismatch (tuning records no trial).
     (void)team.resync(a.comm);  // the hierarchical engine's: no communication
     MLXA2A_LOG_LIMITED(Info, "MPI_Alltoall: %s; PMPI_Alltoall serves the call",
-                       shm::to_string(st));
+                       to_string(st));
     if (Runtime::instance().trace()) {
       // Not a call's line (those start with the entry's name): the call was
       // traced when it was routed to the engine.
@@ -54,7 +54,7 @@ int engine_result(const AlltoallArgs& a, Team& team, shm::Status st) {
     }
     return pmpi_alltoall(a);
   }
-  return report(a.comm, shm::to_string(st));
+  return report(a.comm, to_string(st));
 }
 
 struct Beside {
@@ -66,18 +66,18 @@ struct Beside {
 
 }  // namespace
 
-int shm_check_sizes(const AlltoallArgs& a, Team& team, std::uint64_t bytes) noexcept {
-  const shm::Status st = team.engine()->check_sizes(bytes);
-  if (st != shm::Status::ok && st != shm::Status::size_mismatch &&
-      st != shm::Status::peer_in_pmpi && team.hier_alltoall() != nullptr) {
+int engine_check_sizes(const AlltoallArgs& a, Team& team, std::uint64_t bytes) noexcept {
+  const Status st = team.sizes()->check_sizes(bytes);  // compares_sizes(): callers check
+  if (st != Status::ok && st != Status::size_mismatch &&
+      st != Status::peer_in_pmpi && team.engine_is(EngineProps::Kind::hier)) {
     MLXA2A_LOG_LIMITED(Warn, "%s: the engine's size check failed (%s); the call goes on without it",
-                       a.entry, shm::to_string(st));
+                       a.entry, to_string(st));
     return MPI_SUCCESS;
   }
   return engine_result(a, team, st);
 }
 
-int shm_beside_pmpi(const AlltoallArgs& a, Team& team, std::uint64_t announced,
+int engine_beside_pmpi(const AlltoallArgs& a, Team& team, std::uint64_t announced,
                     int (*serve)(void*), void* ctx, bool* served) noexcept {
   Beside b{serve, ctx};
   auto call = [](void* p) {
@@ -85,30 +85,33 @@ int shm_beside_pmpi(const AlltoallArgs& a, Team& team, std::uint64_t announced,
     self->ran = true;
     self->rc = self->serve(self->ctx);
   };
-  const shm::Status st = team.engine()->beside_pmpi(announced, call, &b);
+  const Status st = team.sizes()->beside_pmpi(announced, call, &b);
   *served = b.ran;
   if (!b.ran) return engine_result(a, team, st);
-  if (st != shm::Status::ok) {
+  if (st != Status::ok) {
     MLXA2A_LOG_LIMITED(Warn, "the engine's check beside PMPI_Alltoall failed (%s); later calls "
-                       "on this communicator may fail", shm::to_string(st));
+                       "on this communicator may fail", to_string(st));
   }
   return b.rc;
 }
 
-int shm_alltoall_contiguous(const AlltoallArgs& a, Team& team, std::uint64_t bytes,
-                            EngineRoute route) noexcept {
+int engine_alltoall_contiguous(const AlltoallArgs& a, Team& team, std::uint64_t bytes,
+                            Route route) noexcept {
+  // An engine route is decided only for a team with an engine (decide.h),
+  // which keeps it until the team is gone: no null check on the hot path.
   return engine_result(a, team,
-                       run_engine(team, static_cast<const char*>(a.sendbuf),
-                                  static_cast<char*>(a.recvbuf), bytes, route));
+                       team.engine()->run(static_cast<const char*>(a.sendbuf),
+                                          static_cast<char*>(a.recvbuf), bytes, route));
 }
 
-int shm_alltoall(const AlltoallArgs& a, Team& team, std::uint64_t bytes,
-                 EngineRoute route) noexcept {
+int engine_alltoall(const AlltoallArgs& a, Team& team, std::uint64_t bytes,
+                 Route route) noexcept {
   // Nothing to move; but when the engine compares sizes across ranks, a 0-byte
-  // call takes part, so that a peer called with more bytes is not left waiting.
+  // call takes part (in the engine's own empty round, whatever the route), so
+  // that a peer called with more bytes is not left waiting.
   if (bytes == 0) {
-    return team.compares_sizes() ? engine_result(a, team, run_engine(team, nullptr, nullptr, 0, std::nullopt))
-                                     : MPI_SUCCESS;
+    return team.compares_sizes() ? engine_result(a, team, team.engine()->run(nullptr, nullptr, 0))
+                                 : MPI_SUCCESS;
   }
   const int n = team.size();
   // Peers may already wait in the engine for this call: a rank that cannot
@@ -146,7 +149,7 @@ int shm_alltoall(const AlltoallArgs& a, Team& team, std::uint64_t bytes,
     send = tmp;
   }
 
-  if (const shm::Status st = run_engine(team, send, recv, bytes, route); st != shm::Status::ok) {
+  if (const Status st = run_engine(team, send, recv, bytes, route); st != Status::ok) {
     return engine_result(a, team, st);
   }
   if (!rl.contiguous && !unpack(recv, bytes, n, a.recvbuf, a.recvcount, a.recvtype, rl, a.comm)) {

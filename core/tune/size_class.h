@@ -1,0 +1,19 @@
+// Size classes of the measured selection (docs/tune.md): class c holds the
+// calls with bytes per peer in [2^c, 2^(c+1)). Calls of 0 bytes move nothing
+// and are never tuned. The routes measured are core::Route's concrete ones
+// (core/route/route.h).
+#pragma once
+
+#include <cstdint>
+
+#include "core/route/route.h"
+
+namespace mlxa2a::core::tuning {
+
+// The routes' names, as tuning::to_string has always been spelled here.
+using core::to_string;
+
+inline constexpr unsigned kSizeClasses = 64;
+unsigned size_class(std::uint64_t bytes_per_peer);  // bytes_per_peer > 0
+
+}  // namespace mlxa2a::core::tuning
