@@ -63,15 +63,18 @@ int choose_gid(const Verbs& v, ibv_context* ctx, std::uint8_t port, int table_le
 // Without MLXA2A_NET_DEVICES: every ACTIVE port of every device, the one
 // choose_hca() takes first (then the others in list order, should it fail to
 // open). *reason: the choice's trace token. Opens each device briefly.
+// Locality (hwloc's topology with its PCI scan, tens of milliseconds) is read
+// only when there is a choice to make: with one ACTIVE port it would only
+// lengthen the first set-up, and with it the window in which teams set up
+// concurrently in other threads find a pair pending and fall back.
 std::vector<NetOptions::Port> ports_by_locality(const Verbs& v, ibv_device** list, int n,
                                                 const NetOptions& opt, std::string* reason) {
-  const std::unique_ptr<Locality> where = hwloc_locality();
   std::vector<PortCandidate> cands;
+  std::vector<int> device_of;  // cands[i] is a port of list[device_of[i]]
   for (int i = 0; i < n; ++i) {
     VerbsPtr<ibv_context> ctx(v.open_device(list[i]), {v.close_device, "ibv_close_device"});
     ibv_device_attr attr{};
     if (!ctx || v.query_device(ctx.get(), &attr) != 0) continue;
-    const int numa = where ? where->numa_of(v, list[i]) : -1;
     for (int p = 1; p <= attr.phys_port_cnt; ++p) {
       ibv_port_attr pa{};
       if (v.query_port(ctx.get(), static_cast<std::uint8_t>(p), &pa) != 0 ||
@@ -79,7 +82,14 @@ std::vector<NetOptions::Port> ports_by_locality(const Verbs& v, ibv_device** lis
         continue;
       }
       cands.push_back({v.get_device_name(list[i]), p,
-                       pa.link_layer == IBV_LINK_LAYER_ETHERNET, numa});
+                       pa.link_layer == IBV_LINK_LAYER_ETHERNET, -1});
+      device_of.push_back(i);
+    }
+  }
+  const std::unique_ptr<Locality> where = cands.size() > 1 ? hwloc_locality() : nullptr;
+  if (where) {
+    for (std::size_t i = 0; i < cands.size(); ++i) {
+      cands[i].numa = where->numa_of(v, list[device_of[i]]);
     }
   }
   const HcaChoice c = choose_hca(cands, where ? where->my_numa() : std::vector<int>{},
