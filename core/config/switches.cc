@@ -2,9 +2,9 @@
 
 #include <unistd.h>
 
+#include "core/config/fake_clock.h"
 #include "core/config/node_layout.h"
 #include "core/config/parse.h"
-#include "core/tune/fake_clock.h"
 
 namespace mlxa2a::core::config {
 
@@ -51,8 +51,8 @@ std::string check_leaders(const Value& v) {
 }
 
 std::string check_fake_clock(const Value& v) {
-  return tuning::FakeClock::parse(std::get<std::string>(v)) ? std::string()
-                                                            : std::string(tuning::kFakeClockSyntax);
+  return FakeClock::parse(std::get<std::string>(v)) ? std::string()
+                                                            : std::string(kFakeClockSyntax);
 }
 
 std::string check_node_layout(const Value& v) {

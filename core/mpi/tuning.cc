@@ -80,7 +80,7 @@ TeamTuning::TeamTuning(const Team& team, const config::Settings& s, int world_ra
       samples_(s.tune_samples),
       use_file_(!s.tune_file.empty()),
       world_rank_(world_rank),
-      fake_(tuning::FakeClock::parse(s.debug_tune_times).value_or(tuning::FakeClock{})) {}
+      fake_(config::FakeClock::parse(s.debug_tune_times).value_or(config::FakeClock{})) {}
 
 std::unique_ptr<TeamTuning> TeamTuning::create(const Team& team, const config::Settings& s,
                                                int world_rank) noexcept {

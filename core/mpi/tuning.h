@@ -27,7 +27,7 @@
 
 #include "core/config/switches.h"
 #include "core/tune/size_class.h"
-#include "core/tune/fake_clock.h"
+#include "core/config/fake_clock.h"
 #include "core/tune/trials.h"
 #include "core/tune/tune_file.h"
 
@@ -83,7 +83,7 @@ class TeamTuning {
   unsigned samples_;
   bool use_file_;
   int world_rank_;
-  tuning::FakeClock fake_;
+  config::FakeClock fake_;
   std::array<ClassState, tuning::kSizeClasses> classes_;
 };
 

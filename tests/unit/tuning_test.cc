@@ -13,12 +13,14 @@
 #include "core/config/switches.h"
 #include "core/info/render.h"
 #include "core/tune/size_class.h"
-#include "core/tune/fake_clock.h"
+#include "core/config/fake_clock.h"
 #include "core/tune/trials.h"
 #include "core/tune/tune_file.h"
 
 namespace mlxa2a::core::tuning {
 namespace {
+
+using config::FakeClock;
 
 using C = Route;
 

@@ -7,6 +7,8 @@
 // no group names is timed for real. Example: "pmpi=5,copy=2;1:copy=50".
 // Empty: no fake timings.
 //
+// A switch's syntax, so it lives with the switches (core/config), which check
+// it when they load; measured selection (core/mpi/tuning) reads the clock.
 // Immutable after parse; lookups are thread-safe.
 #pragma once
 
@@ -16,9 +18,9 @@
 #include <string_view>
 #include <vector>
 
-#include "core/tune/size_class.h"
+#include "core/route/route.h"
 
-namespace mlxa2a::core::tuning {
+namespace mlxa2a::core::config {
 
 inline constexpr std::string_view kFakeClockSyntax =
     "groups separated by ';' of [RANK:]PATH=MICROSECONDS[,PATH=...], PATH = pmpi, line, copy, "
@@ -39,4 +41,4 @@ class FakeClock {
   std::vector<Group> groups_;
 };
 
-}  // namespace mlxa2a::core::tuning
+}  // namespace mlxa2a::core::config
