@@ -1,6 +1,7 @@
 #include "core/mpi/job_stats.h"
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -51,6 +52,11 @@ bool write_file(const std::string& path, const std::string& text) {
   if (!f) return false;
   const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   return std::fclose(f) == 0 && ok;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  return ::gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string("?");
 }
 
 }  // namespace
@@ -110,7 +116,7 @@ void note_setup(const std::string& name, double value) noexcept {
 }
 
 void write_report(const std::string& path, const std::map<std::string, double>& counters,
-                  const std::map<std::string, double>& setup) noexcept {
+                  const std::map<std::string, double>& setup, const std::string& fabric) noexcept {
   if (!enabled()) return;
   enable(false);
   try {
@@ -120,6 +126,7 @@ void write_report(const std::string& path, const std::map<std::string, double>& 
       stats::RankStats& s = store().stats;
       for (const auto& [n, v] : counters) s.counters[n] = v;
       for (const auto& [n, v] : setup) s.setup[n] += v;
+      if (!fabric.empty()) s.set_fabric(host_name(), fabric);
       mine = s.serialize();
     }
     int rank = 0, size = 1;

@@ -66,9 +66,10 @@ void note_decision(int comm_size, unsigned size_class, core::Route path,
 void note_setup(const std::string& name, double value) noexcept;
 
 // Collective over MPI_COMM_WORLD when enabled(): gathers every rank's store
-// (with counters and setup, this rank's process-wide values) to rank 0, which
-// writes the JSON to path. Disables recording. Never throws.
+// (with counters and setup, this rank's process-wide values, and fabric, its
+// device's key=value summary or "") to rank 0, which writes the JSON to path.
+// Disables recording. Never throws.
 void write_report(const std::string& path, const std::map<std::string, double>& counters,
-                  const std::map<std::string, double>& setup) noexcept;
+                  const std::map<std::string, double>& setup, const std::string& fabric) noexcept;
 
 }  // namespace mlxa2a::core::mpi::job_stats

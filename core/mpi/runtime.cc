@@ -19,6 +19,7 @@
 #include "core/mpi/dispatch.h"
 #if MLXA2A_HAVE_VERBS
 #include "core/mlx5/endpoint_pool.h"
+#include "core/mlx5/qos.h"
 #include "core/mlx5/resources.h"
 #endif
 #include "core/mpi/engine_pool.h"
@@ -319,7 +320,12 @@ void Runtime::write_job_stats() {
       {"tuning_trial_calls", d(c.trials)},
       {"tuning_agreements", d(c.agreements)},
       {"tuning_agreement_seconds", c.agreement_seconds}};
-  job_stats::write_report(settings_.coll_stats_path, counters, setup);
+#if MLXA2A_HAVE_VERBS
+  const std::string fabric = mlx5::fabric_summary();
+#else
+  const std::string fabric;
+#endif
+  job_stats::write_report(settings_.coll_stats_path, counters, setup, fabric);
 }
 
 void Runtime::before_finalize() {

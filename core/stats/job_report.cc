@@ -105,6 +105,33 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+double named_value(const std::map<std::string, double>& m, const char* name) {
+  const auto it = m.find(name);
+  return it == m.end() ? 0.0 : it->second;
+}
+
+// One entry per rank that opened a device (docs/stats.md "fabric"): what it
+// chose, and the queue pairs and registrations it holds, so a report shows
+// each node's leaders side by side.
+std::string fabric_json(const std::vector<RankStats>& ranks) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const RankStats& r = ranks[i];
+    if (r.fabric.empty()) continue;
+    std::string fields;
+    for (auto [key, value] : r.fabric) {
+      std::replace(key.begin(), key.end(), '-', '_');
+      fields += ", " + json_string(key) + ": " + json_string(value);
+    }
+    out += std::string(out.size() > 1 ? ",\n" : "\n") + "    {\"rank\": " + std::to_string(i) +
+           ", \"host\": " + json_string(r.host) + fields + ",\n     \"qps_created\": " +
+           number(named_value(r.setup, "rdma_qps_created")) +
+           ", \"qps_live\": " + number(named_value(r.counters, "rdma_qps_live")) +
+           ", \"mrs_live\": " + number(named_value(r.counters, "rdma_mrs_live")) + "}";
+  }
+  return out + (out.size() > 1 ? "\n  ]" : "]");
+}
+
 }  // namespace
 
 Spread spread(std::vector<double> v) {
@@ -113,6 +140,16 @@ Spread spread(std::vector<double> v) {
   const std::size_t n = v.size();
   const double median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
   return {v.front(), median, v.back()};
+}
+
+void RankStats::set_fabric(const std::string& host_name, const std::string& summary) {
+  host = host_name;
+  fabric.clear();
+  std::istringstream words(summary);
+  for (std::string w; words >> w;) {
+    const std::size_t eq = w.find('=');
+    if (eq != std::string::npos && eq > 0) fabric.emplace_back(w.substr(0, eq), w.substr(eq + 1));
+  }
 }
 
 std::string RankStats::serialize() const {
@@ -129,6 +166,11 @@ std::string RankStats::serialize() const {
   }
   for (const auto& [n, v] : counters) out += "counter " + n + " " + number(v) + "\n";
   for (const auto& [n, v] : setup) out += "setup " + n + " " + number(v) + "\n";
+  if (!fabric.empty()) {
+    out += "fabric " + (host.empty() ? std::string("?") : host);
+    for (const auto& [k, v] : fabric) out += " " + k + "=" + v;
+    out += "\n";
+  }
   return out;
 }
 
@@ -158,6 +200,11 @@ RankStats RankStats::parse(const std::string& text) {
       double v = 0;
       ok = static_cast<bool>(in >> name >> v);
       if (ok) (kind == "counter" ? r.counters : r.setup)[name] = v;
+    } else if (kind == "fabric") {
+      std::string rest;
+      ok = static_cast<bool>(in >> name) && (std::getline(in, rest), true);
+      if (ok) r.set_fabric(name, rest);
+      ok = ok && !r.fabric.empty();
     }
     if (!ok) ++r.unreadable;
   }
@@ -173,7 +220,8 @@ std::string render_job_report(const std::string& build, const std::vector<RankSt
          ",\n  \"calls\": " + calls_json(ranks) +
          ",\n  \"tuning\": " + decisions_json(ranks) +
          ",\n  \"counters\": " + named_json(ranks, &RankStats::counters) +
-         ",\n  \"setup\": " + named_json(ranks, &RankStats::setup) + "\n}\n";
+         ",\n  \"setup\": " + named_json(ranks, &RankStats::setup) +
+         ",\n  \"fabric\": " + fabric_json(ranks) + "\n}\n";
 }
 
 }  // namespace mlxa2a::core::stats

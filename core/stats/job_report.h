@@ -39,7 +39,18 @@ struct RankStats {
   std::vector<Decision> decisions;
   std::map<std::string, double> counters;  // RDMA, zero-copy, ...
   std::map<std::string, double> setup;     // seconds or counts of set-up work
+  // This process's RDMA device and fabric settings, the key=value words of
+  // the team trace line's fabric part (hca=, hca-by=, link=, tc=, sl=,
+  // pkey=, ...), and its host; empty where no device was opened (not a
+  // leader, or no RDMA). Kept as words so a field added to the trace line
+  // reaches the report without a change here.
+  std::string host;
+  std::vector<std::pair<std::string, std::string>> fabric;
   unsigned unreadable = 0;
+
+  // Sets host and fabric from a summary of space-separated key=value words;
+  // a word without '=' is dropped.
+  void set_fabric(const std::string& host_name, const std::string& summary);
 
   std::string serialize() const;
   static RankStats parse(const std::string& text);

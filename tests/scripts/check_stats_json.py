@@ -14,7 +14,11 @@ import statistics
 import sys
 from collections import defaultdict
 
-TOP = {"schema", "mlxa2a", "ranks", "unreadable_lines", "calls", "tuning", "counters", "setup"}
+TOP = {"schema", "mlxa2a", "ranks", "unreadable_lines", "calls", "tuning", "counters", "setup",
+       "fabric"}
+# fabric[]: these always; further string fields (gid, ...) as the trace line grows.
+FABRIC = {"rank", "host", "hca", "hca_by", "link", "tc", "sl", "pkey", "qps_created",
+          "qps_live", "mrs_live"}
 CALL = {"comm_size", "path", "ranks", "calls", "bytes", "seconds"}
 TUNING = {"comm_size", "bytes_per_peer_from", "bytes_per_peer_to", "path", "ranks",
           "medians_seconds", "agreement_seconds"}
@@ -87,6 +91,21 @@ def validate_schema(rep, np_):
         check(isinstance(got, dict) and set(got) == want, f"{name}: keys {sorted(got)}")
         for k, s in got.items():
             spread_ok(s, f"{name}.{k}")
+    ranks_seen = []
+    for i, f in enumerate(rep.get("fabric", [])):
+        where = f"fabric[{i}]"
+        check(isinstance(f, dict) and FABRIC <= set(f), f"{where}: keys {sorted(f)} lack {FABRIC}")
+        if not isinstance(f, dict):
+            continue
+        check(is_int(f.get("rank")) and 0 <= f["rank"] < np_, f"{where}: rank")
+        ranks_seen.append(f.get("rank"))
+        check(re.fullmatch(r"[^:\s]+:\d+", str(f.get("hca"))), f"{where}: hca {f.get('hca')!r}")
+        check(f.get("link") in ("ib", "roce"), f"{where}: link {f.get('link')!r}")
+        for k in ("qps_created", "qps_live", "mrs_live"):
+            check(is_int(f.get(k)) and f[k] >= 0, f"{where}: {k}")
+        for k in set(f) - {"rank", "qps_created", "qps_live", "mrs_live"}:
+            check(isinstance(f[k], str), f"{where}: {k} not a string")
+    check(ranks_seen == sorted(set(ranks_seen)), "fabric not sorted by rank or repeated")
 
 
 LINE = re.compile(r"^\[mlxa2a (\d+):\d+\] coll: \S+ .* np=(-?\d+) rank=-?\d+ "
@@ -140,6 +159,7 @@ def main():
         check(rep["counters"]["rdma_writes_posted"]["max"] > 0, "no RDMA write counted")
         check(rep["counters"]["rdma_bytes_written"]["max"] > 0, "no RDMA byte counted")
         check(rep["setup"]["rdma_qps_created"]["max"] > 0, "no queue pair counted")
+        check(len(rep["fabric"]) > 0, "no rank reported its RDMA device (fabric)")
     for e in errors:
         print("FAIL:", e)
     if errors:

@@ -66,5 +66,29 @@ TEST(JobReport, SpreadsOverRanksThatMadeTheCalls) {
       << json;
 }
 
+TEST(JobReport, FabricOfEachLeaderRoundTripsAndIsReported) {
+  RankStats leader = sample();
+  leader.set_fabric("node7", "hca=mlx5_1:1 hca-by=numa0-near,rail1/2 link=roce tc=106 sl=3 "
+                             "pkey=0xffff gid=3 stray");
+  leader.counters["rdma_qps_live"] = 5;
+  leader.counters["rdma_mrs_live"] = 4;
+  leader.setup["rdma_qps_created"] = 6;
+  ASSERT_EQ(leader.fabric.size(), 7u);  // "stray" has no '='
+  const RankStats back = RankStats::parse(leader.serialize());
+  EXPECT_EQ(back.unreadable, 0u);
+  EXPECT_EQ(back.host, "node7");
+  EXPECT_EQ(back.fabric, leader.fabric);
+  // Rank 0 opened no device: no entry; rank 1's keys are JSON-style.
+  const std::string json = render_job_report("mlxa2a test", {sample(), back});
+  EXPECT_NE(json.find("\"fabric\": [\n    {\"rank\": 1, \"host\": \"node7\", \"hca\": "
+                      "\"mlx5_1:1\", \"hca_by\": \"numa0-near,rail1/2\", \"link\": \"roce\", "
+                      "\"tc\": \"106\", \"sl\": \"3\", \"pkey\": \"0xffff\", \"gid\": \"3\",\n"
+                      "     \"qps_created\": 6, \"qps_live\": 5, \"mrs_live\": 4}\n  ]"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(render_job_report("x", {sample()}).find("\"fabric\": []\n}"), std::string::npos);
+  EXPECT_EQ(RankStats::parse("fabric node7 nothing\n").unreadable, 1u);
+}
+
 }  // namespace
 }  // namespace mlxa2a::core::stats
