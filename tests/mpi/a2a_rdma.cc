@@ -23,12 +23,29 @@
 //           (reused by every later half) and that only world's MRs are live
 //           at finalize, whatever N (tests/mpi/meson.build; 10,000 by hand,
 //           bench/results/multi-node.md).
+//   sizes   scripts/hwcheck's range: 1 B to 1 MiB per peer (odd sizes too)
+//           on MPI_COMM_WORLD and a duplicate, each checked; sizes whose
+//           send+receive buffers would pass 256 MiB per rank are left out
+//           (rank 0 prints "LARGEST <bytes per peer>").
+//   kill    scripts/hwcheck's induced fault: every rank prints
+//           "PID <rank> <host> <pid>", 3 calls on MPI_COMM_WORLD, then the
+//           last rank SIGKILLs itself while the others go on calling (errors
+//           returned) until a call fails; the launcher or MLXA2A_NET_TIMEOUT
+//           must end the job, and hwcheck then looks for what the printed
+//           pids left behind. A2A_LEAVE_SEGMENT=1: the dying rank first
+//           leaves /dev/shm/mlxa2a-<uid>-<pid>-0-hwcheck-leftover, a leftover
+//           hwcheck must report (its test).
 // Prints the lines run_mpi_test.py reads: CALLS <rank> <n>, RESULT PASS|FAIL.
 #include <mpi.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace {
@@ -115,6 +132,51 @@ int leak(int cycles) {
   return failed || wrong;
 }
 
+int sizes() {
+  int size = 1, wrong = 0, failed = 0, largest = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm dup = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  constexpr long kMaxPerRank = 256L << 20;  // send + receive
+  int salt = 0;
+  for (int bytes : {1, 7, 64, 1000, 4096, 65536, 262144, 1 << 20}) {
+    if (2L * bytes * size > kMaxPerRank) break;
+    largest = bytes;
+    failed |= call(MPI_COMM_WORLD, bytes, ++salt, &wrong) != MPI_SUCCESS;
+    failed |= call(dup, bytes, ++salt, &wrong) != MPI_SUCCESS;
+  }
+  MPI_Comm_free(&dup);
+  if (g_world_rank == 0) std::printf("LARGEST %d\n", largest);
+  return failed || wrong;
+}
+
+void die_with_leftover() {
+  const char* leave = std::getenv("A2A_LEAVE_SEGMENT");
+  if (leave && std::strcmp(leave, "1") == 0) {
+    const std::string name = "/mlxa2a-" + std::to_string(getuid()) + "-" +
+                             std::to_string(getpid()) + "-0-hwcheck-leftover";
+    const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+    if (fd >= 0) close(fd);
+  }
+  raise(SIGKILL);
+}
+
+int kill_one() {
+  int size = 1, wrong = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::printf("PID %d %s %d\n", g_world_rank, host, static_cast<int>(getpid()));
+  std::fflush(stdout);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int failed = 0;
+  for (int i = 0; i < 3; ++i) failed |= call(MPI_COMM_WORLD, 64, i, &wrong) != MPI_SUCCESS;
+  if (g_world_rank == size - 1) die_with_leftover();
+  for (int i = 0; i < 100 && call(MPI_COMM_WORLD, 64, 3 + i, &wrong) == MPI_SUCCESS; ++i) {
+  }
+  return failed || wrong;
+}
+
 }  // namespace
 
 // fault on a duplicate of MPI_COMM_WORLD, which is then freed; a second
@@ -139,7 +201,9 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
   const char* mode = argc > 1 ? argv[1] : "counts";
   const bool is_leak = argc > 2 && std::strcmp(mode, "leak") == 0;
-  const int failed = std::strcmp(mode, "fault") == 0         ? fault(MPI_COMM_WORLD)
+  const int failed = std::strcmp(mode, "kill") == 0          ? kill_one()
+                     : std::strcmp(mode, "sizes") == 0       ? sizes()
+                     : std::strcmp(mode, "fault") == 0       ? fault(MPI_COMM_WORLD)
                      : std::strcmp(mode, "fault-churn") == 0 ? fault_churn()
                      : is_leak                               ? leak(std::atoi(argv[2]))
                                                              : counts();
