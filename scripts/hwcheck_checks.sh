@@ -171,8 +171,8 @@ check_zcopy() {
 # fault: a rank SIGKILLed between calls (a2a_rdma kill), MLXA2A_NET_TIMEOUT
 # forced to 3 s. The job must end within the bound (the launcher or the
 # timeout ends it; its exit status is not judged), and on every node neither
-# a process nor a /dev/shm/mlxa2a-* segment of its ranks may be left
-# (segments found are removed, and named).
+# a process (10 s after the launcher returned) nor a /dev/shm/mlxa2a-*
+# segment of its ranks may be left (segments found are removed, and named).
 check_fault() {
   local fam=$1 bound=$2 pids
   run_prog "$fam" fault "$bound" "MLXA2A_NET_TIMEOUT=3000" "$build/tests/mpi/a2a_rdma-$fam" kill
@@ -184,11 +184,15 @@ check_fault() {
     record "$fam" fault FAIL "$run_secs" "$(wc -w <<<"$pids") of $np ranks started (exit $run_rc): $(tail -n 2 "$out/$fam-fault.out" | tr '\n' ' ')"
     return
   fi
-  sleep 1  # the launcher's last kills
+  # Each node: its ranks get 10 s to be gone (a loaded node reaps the
+  # launcher's last kills slowly; a zombie counts as gone), then whatever
+  # still runs or lies in /dev/shm under their pids is left behind.
   # shellcheck disable=SC2016  # expanded by each node's shell
-  local script='h=$(hostname); for hp in '"$pids"'; do [ "${hp%%:*}" = "$h" ] || continue; p=${hp#*:};
-    for f in /dev/shm/mlxa2a-*-"$p"-*; do [ -e "$f" ] && echo "leftover $h $f" && rm -f "$f"; done;
-    kill -0 "$p" 2>/dev/null && echo "leftover $h process $p"; done; true'
+  local script='h=$(hostname); mine=""; for hp in '"$pids"'; do [ "${hp%%:*}" = "$h" ] && mine="$mine ${hp#*:}"; done
+    alive() { [ -e /proc/$1 ] && ! grep -q "^[0-9]* (.*) Z" /proc/$1/stat 2>/dev/null; }
+    i=0; while [ $i -lt 50 ]; do any=0; for p in $mine; do alive $p && any=1; done; [ $any = 0 ] && break; sleep 0.2; i=$((i+1)); done
+    for p in $mine; do alive $p && echo "leftover $h process $p";
+      for f in /dev/shm/mlxa2a-*-"$p"-*; do [ -e "$f" ] && echo "leftover $h $f" && rm -f "$f"; done; done; true'
   if ! on_each_node "$script"; then
     record "$fam" fault FAIL "$run_secs" "could not look for leftovers: $(tail -n 2 "$out/on_nodes.out" | tr '\n' ' ')"
     return

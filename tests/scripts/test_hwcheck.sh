@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# scripts/hwcheck --fake end to end (docs/hwcheck.md "Tests"), each report
+# checked against the documented schema (check_hwcheck_json.py):
+#   all checks   Open MPI: every check but a2a-check (the mpi suites run that
+#                program at length) and osu (hwcheck-launcher runs it);
+#                MPICH: rdma-counts and fault.
+#                Verdict PASS, exit 0, each family's leaders in the report.
+#   leftover     the killed rank leaves a /dev/shm/mlxa2a-* segment
+#                (A2A_LEAVE_SEGMENT=1, tests/mpi/a2a_rdma.cc): the fault
+#                check must find it and fail, the verdict must be FAIL, the
+#                exit status 1, and the segment must be gone afterwards.
+# Usage: test_hwcheck.sh BUILD_DIR
+set -uo pipefail
+build=$1
+top=$(cd "$(dirname "$0")/../.." && pwd)
+checker=$top/tests/scripts/check_hwcheck_json.py
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+pass() { echo "ok   $*"; }
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+[ "$(id -u)" != 0 ] || export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+families=()
+for f in ompi mpich; do [ -x "$build/tests/mpi/a2a_rdma-$f" ] && families+=("$f"); done
+[ ${#families[@]} -gt 0 ] || { echo "SKIP: no MPI test programs built"; exit 77; }
+
+# run NAME EXPECTED_EXIT HWCHECK_ARGS...: one hwcheck run, its report in $tmp/NAME.json.
+run() {
+  local name=$1 want=$2 rc=0 t0=$SECONDS; shift 2
+  "$top/scripts/hwcheck" --fake --build "$build" --report "$tmp/$name" "$@" >"$tmp/$name.out" 2>&1 || rc=$?
+  echo "     ($name: $((SECONDS - t0)) s)"
+  if [ "$rc" != "$want" ]; then
+    fail "$name: exit $rc, wanted $want: $(tail -n 25 "$tmp/$name.out")"; return 1
+  fi
+}
+
+for f in "${families[@]}"; do
+  if [ "$f" = ompi ]; then
+    checks=rdma-counts,sizes,leaders,zcopy,threads,split-churn,fault
+  else
+    checks=rdma-counts,fault
+  fi
+  if run "all-$f" 0 --mpi "$f" --checks "$checks" --rounds 1; then
+    if out=$(python3 "$checker" "$tmp/all-$f.json" --verdict PASS --expect-leaders \
+             --expect-checks "devices,$checks"); then
+      pass "$f: every check passed, report valid: $out"
+    else
+      fail "$f: report: $out"
+    fi
+    grep -q '^RESULT PASS' "$tmp/all-$f.out" && grep -q '^leaders (what mlxa2a chose' "$tmp/all-$f.txt" ||
+      fail "$f: no RESULT PASS or no leaders table: $(cat "$tmp/all-$f.txt")"
+  fi
+done
+
+f=${families[0]}
+before=$(find /dev/shm -maxdepth 1 -name 'mlxa2a-*-hwcheck-leftover' 2>/dev/null | wc -l)
+if A2A_LEAVE_SEGMENT=1 run leftover 1 --mpi "$f" --checks fault; then
+  if out=$(python3 "$checker" "$tmp/leftover.json" --verdict FAIL --expect-fail fault); then
+    pass "leftover: the fault check failed the verdict and the exit status: $out"
+  else
+    fail "leftover: report: $out"
+  fi
+  grep -q 'left behind (segments now removed): .*hwcheck-leftover' "$tmp/leftover.txt" ||
+    fail "leftover: not named in the table: $(cat "$tmp/leftover.txt")"
+fi
+after=$(find /dev/shm -maxdepth 1 -name 'mlxa2a-*-hwcheck-leftover' 2>/dev/null | wc -l)
+[ "$after" -le "$before" ] && pass "leftover: removed" || fail "leftover: still in /dev/shm"
+
+[ "$failures" = 0 ] || { echo "$failures failed"; exit 1; }
+echo "all passed"
