@@ -2,7 +2,8 @@
 # Sourced by scripts/hwcheck: the checks (docs/hwcheck.md). Each one appends
 # one line to $out/checks.tsv through record(): family, check, verdict (PASS,
 # FAIL or SKIP), seconds, detail. Uses the globals hwcheck sets: out, fake,
-# np, ppn, nodes, hosts, build, mlxa2a_run, check_env, run_env, run_timeout.
+# virtual, np, ppn, nodes, hosts, build, mlxa2a_run, check_env, run_env,
+# run_timeout.
 
 record() {  # FAMILY CHECK VERDICT SECONDS DETAIL
   [ "$3" != FAIL ] || { status=1; echo "$prog: FAIL: $1 $2: $5" >&2; }
@@ -12,11 +13,11 @@ record() {  # FAMILY CHECK VERDICT SECONDS DETAIL
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
-# on_each_node SCRIPT: runs the sh SCRIPT once per node (here only with
-# --fake), output in $out/on_nodes.out; fails like the launcher.
+# on_each_node SCRIPT: runs the sh SCRIPT once per node (here only for
+# virtual nodes), output in $out/on_nodes.out; fails like the launcher.
 on_each_node() {
   local fam=${families[0]} launcher cmd=()
-  if [ "$fake" = 1 ]; then
+  if [ "$virtual" = 1 ]; then
     cmd=(sh -c "$1")
   else
     launcher=$(family_launcher "$fam")
@@ -39,20 +40,25 @@ check_devices() {
     { record all devices FAIL 0 "ibv_devinfo not installed (rdma-core's ibverbs-utils)"; return; }
   local env_prefix=""
   [ "$fake" = 0 ] || env_prefix="LD_LIBRARY_PATH='$fv_lib' FAKEVERBS_QUIET=1 "
+  # Every line tagged with its host: the nodes' outputs interleave.
   # shellcheck disable=SC2016  # expanded by each node's shell
-  if ! on_each_node 'echo "host: $(hostname) cores: $(nproc)"; '"$env_prefix"'ibv_devinfo'; then
+  if ! on_each_node 'h=$(hostname); { echo "cores: $(nproc)"; '"$env_prefix"'ibv_devinfo; } 2>&1 |
+                     sed "s/^/$h| /"'; then
     record all devices FAIL "$(since "$t0")" "ibv_devinfo failed: $(tail -n 3 "$out/on_nodes.out" | tr '\n' ' ')"
     return
   fi
   mv "$out/on_nodes.out" "$log"
   awk -v OFS='\t' '
-    /^host:/ { host = $2 }
-    /hca_id:/ { hca = $2 }
-    /^[ \t]+port:/ { port = $2 }
-    /state:/ && /PORT_/ { state = $2 }
-    /active_mtu:/ { mtu = $2 }
-    /link_layer:/ { print host, hca, port, state, mtu, $2 }' "$log" >"$out/devices.tsv"
-  min_cores=$(awk '/^host:/ { if (!m || $4 < m) m = $4 } END { print m + 0 }' "$log")
+    { h = $1; sub(/\|$/, "", h); sub(/^[^|]*\| /, "") }
+    /^cores:/ { cores[h] = $2 }
+    /hca_id:/ { hca[h] = $2 }
+    /^[ \t]*port:/ { port[h] = $2 }
+    /state:/ && /PORT_/ { state[h] = $2 }
+    /active_mtu:/ { mtu[h] = $2 }
+    /link_layer:/ { print h, hca[h], port[h], state[h], mtu[h], $2 }
+    END { for (x in cores) print "cores", x, cores[x] > "/dev/stderr" }' "$log" \
+    >"$out/devices.tsv" 2>"$out/cores.txt"
+  min_cores=$(awk '{ if (!m || $3 < m) m = $3 } END { print m + 0 }' "$out/cores.txt")
   local ports active
   ports=$(wc -l <"$out/devices.tsv")
   active=$(grep -c PORT_ACTIVE "$out/devices.tsv" || true)

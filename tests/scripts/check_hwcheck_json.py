@@ -5,10 +5,13 @@ follows the checks (FAIL iff one failed), and on demand what a run must show.
 
   check_hwcheck_json.py REPORT [--verdict PASS|FAIL] [--expect-checks LIST]
                         [--expect-fail CHECK] [--expect-leaders]
+                        [--expect-leaders-on HOST,HOST...]
 
 --expect-checks: every named check is present for every family (devices once);
 --expect-fail CHECK: that check failed; --expect-leaders: every family that
-ran rdma-counts has leaders with a device in the per-node report."""
+ran rdma-counts has leaders with a device in the per-node report;
+--expect-leaders-on: and the named hosts each have a node entry with ports
+and leaders."""
 import argparse
 import json
 import re
@@ -109,6 +112,7 @@ def main():
     ap.add_argument("--expect-checks", default="")
     ap.add_argument("--expect-fail", default="")
     ap.add_argument("--expect-leaders", action="store_true")
+    ap.add_argument("--expect-leaders-on", default="")
     args = ap.parse_args()
     with open(args.report) as f:
         rep = json.load(f)
@@ -129,6 +133,11 @@ def main():
                 if (fam, "rdma-counts") in ran:
                     check(any(ld["family"] == fam for n in rep["nodes"] for ld in n["leaders"]),
                           f"{fam}: no leader in the per-node report")
+        by_host = {n["host"]: n for n in rep["nodes"]}
+        for host in filter(None, args.expect_leaders_on.split(",")):
+            n = by_host.get(host)
+            check(n is not None and n["ports"] and n["leaders"],
+                  f"host {host}: no node entry with ports and leaders ({sorted(by_host)})")
     for e in errors:
         print("FAIL:", e)
     if errors:

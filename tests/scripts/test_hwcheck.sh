@@ -2,9 +2,11 @@
 # scripts/hwcheck --fake end to end (docs/hwcheck.md "Tests"), each report
 # checked against the documented schema (check_hwcheck_json.py):
 #   all checks   Open MPI: every check but a2a-check (the mpi suites run that
-#                program at length) and osu (hwcheck-launcher runs it);
-#                MPICH: rdma-counts and fault.
-#                Verdict PASS, exit 0, each family's leaders in the report.
+#                program at length) and osu (hwcheck-launcher runs it), on 2
+#                pretend hosts of 2 ranks (scripts/cluster, as root; else on
+#                2 virtual nodes, said so); MPICH: rdma-counts and fault on
+#                virtual nodes. Verdict PASS, exit 0, each family's leaders
+#                in the report (on hosts: on both hosts).
 #   leftover     the killed rank leaves a /dev/shm/mlxa2a-* segment
 #                (A2A_LEAVE_SEGMENT=1, tests/mpi/a2a_rdma.cc): the fault
 #                check must find it and fail, the verdict must be FAIL, the
@@ -25,10 +27,28 @@ families=()
 for f in ompi mpich; do [ -x "$build/tests/mpi/a2a_rdma-$f" ] && families+=("$f"); done
 [ ${#families[@]} -gt 0 ] || { echo "SKIP: no MPI test programs built"; exit 77; }
 
-# run NAME EXPECTED_EXIT HWCHECK_ARGS...: one hwcheck run, its report in $tmp/NAME.json.
+cluster=$top/scripts/cluster
+on_hosts=0
+if "$cluster" check 2>"$tmp/why"; then on_hosts=1; else echo "     (no pretend hosts: $(cat "$tmp/why"); Open MPI on virtual nodes)"; fi
+printf 'h0\nh1\n' >"$tmp/hosts"
+
+# On h0 of a pretend cluster of 2, Open MPI told how to reach h1 (docs/hosts.md).
+on_cluster() {
+  local expose=(--expose "$tmp")
+  [[ $build != /tmp/* ]] || expose+=(--expose "$build")
+  # shellcheck disable=SC2016  # expanded inside the cluster's command
+  "$cluster" run --hosts 2 "${expose[@]}" -- bash -c 'exec "$0" exec h0 env \
+    OMPI_MCA_plm_rsh_agent="$PRETEND_CLUSTER/ssh" OMPI_MCA_btl=self,vader,tcp \
+    OMPI_MCA_btl_tcp_if_include=169.254.0.0/16 OMPI_MCA_oob_tcp_if_include=169.254.0.0/16 \
+    OMPI_MCA_mpi_yield_when_idle=1 "$@"' "$cluster" "$@"
+}
+
+# run NAME EXPECTED_EXIT HWCHECK_ARGS...: one hwcheck run, its report in
+# $tmp/NAME.json; with ON_HOSTS=1 in the environment, on the pretend cluster.
 run() {
-  local name=$1 want=$2 rc=0 t0=$SECONDS; shift 2
-  "$top/scripts/hwcheck" --fake --build "$build" --report "$tmp/$name" "$@" >"$tmp/$name.out" 2>&1 || rc=$?
+  local name=$1 want=$2 rc=0 t0=$SECONDS pre=(); shift 2
+  [ "${ON_HOSTS:-0}" = 0 ] || pre=(on_cluster)
+  "${pre[@]}" "$top/scripts/hwcheck" --fake --build "$build" --report "$tmp/$name" "$@" >"$tmp/$name.out" 2>&1 || rc=$?
   echo "     ($name: $((SECONDS - t0)) s)"
   if [ "$rc" != "$want" ]; then
     fail "$name: exit $rc, wanted $want: $(tail -n 25 "$tmp/$name.out")"; return 1
@@ -36,15 +56,21 @@ run() {
 }
 
 for f in "${families[@]}"; do
+  hosts=0 where=()
   if [ "$f" = ompi ]; then
     checks=rdma-counts,sizes,leaders,zcopy,threads,split-churn,fault
+    hosts=$on_hosts
+    [ "$hosts" = 0 ] || where=(--hostfile "$tmp/hosts" --keep "$tmp/keep-$f")
   else
     checks=rdma-counts,fault
   fi
-  if run "all-$f" 0 --mpi "$f" --checks "$checks" --rounds 1; then
-    if out=$(python3 "$checker" "$tmp/all-$f.json" --verdict PASS --expect-leaders \
+  if ON_HOSTS=$hosts run "all-$f" 0 --mpi "$f" --checks "$checks" --rounds 1 "${where[@]}"; then
+    leaders_on=""
+    [ "$hosts" = 0 ] || leaders_on="--expect-leaders-on h0,h1"
+    # shellcheck disable=SC2086  # leaders_on: no words or two
+    if out=$(python3 "$checker" "$tmp/all-$f.json" --verdict PASS --expect-leaders $leaders_on \
              --expect-checks "devices,$checks"); then
-      pass "$f: every check passed, report valid: $out"
+      pass "$f$([ "$hosts" = 0 ] || echo " on pretend hosts h0, h1"): every check passed, report valid: $out"
     else
       fail "$f: report: $out"
     fi
