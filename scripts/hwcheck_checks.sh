@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2154,SC2034  # globals hwcheck sets and reads
 # Sourced by scripts/hwcheck: the checks (docs/hwcheck.md). Each one appends
 # one line to $out/checks.tsv through record(): family, check, verdict (PASS,
 # FAIL or SKIP), seconds, detail. Uses the globals hwcheck sets: out, fake,
@@ -242,7 +243,7 @@ check_sizes() {
   calls=$(grep -c 'coll: MPI_Alltoall.* path=rdma' "$out/$fam-sizes.out" || true)
   largest=$(awk '$1 == "LARGEST" { print $2 }' "$out/$fam-sizes.out")
   writes=${judged_detail##*writes=}
-  one_round=$((calls / np * nodes * (nodes - 1)))
+  one_round=$((calls * nodes * (nodes - 1) / np))  # calls: every rank's trace lines
   if [ "$judged" = PASS ] && [ "$writes" -le "$one_round" ]; then
     judged=FAIL; judged_detail="no call took more than one round ($judged_detail)"
   fi

@@ -74,8 +74,9 @@ for f in "${families[@]}"; do
     else
       fail "$f: report: $out"
     fi
-    grep -q '^RESULT PASS' "$tmp/all-$f.out" && grep -q '^leaders (what mlxa2a chose' "$tmp/all-$f.txt" ||
+    if ! grep -q '^RESULT PASS' "$tmp/all-$f.out" || ! grep -q '^leaders (what mlxa2a chose' "$tmp/all-$f.txt"; then
       fail "$f: no RESULT PASS or no leaders table: $(cat "$tmp/all-$f.txt")"
+    fi
   fi
 done
 
@@ -91,7 +92,7 @@ if A2A_LEAVE_SEGMENT=1 run leftover 1 --mpi "$f" --checks fault; then
     fail "leftover: not named in the table: $(cat "$tmp/leftover.txt")"
 fi
 after=$(find /dev/shm -maxdepth 1 -name 'mlxa2a-*-hwcheck-leftover' 2>/dev/null | wc -l)
-[ "$after" -le "$before" ] && pass "leftover: removed" || fail "leftover: still in /dev/shm"
+if [ "$after" -le "$before" ]; then pass "leftover: removed"; else fail "leftover: still in /dev/shm"; fi
 
 [ "$failures" = 0 ] || { echo "$failures failed"; exit 1; }
 echo "all passed"
