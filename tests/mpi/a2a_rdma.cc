@@ -34,7 +34,8 @@
 //           must end the job, and hwcheck then looks for what the printed
 //           pids left behind. A2A_LEAVE_SEGMENT=1: the dying rank first
 //           leaves /dev/shm/mlxa2a-<uid>-<pid>-0-hwcheck-leftover, a leftover
-//           hwcheck must report (its test).
+//           hwcheck must report (its test); as root owned by uid 65534, which
+//           other jobs' stale-segment sweep leaves alone.
 // Prints the lines run_mpi_test.py reads: CALLS <rank> <n>, RESULT PASS|FAIL.
 #include <mpi.h>
 #include <fcntl.h>
@@ -156,6 +157,9 @@ void die_with_leftover() {
     const std::string name = "/mlxa2a-" + std::to_string(getuid()) + "-" +
                              std::to_string(getpid()) + "-0-hwcheck-leftover";
     const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+    // Owned by another user where we may (root), so that no other mlxa2a job
+    // sweeps it as its own stale segment before hwcheck looks (segment.h).
+    if (fd >= 0 && fchown(fd, 65534, 65534) != 0 && getuid() == 0) std::perror("fchown");
     if (fd >= 0) close(fd);
   }
   raise(SIGKILL);
