@@ -20,8 +20,7 @@ namespace mlxa2a::core::mpi {
 
 namespace {
 
-
-constinit thread_local PathCounts t_counts __attribute__((tls_model("initial-exec")));
+using detail::t_counts;
 
 std::string comm_label(MPI_Comm comm) {
   char name[MPI_MAX_OBJECT_NAME] = {};
@@ -399,28 +398,23 @@ int alltoall_impl(const AlltoallArgs& a) {
 
 PathCounts thread_path_counts() noexcept { return t_counts; }
 
-int pmpi_alltoall(const AlltoallArgs& a) noexcept {
-  // Never PMPI_Alltoall by name: the shim defines it (core/mpi/stacking.h).
-  const MpiOwn& own = mpi_own();
 #ifdef MLXA2A_HAVE_LARGE_COUNT
-  if (a.large_count) {
-    using AlltoallC = int (*)(const void*, MPI_Count, MPI_Datatype, void*, MPI_Count,
-                              MPI_Datatype, MPI_Comm);
-    const auto fn = reinterpret_cast<AlltoallC>(own.alltoall_c);
-    if (!fn) {
-      MLXA2A_LOG(Error, "PMPI_Alltoall_c is not defined by this process's MPI");
-      std::abort();
-    }
-    return fn(a.sendbuf, static_cast<MPI_Count>(a.sendcount), a.sendtype, a.recvbuf,
-              static_cast<MPI_Count>(a.recvcount), a.recvtype, a.comm);
+int detail::pmpi_alltoall_c(const AlltoallArgs& a) noexcept {
+  using AlltoallC = int (*)(const void*, MPI_Count, MPI_Datatype, void*, MPI_Count,
+                            MPI_Datatype, MPI_Comm);
+  const auto fn = reinterpret_cast<AlltoallC>(mpi_own().alltoall_c);
+  if (!fn) {
+    MLXA2A_LOG(Error, "PMPI_Alltoall_c is not defined by this process's MPI");
+    std::abort();
   }
-#endif
-  return own.alltoall(a.sendbuf, static_cast<int>(a.sendcount), a.sendtype, a.recvbuf,
-                      static_cast<int>(a.recvcount), a.recvtype, a.comm);
+  return fn(a.sendbuf, static_cast<MPI_Count>(a.sendcount), a.sendtype, a.recvbuf,
+            static_cast<MPI_Count>(a.recvcount), a.recvtype, a.comm);
 }
+#endif
 
-int alltoall(const AlltoallArgs& a) noexcept {
-  if (ReentryGuard::nested()) return pmpi_alltoall(a);
+// Out of line: the nested and pass-through calls (alltoall(), dispatch.h)
+// keep a small frame and no unwinding state.
+int detail::dispatch_alltoall(const AlltoallArgs& a) noexcept {
   ReentryGuard guard;
   try {
     const job_stats::CallTimer timer(a);  // MLXA2A_COLL_STATS=json

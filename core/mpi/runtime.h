@@ -27,6 +27,18 @@ namespace mlxa2a::core::mpi {
 
 enum class State : std::uint8_t { Uninitialised, Active, Inactive, Finalised };
 
+namespace detail {
+inline constinit std::atomic<bool> g_pass_through{false};
+}  // namespace detail
+// True while every MPI_Alltoall goes to PMPI unseen: initialised, no trace,
+// no job report, and mlxa2a inactive, finalised or MLXA2A_TUNE sending every
+// size to PMPI. Then the dispatcher only counts the call and hands it on
+// (bench/results/fallthrough.md). Kept by Runtime at every change of those
+// inputs; a relaxed load, as the trace switch itself.
+inline bool pass_through() noexcept {
+  return detail::g_pass_through.load(std::memory_order_relaxed);
+}
+
 class Runtime {
  public:
   static Runtime& instance();
@@ -68,6 +80,10 @@ class Runtime {
   // (core/mpi/stacking.h); a warning joins the switch warnings.
   void note_stacking();
   void set_inactive(std::string reason);
+  // Publishes a new state, then pass_through() for it. Under mutex_.
+  void publish(State s);
+  // pass_through() from the state, the trace switch and the job report. Under mutex_.
+  void refresh_pass_through();
   // MLXA2A_COLL_STATS=json: the job report (collective over MPI_COMM_WORLD).
   void write_job_stats();
 
