@@ -359,7 +359,9 @@ int decide_and_run(const AlltoallArgs& a, std::uint64_t bytes, bool trace) {
   }
 }
 
-int alltoall_impl(const AlltoallArgs& a) {
+// Every call but a repeat (alltoall_impl). Out of line, so that the repeat
+// path keeps a small frame (callgrind, np=2 1 B: 86 -> 74 instructions).
+[[gnu::noinline]] int first_call(const AlltoallArgs& a) {
   Runtime& rt = Runtime::instance();
   State state = rt.state();
   if (state == State::Uninitialised) state = rt.lazy_init();
@@ -371,14 +373,6 @@ int alltoall_impl(const AlltoallArgs& a) {
                                                       : rt.inactive_reason().c_str());
   }
   const bool trace = rt.trace();
-  // A repeat of the last decided call on this communicator (a loop): same
-  // types and counts, so the same size, class and route on every rank (an
-  // engine by the fixed rules, or a measured decision, which is final),
-  // traced with the reason given then.
-  if (CommState* st = memoised_comm_state(a.comm); st && repeats(st->repeat, a)) {
-    ++st->calls;
-    return run_route(a, *st, st->repeat.bytes, st->repeat.route, trace, st->repeat.reason);
-  }
   if (const char* why = invalid_argument(a)) return fall_through(a, trace, 0, nullptr, why);
   // The size per peer decides the route, so every call computes it, traced
   // or not: a decision must never depend on whether it is traced. Only a
@@ -392,6 +386,21 @@ int alltoall_impl(const AlltoallArgs& a) {
   std::uint64_t bytes = 0;
   if (const char* why = receive_bytes(a, &bytes)) return fall_through(a, trace, 0, nullptr, why);
   return decide_and_run(a, bytes, trace);
+}
+
+int alltoall_impl(const AlltoallArgs& a) {
+  // A repeat of the last decided call on this communicator (a loop): same
+  // types and counts, so the same size, class and route on every rank (an
+  // engine by the fixed rules, or a measured decision, which is final),
+  // traced with the reason given then. Only an active runtime memoises.
+  const Runtime& rt = Runtime::instance();
+  if (rt.state() == State::Active) [[likely]] {
+    if (CommState* st = memoised_comm_state(a.comm); st && repeats(st->repeat, a)) {
+      ++st->calls;
+      return run_route(a, *st, st->repeat.bytes, st->repeat.route, rt.trace(), st->repeat.reason);
+    }
+  }
+  return first_call(a);
 }
 
 }  // namespace

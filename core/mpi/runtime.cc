@@ -69,9 +69,10 @@ int self_delete(MPI_Comm, int, void*, void*) {
 
 }  // namespace
 
-Runtime& Runtime::instance() {
+Runtime& Runtime::create_instance() {
   // Never destroyed: MPI may call our wrappers from atexit handlers.
   static Runtime* rt = new Runtime;
+  instance_.store(rt, std::memory_order_release);
   return *rt;
 }
 
