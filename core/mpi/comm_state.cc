@@ -124,18 +124,9 @@ namespace {
 // leaves the parent's memo valid); so a memo whose epoch is current cannot
 // name a recycled handle. It only ever holds states whose team is no longer
 // pending.
-std::atomic<std::uint64_t> g_epoch{0};
-
-// Constant-initialised (constinit): Open MPI's MPI_COMM_NULL is a cast address,
-// not a constant expression, and a dynamically initialised thread_local costs
-// a __tls_get_addr call for its guard on every lookup. The initial epoch can
-// never match, so comm's initial value does not matter.
-struct Memo {
-  MPI_Comm comm{};
-  CommState* state = nullptr;
-  std::uint64_t epoch = ~std::uint64_t{0};
-};
-constinit thread_local Memo t_memo __attribute__((tls_model("initial-exec")));
+using detail::g_epoch;
+using detail::Memo;
+using detail::t_memo;
 
 CommState* memoise(MPI_Comm comm, CommState* state, std::uint64_t epoch) {
   state->memoized = true;
@@ -256,12 +247,6 @@ int comm_state_copy(MPI_Comm parent, int, void*, void* attr_in, void* attr_out, 
   } catch (...) {  // nothing may cross MPI's callback
   }
   return MPI_SUCCESS;
-}
-
-CommState* memoised_comm_state(MPI_Comm comm) noexcept {
-  return t_memo.comm == comm && t_memo.epoch == g_epoch.load(std::memory_order_acquire)
-             ? t_memo.state
-             : nullptr;
 }
 
 CommState* comm_state(MPI_Comm comm, int keyval) {

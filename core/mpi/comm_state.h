@@ -10,6 +10,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -77,9 +78,30 @@ int comm_state_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
 // built then (core/mpi/team.h). nullptr on an MPI error.
 CommState* comm_state(MPI_Comm comm, int keyval);
 
+namespace detail {
+// The per-thread memo of the last communicator looked up (comm_state.cc says
+// why it is safe); in the header so that every MPI_Alltoall's look-up is
+// inline. g_epoch: bumped when a memoised state is deleted.
+inline std::atomic<std::uint64_t> g_epoch{0};
+// Constant-initialised (constinit): Open MPI's MPI_COMM_NULL is a cast address,
+// not a constant expression, and a dynamically initialised thread_local costs
+// a __tls_get_addr call for its guard on every lookup. The initial epoch can
+// never match, so comm's initial value does not matter.
+struct Memo {
+  MPI_Comm comm{};
+  CommState* state = nullptr;
+  std::uint64_t epoch = ~std::uint64_t{0};
+};
+inline constinit thread_local Memo t_memo __attribute__((tls_model("initial-exec")));
+}  // namespace detail
+
 // The state of comm if it is this thread's memo of the last communicator
 // looked up, else nullptr. No MPI call; never creates or derives anything.
-CommState* memoised_comm_state(MPI_Comm comm) noexcept;
+inline CommState* memoised_comm_state(MPI_Comm comm) noexcept {
+  const detail::Memo& m = detail::t_memo;
+  return m.comm == comm && m.epoch == detail::g_epoch.load(std::memory_order_acquire) ? m.state
+                                                                                     : nullptr;
+}
 
 // After MPI_Comm_split returned child (not MPI_COMM_NULL): if parent already has
 // a state with a team (or a pending one), attaches to child a pending state

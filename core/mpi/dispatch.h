@@ -12,6 +12,9 @@
 
 #include <cstdint>
 
+#include "core/mpi/runtime.h"
+#include "core/mpi/stacking.h"
+
 namespace mlxa2a::core::mpi {
 
 struct AlltoallArgs {
@@ -26,10 +29,10 @@ struct AlltoallArgs {
   const char* entry;  // the entry point's name, for the trace
 };
 
-int alltoall(const AlltoallArgs& args) noexcept;
+int alltoall(const AlltoallArgs& args) noexcept;  // inline, below
 // The call as the MPI library serves it: PMPI_Alltoall (PMPI_Alltoall_c for
 // large counts) with args' arguments, untouched. Neither counted nor traced.
-int pmpi_alltoall(const AlltoallArgs& args) noexcept;
+int pmpi_alltoall(const AlltoallArgs& args) noexcept;  // inline, below
 
 // Calls alltoall() handed to PMPI and to the shared-memory engine, counted on
 // the calling thread whatever the switches say (one increment per call).
@@ -46,6 +49,44 @@ struct PathCounts {
   double agreement_seconds = 0;
 };
 PathCounts thread_path_counts() noexcept;
+
+namespace detail {
+// This thread's counts. initial-exec as ReentryGuard's (runtime.h).
+inline constinit thread_local PathCounts t_counts __attribute__((tls_model("initial-exec")));
+// Every call but a nested one or a pass-through (core/mpi/dispatch.cc).
+int dispatch_alltoall(const AlltoallArgs& args) noexcept;
+[[gnu::cold]] int pmpi_alltoall_c(const AlltoallArgs& args) noexcept;
+}  // namespace detail
+
+inline int pmpi_alltoall(const AlltoallArgs& a) noexcept {
+  // Never PMPI_Alltoall by name: the shim defines it (core/mpi/stacking.h).
+#ifdef MLXA2A_HAVE_LARGE_COUNT
+  if (a.large_count) [[unlikely]] return detail::pmpi_alltoall_c(a);
+#endif
+  return mpi_own().alltoall(a.sendbuf, static_cast<int>(a.sendcount), a.sendtype, a.recvbuf,
+                            static_cast<int>(a.recvcount), a.recvtype, a.comm);
+}
+
+// A nested call (ReentryGuard, runtime.h) or a pass-through (pass_through())
+// is served inline, without the dispatcher: callgrind counted 166
+// instructions added per pass-through call when every call went through it,
+// 48 after (bench/results/fallthrough.md). The entry adapter (core/mpi/abi.cc)
+// asks served_inline() before it builds the arguments, so that the inline
+// path keeps them in registers.
+inline bool served_inline() noexcept { return ReentryGuard::nested() || pass_through(); }
+// Precondition: served_inline().
+inline int serve_inline(const AlltoallArgs& a) noexcept {
+  if (ReentryGuard::nested()) return pmpi_alltoall(a);
+  // What the dispatcher would do with no trace, no timer and every size to
+  // PMPI (or mlxa2a inactive): count the call and hand it on.
+  ReentryGuard guard;
+  ++detail::t_counts.pmpi;
+  return pmpi_alltoall(a);
+}
+
+inline int alltoall(const AlltoallArgs& a) noexcept {
+  return served_inline() ? serve_inline(a) : detail::dispatch_alltoall(a);
+}
 int comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) noexcept;
 
 // Lifecycle: call the PMPI function, then let the runtime initialise.

@@ -70,9 +70,10 @@ int self_delete(MPI_Comm, int, void*, void*) {
 
 }  // namespace
 
-Runtime& Runtime::instance() {
+Runtime& Runtime::create_instance() {
   // Never destroyed: MPI may call our wrappers from atexit handlers.
   static Runtime* rt = new Runtime;
+  instance_.store(rt, std::memory_order_release);
   return *rt;
 }
 
@@ -127,8 +128,23 @@ void Runtime::load_settings(std::uint64_t* all_equal_hash, std::string* all_equa
 }
 
 void Runtime::apply_runtime_switches(const config::Registry& r) {
+  std::lock_guard lock(mutex_);
   coll_trace_.store(config::coll_trace_of(r), std::memory_order_relaxed);
   log::set_level(config::log_level_of(r));
+  refresh_pass_through();
+}
+
+void Runtime::publish(State s) {
+  state_.store(s, std::memory_order_release);
+  refresh_pass_through();
+}
+
+void Runtime::refresh_pass_through() {
+  const State s = state();
+  const bool unseen = !trace() && !job_stats::enabled();
+  const bool all_pmpi = s == State::Inactive || s == State::Finalised ||
+                        (s == State::Active && route::pmpi_for_every_size(settings_.tune));
+  detail::g_pass_through.store(unseen && all_pmpi, std::memory_order_relaxed);
 }
 
 void Runtime::note_stacking() {
@@ -139,7 +155,7 @@ void Runtime::note_stacking() {
 
 void Runtime::set_inactive(std::string reason) {
   inactive_reason_ = std::move(reason);
-  state_.store(State::Inactive, std::memory_order_release);
+  publish(State::Inactive);
 }
 
 bool Runtime::settings_agree_across_world(std::uint64_t hash, const std::string& summary) {
@@ -264,7 +280,7 @@ void Runtime::after_init() {
       MLXA2A_LOG(Info, "node discovery of MPI_COMM_WORLD failed at MPI_Init; each "
                        "communicator discovers its nodes at its first alltoall");
     }
-    state_.store(State::Active, std::memory_order_release);
+    publish(State::Active);
   }
   job_stats::note_setup(
       "init_seconds",
@@ -376,7 +392,7 @@ void Runtime::before_finalize() {
       PMPI_Comm_delete_attr(MPI_COMM_WORLD, comm_keyval_);
     }
   }
-  state_.store(State::Finalised, std::memory_order_release);
+  publish(State::Finalised);
   EnginePool::instance().clear();  // teams MPI frees later unmap at once
   release_split_origins();
   // QPs go now; the CQ, PD and context when the last team still holding

@@ -27,9 +27,26 @@ namespace mlxa2a::core::mpi {
 
 enum class State : std::uint8_t { Uninitialised, Active, Inactive, Finalised };
 
+namespace detail {
+inline constinit std::atomic<bool> g_pass_through{false};
+}  // namespace detail
+// True while every MPI_Alltoall goes to PMPI unseen: initialised, no trace,
+// no job report, and mlxa2a inactive, finalised or MLXA2A_TUNE sending every
+// size to PMPI. Then the dispatcher only counts the call and hands it on
+// (bench/results/fallthrough.md). Kept by Runtime at every change of those
+// inputs; a relaxed load, as the trace switch itself.
+inline bool pass_through() noexcept {
+  return detail::g_pass_through.load(std::memory_order_relaxed);
+}
+
 class Runtime {
  public:
-  static Runtime& instance();
+  // Inline: asked on every call (callgrind: the out-of-line look-up cost 5
+  // instructions and a call per MPI_Alltoall).
+  static Runtime& instance() {
+    if (Runtime* rt = instance_.load(std::memory_order_acquire)) [[likely]] return *rt;
+    return create_instance();
+  }
 
   State state() const { return state_.load(std::memory_order_acquire); }
   // Valid once state() != Uninitialised.
@@ -59,6 +76,8 @@ class Runtime {
 
  private:
   Runtime() = default;
+  static Runtime& create_instance();
+  static constinit inline std::atomic<Runtime*> instance_{nullptr};
   void load_settings(std::uint64_t* all_equal_hash, std::string* all_equal_summary);
   bool settings_agree_across_world(std::uint64_t local_hash, const std::string& summary);
   // Prints the switch warnings of every rank, each distinct text once per job
@@ -68,6 +87,10 @@ class Runtime {
   // (core/mpi/stacking.h); a warning joins the switch warnings.
   void note_stacking();
   void set_inactive(std::string reason);
+  // Publishes a new state, then pass_through() for it. Under mutex_.
+  void publish(State s);
+  // pass_through() from the state, the trace switch and the job report. Under mutex_.
+  void refresh_pass_through();
   // MLXA2A_COLL_STATS=json: the job report (collective over MPI_COMM_WORLD).
   void write_job_stats();
 
