@@ -200,8 +200,10 @@ int quiet_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, bool s
       reason = "MLXA2A_TUNE selects pmpi for this size";
     } else if (bytes > INT_MAX) {
       reason = "bytes per peer above 2 GiB: PMPI";
-    } else {
-      (void)st.tuning->quiet_serves(bytes, &reason);
+    } else if (st.tuning->quiet_serves(bytes, &reason) && plain_call(a, bytes)) {
+      // A decided pmpi class: later calls alike take the repeat path, whose
+      // run_route passes quiet's checkpoint too.
+      st.repeat = {a.sendtype, a.recvtype, a.sendcount, a.recvcount, bytes, reason, Route::pmpi};
     }
   }
   return fall_through(a, trace, bytes, &st, reason);
