@@ -187,6 +187,27 @@ int contained_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, bo
   return MPI_ERR_OTHER;
 }
 
+// A call of a quiet team (TeamTuning::quiet, docs/tune.md "Quiet PMPI"):
+// every rank's call of any size goes to PMPI_Alltoall, which judges it; no
+// check call. A size class not yet decided is held there (not measured) until
+// a boundary agreement ends quiet on every rank.
+int quiet_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, bool sizes_differ,
+               bool trace) {
+  const char* reason = "invalid argument (send and receive sizes differ): PMPI judges it";
+  if (!sizes_differ) {
+    if (Runtime::instance().settings().tune.lookup(bytes) == Route::pmpi) {
+      reason = "MLXA2A_TUNE selects pmpi for this size";
+    } else if (bytes > INT_MAX) {
+      reason = "bytes per peer above 2 GiB: PMPI";
+    } else if (st.tuning->quiet_serves(bytes, &reason) && plain_call(a, bytes)) {
+      // A decided pmpi class: later calls alike take the repeat path, whose
+      // run_route passes quiet's checkpoint too.
+      st.repeat = {a.sendtype, a.recvtype, a.sendcount, a.recvcount, bytes, reason, Route::pmpi};
+    }
+  }
+  return fall_through(a, trace, bytes, &st, reason);
+}
+
 // Serves a call by route: pmpi, or an engine route. plain: plain_call(a,
 // bytes). A pmpi route (measured, or replayed) on a team whose engine
 // compares sizes checks them first: a peer of another size may be in the
@@ -195,6 +216,11 @@ int contained_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, bo
 int run_route(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, Route route,
               bool trace, const char* reason, bool plain = true) {
   if (route == Route::pmpi) {
+    // Quiet (docs/tune.md "Quiet PMPI"): no rank of this call can be in the
+    // engine, so PMPI alone serves and judges it, as without mlxa2a.
+    if (st.tuning && st.tuning->quiet(st.calls, a.comm, trace)) {
+      return fall_through(a, trace, bytes, &st, reason);
+    }
     if (st.team->compares_sizes()) return checked_pmpi(a, st, trace, bytes, bytes, reason);
     return fall_through(a, trace, bytes, &st, reason);
   }
@@ -330,6 +356,12 @@ int decide_and_run(const AlltoallArgs& a, std::uint64_t bytes, bool trace) {
         st = comm_state(a.comm, rt.comm_keyval());
         if (st) ++st->calls;
         learn(q, st);
+        // Every call passes here or the repeat's run_route, so quiet's
+        // boundaries fall on the same call on every rank. A 0-byte call
+        // goes on: it returns at once on a multi-node team.
+        if (st && st->tuning && st->tuning->quiet(st->calls, a.comm, trace) && bytes != 0) {
+          return quiet_call(a, *st, bytes, q.sizes_differ, trace);
+        }
         break;
       case route::Next::set_up:
         if (!finish_setup(*st, a.comm, trace)) {

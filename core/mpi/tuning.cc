@@ -80,7 +80,11 @@ TeamTuning::TeamTuning(const Team& team, const config::Settings& s, int world_ra
       samples_(s.tune_samples),
       use_file_(!s.tune_file.empty()),
       world_rank_(world_rank),
-      fake_(config::FakeClock::parse(s.debug_tune_times).value_or(config::FakeClock{})) {}
+      fake_(config::FakeClock::parse(s.debug_tune_times).value_or(config::FakeClock{})) {
+  for (const config::tune::Rule& r : s.tune.rules()) {
+    engine_rules_ |= r.route == Route::shm || r.route == Route::rdma;
+  }
+}
 
 std::unique_ptr<TeamTuning> TeamTuning::create(const Team& team, const config::Settings& s,
                                                int world_rank) noexcept {
@@ -147,6 +151,7 @@ bool TeamTuning::decided_by_file(unsigned cls, ClassState& cs, const std::vector
   cs.phase = ClassState::Phase::decided;
   cs.path = list[static_cast<std::size_t>(all[0])];
   cs.reason = "tune file: " + std::string(to_string(cs.path));
+  ++decisions_;
   return true;
 }
 
@@ -193,6 +198,57 @@ double TeamTuning::finish_trial(std::uint64_t bytes, double seconds, MPI_Comm co
   return agreement;
 }
 
+// No class decided for an engine (classes still trying, or never met, are
+// held on PMPI while quiet: a warm-up call of another size must not keep a
+// team checked for good), on a multi-node team whose engine still runs and
+// whose MLXA2A_TUNE rules send no size to an engine unmeasured. The same on
+// every rank after the same agreements.
+bool TeamTuning::quiet_eligible() const noexcept {
+  if (engine_rules_ || !team_.engine_is(EngineProps::Kind::hier) || team_.contained()) {
+    return false;
+  }
+  for (const ClassState& cs : classes_) {
+    if (cs.phase == ClassState::Phase::decided && cs.path != Route::pmpi) return false;
+  }
+  return true;
+}
+
+bool TeamTuning::quiet(std::uint64_t call, MPI_Comm comm, bool trace) noexcept {
+  if (!quiet_.on()) {
+    // Entered only at the first call after an agreement decided a class,
+    // which every rank runs at the same call (quiet.h). Not after a trial:
+    // a class being measured would be held again at once.
+    if (decisions_ == quiet_seen_) return false;
+    quiet_seen_ = decisions_;
+    if (!quiet_eligible()) return false;
+    quiet_.enter(call);
+    if (trace) log::trace("quiet pmpi: on from call %llu", static_cast<unsigned long long>(call));
+    return true;
+  }
+  if (quiet_.due(call)) {
+    // A failed allreduce leaves quiet: checks are the side that never skips.
+    int mine = quiet_.pending() ? 1 : 0, any = 1;
+    if (PMPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) any = 1;
+    quiet_.agreed(any != 0, call);
+    if (trace && any) {
+      log::trace("quiet pmpi: off from call %llu (a size class held on PMPI is measured next)",
+                 static_cast<unsigned long long>(call));
+    }
+  }
+  return quiet_.on();
+}
+
+bool TeamTuning::quiet_serves(std::uint64_t bytes, const char** reason) noexcept {
+  const ClassState& cs = classes_[tuning::size_class(bytes)];
+  if (cs.phase == ClassState::Phase::decided && cs.path == Route::pmpi) {
+    *reason = cs.reason.c_str();
+    return true;
+  }
+  quiet_.note_pending();
+  *reason = "quiet pmpi: size class held on PMPI until quiet ends";
+  return false;
+}
+
 void TeamTuning::decide(unsigned cls, ClassState& cs, MPI_Comm comm, double* agreement_seconds) {
   const std::vector<double> local = cs.trials->medians();
   std::vector<double> agreed(local.size(), 0.0);
@@ -210,9 +266,11 @@ void TeamTuning::decide(unsigned cls, ClassState& cs, MPI_Comm comm, double* agr
                static_cast<unsigned long long>(std::uint64_t{1} << cls));
     cs.path = Route::pmpi;
     cs.reason = "tuning agreement failed: pmpi";
+    engine_rules_ = true;  // this rank cannot know its peers' state: never quiet
     return;
   }
   cs.path = list[tuning::choose(list, agreed)];
+  ++decisions_;
   char buf[64];
   cs.reason = "tuned: " + std::string(to_string(cs.path)) + " (max-over-ranks medians us:";
   for (std::size_t i = 0; i < list.size(); ++i) {

@@ -28,6 +28,7 @@
 #include "core/config/switches.h"
 #include "core/tune/size_class.h"
 #include "core/config/fake_clock.h"
+#include "core/tune/quiet.h"
 #include "core/tune/trials.h"
 #include "core/tune/tune_file.h"
 
@@ -62,6 +63,20 @@ class TeamTuning {
   // agreed nothing.
   double finish_trial(std::uint64_t bytes_per_peer, double seconds, MPI_Comm comm) noexcept;
 
+  // Quiet PMPI (core/tune/quiet.h, docs/tune.md): whether call number `call`
+  // (CommState::calls) is served by PMPI_Alltoall without the engine's check
+  // call. Called by every call on the communicator that could reach the
+  // engine or a check (dispatch.cc), at least once per call; idempotent
+  // within a call. Enters quiet at the first such call after an agreement
+  // decided a class, when no class is decided for an engine, on a
+  // multi-node team; at a boundary, one PMPI_Allreduce over comm decides
+  // whether a held class ends it. trace: say so in the call trace.
+  bool quiet(std::uint64_t call, MPI_Comm comm, bool trace) noexcept;
+  // While quiet(): the class of bytes_per_peer is decided pmpi (its trace
+  // reason into *reason), or not yet: then it is held on PMPI, to be
+  // measured once a boundary ends quiet (returns false).
+  bool quiet_serves(std::uint64_t bytes_per_peer, const char** reason) noexcept;
+
   TeamTuning(const TeamTuning&) = delete;
   TeamTuning& operator=(const TeamTuning&) = delete;
 
@@ -85,6 +100,14 @@ class TeamTuning {
   int world_rank_;
   config::FakeClock fake_;
   std::array<ClassState, tuning::kSizeClasses> classes_;
+  // Quiet PMPI: possible only without MLXA2A_TUNE rules that force an
+  // engine (their sizes reach it unmeasured); decisions_ counts agreed
+  // decisions, quiet_seen_ the count quiet() last looked at.
+  bool engine_rules_ = false;
+  std::uint64_t decisions_ = 0;
+  std::uint64_t quiet_seen_ = 0;
+  tuning::QuietPmpi quiet_;
+  bool quiet_eligible() const noexcept;
 };
 
 // The process's tune file (MLXA2A_TUNE_FILE): loaded once at initialisation,

@@ -26,6 +26,9 @@
 //                   with mlxa2a loaded every rank must get MPI_ERR_TRUNCATE
 //   cross-mismatch-tuned  the same during measured selection's trials (run
 //                   with MLXA2A_TUNE_SAMPLES > 0), then the trials finish
+//   cross-mismatch-quiet  cross-mismatch-tuned, then (pmpi made to win) on a
+//                   quiet multi-node team: mismatches judged by PMPI alone,
+//                   a held size class measured afterwards
 //   mixed-nodes     mixed decisions on 4 ranks in 2 (virtual) nodes of 2, run
 //                   with MLXA2A_TUNE sending 8 B per peer to the engine and
 //                   256 B to PMPI: the odd ranks are a non-leader (3), a
@@ -274,6 +277,21 @@ void cross_mismatch_tuned(MPI_Comm comm) {
   }
 }
 
+// Then, with pmpi made to win (MLXA2A_DEBUG_TUNE_TIMES), both classes are
+// decided pmpi and the multi-node team is quiet (docs/tune.md "Quiet PMPI"):
+// its PMPI calls skip the engine's check. Mismatched calls while quiet, the
+// odd size a class never met (held on PMPI) on a non-leader, then on a
+// leader: every rank returns with the MPI's verdict. Then the held class is
+// measured (quiet ends at a boundary, the same call on every rank), decided,
+// and quiet resumes; every correct call's data is checked.
+void cross_mismatch_quiet(MPI_Comm comm) {
+  cross_mismatch_tuned(comm);
+  for (int i = 0; i < 20; ++i) correct_call(comm, 2, "quiet");
+  mismatched_call(comm, 2, 32);
+  mismatched_call(comm, 2, 32, 1u << 2);
+  for (int i = 0; i < 200; ++i) correct_call(comm, i & 1 ? 2 : 32, "after mismatches while quiet");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -309,6 +327,8 @@ int main(int argc, char** argv) {
     mixed_nodes(comm);
   } else if (mode == "cross-mismatch-tuned") {
     cross_mismatch_tuned(comm);
+  } else if (mode == "cross-mismatch-quiet") {
+    cross_mismatch_quiet(comm);
   } else {
     if (rank == 0) std::printf("unknown mode '%s'\n", mode.c_str());
     ++g_failures;

@@ -29,6 +29,7 @@ Options for special cases:
   --expect-warning RE  exactly one warning line of the whole job matches RE
                        (a switch warning is printed once per job, by any rank)
   --expect-trace RE MIN  at least MIN lines of all ranks' traces match RE
+                       (repeatable)
   --forbid-trace RE    no line of any rank's trace matches RE
   --plant-stale-segment  put a segment of a dead process into /dev/shm before
                        the run with mlxa2a; the run must remove it
@@ -247,7 +248,8 @@ def main():
     ap.add_argument("--others-env")
     ap.add_argument("--expect-warning")
     ap.add_argument("--plant-stale-segment", action="store_true")
-    ap.add_argument("--expect-trace", nargs=2, metavar=("RE", "MIN"))
+    ap.add_argument("--expect-trace", nargs=2, metavar=("RE", "MIN"), action="append",
+                    default=[])
     ap.add_argument("--forbid-trace")
     # Seconds each mpirun may take (default MLXA2A_TEST_TIMEOUT or 300); a
     # hang then fails the test instead of blocking the suite.
@@ -373,7 +375,7 @@ def check_runs(args, prof_dir):
         with open(planted, "wb") as f:
             f.write(b"\0" * 4096)
     warned = []
-    trace_hits = 0
+    trace_hits = [0] * len(args.expect_trace)
     some_reason = some_path = False
     traced_paths = {}
     world_paths = {}
@@ -458,8 +460,8 @@ def check_runs(args, prof_dir):
                              f"with its own trace {traced_paths[rank]}")
             for name in stat_sums:
                 stat_sums[name] += rdma_stat(text, name)
-            if args.expect_trace:
-                trace_hits += len(re.findall(args.expect_trace[0], text))
+            for i, (pattern, _) in enumerate(args.expect_trace):
+                trace_hits[i] += len(re.findall(pattern, text))
             if args.forbid_trace:
                 banned = re.findall(r"^.*(?:%s).*$" % args.forbid_trace, text, re.M)
                 if banned:
@@ -511,9 +513,9 @@ def check_runs(args, prof_dir):
     if planted and os.path.exists(planted):
         os.unlink(planted)
         sys.exit(f"FAIL: the stale segment {planted} of a dead process was not removed")
-    if args.expect_trace and trace_hits < int(args.expect_trace[1]):
-        sys.exit(f"FAIL: {trace_hits} trace lines match {args.expect_trace[0]!r}, expected at "
-                 f"least {args.expect_trace[1]}")
+    for hits, (pattern, least) in zip(trace_hits, args.expect_trace):
+        if hits < int(least):
+            sys.exit(f"FAIL: {hits} trace lines match {pattern!r}, expected at least {least}")
     if args.expect_warning and len(warned) != 1:
         sys.exit(f"FAIL: expected one warning matching {args.expect_warning!r} in the job, got "
                  f"{len(warned)}:\n" + "\n".join(warned))

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Alternating osu_alltoall runs on a pretend cluster, more than two modes per
+# round (compare.sh has two): each mode is "NAME" (no mlxa2a) or
+# "NAME=SHIM[,VAR=VAL...]" (LD_PRELOAD=SHIM plus switches). Prints, per size,
+# the median over rounds of each mode and its ratio to the first mode.
+# Run inside `scripts/cluster run --hosts N --expose DIR... --`. --keep DIR
+# keeps each run's output (DIR/MODE-ROUND.out).
+#   bench/hosts_modes.sh --ranks 2,2,2 --rounds 3 --bench OSU -- -m 1:4096 \
+#     -- none new=build/shim/libmlxa2a-ompi.so pmpi=build/shim/libmlxa2a-ompi.so,MLXA2A_TUNE=pmpi
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+ranks=2,2 rounds=3 bench="" family=ompi keep=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --ranks) ranks=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --bench) bench=$2; shift 2 ;;
+    --family) family=$2; shift 2 ;;
+    --keep) keep=$2; shift 2 ;;  # every run's output kept there
+    --) shift; break ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+args=()
+while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
+shift
+modes=("$@")
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+out=${keep:-$(mktemp -d)}
+mkdir -p "$out"
+for r in $(seq "$rounds"); do
+  for m in "${modes[@]}"; do
+    name=${m%%=*} env=()
+    if [[ $m == *=* ]]; then
+      IFS=, read -ra kv <<<"${m#*=}"
+      env=(--env "LD_PRELOAD=${kv[0]}")
+      for e in "${kv[@]:1}"; do env+=(--env "$e"); done
+    fi
+    echo "# round $r $name load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+    "$top/scripts/cluster" launch --family "$family" --ranks "$ranks" "${env[@]}" \
+      -- "$bench" "${args[@]}" >"$out/$name-$r.out" 2>&1 || echo "# $name round $r failed" >&2
+    awk -v m="$name" '/^[0-9]/ {print m, $1, $2}' "$out/$name-$r.out" >>"$out/data"
+  done
+done
+python3 - "$out/data" "${modes[@]%%=*}" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+modes = sys.argv[2:]
+sizes = sorted({int(r[1]) for r in rows})
+med = {(m, s): statistics.median(float(r[2]) for r in rows if r[0] == m and int(r[1]) == s)
+       for m in modes for s in sizes}
+print("| bytes | " + " | ".join(f"{m} us" for m in modes) + " | " +
+      " | ".join(f"{m}/{modes[0]}" for m in modes[1:]) + " |")
+print("|--:|" + "--:|" * (2 * len(modes) - 1))
+for s in sizes:
+    print(f"| {s} | " + " | ".join(f"{med[m, s]:.1f}" for m in modes) + " | " +
+          " | ".join(f"{med[m, s] / med[modes[0], s]:.2f}" for m in modes[1:]) + " |")
+PY
+[ -n "$keep" ] || rm -rf "$out"
