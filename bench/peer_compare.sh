@@ -9,18 +9,19 @@
 # Usage: bench/peer_compare.sh --hosts 2,2 --mpi ompi|mpich --mpiadv LIB
 #          [--runs N] [--sizes MIN:MAX] [--iters N] [--rounds R]
 #          [--env VAR=VAL]... [--build DIR] [--shim LIB] [--keep DIR]
+#          [--algos mpi,node_aware_pairwise,...]   (peer_compare -a)
 # --env goes to the runs with mlxa2a only (default MLXA2A_TUNE=shm: the engine
 # forced). MPI Advance is built outside this repository (bench/results/
 # multi-node.md says how); LIB is its liblocality_aware.so for that MPI.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-hosts="" fam="" lib="" shim="" runs=3 sizes=1:65536 iters=200 rounds=5 keep="" env=()
+hosts="" fam="" lib="" shim="" algos="" runs=3 sizes=1:65536 iters=200 rounds=5 keep="" env=()
 build=${BUILD_DIR:-$top/build}
 while [ $# -gt 0 ]; do
   case $1 in
     --hosts) hosts=$2 ;; --mpi) fam=$2 ;; --mpiadv) lib=$2 ;; --runs) runs=$2 ;;
     --sizes) sizes=$2 ;; --iters) iters=$2 ;; --rounds) rounds=$2 ;; --build) build=$2 ;;
-    --keep) keep=$2 ;; --env) env+=("$2") ;; --shim) shim=$2 ;;
+    --keep) keep=$2 ;; --env) env+=("$2") ;; --shim) shim=$2 ;; --algos) algos=$2 ;;
     *) echo "peer_compare.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift 2
@@ -52,6 +53,7 @@ for r in $(seq 1 "$runs"); do
       for kv in "${env[@]}"; do cmd+=(--env "$kv"); done
     fi
     cmd+=(-- "$bench" -m "$sizes" -i "$iters" -x 20 -r "$rounds" --mpiadv "$lib")
+    [ -z "$algos" ] || cmd+=(-a "$algos")
     "${cmd[@]}" >"$out/$mode-$r.out" 2>"$out/$mode-$r.err" || {
       echo "peer_compare.sh: run $mode $r failed:" >&2; tail -20 "$out/$mode-$r.err" >&2; exit 1; }
   done
