@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/hier/phases.h"
 #include "core/hier/rows.h"
 #include "core/shm/layout.h"
 #include "core/shm/strided_copy.h"
@@ -289,20 +290,29 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
                                 std::size_t chunk, const GatherSource* mine) noexcept {
   const Plan& p = plan_;
   const bool first = off == 0;
+  phases::Lap lap;
   stage_->begin();
   char* in = stage_->in();
   char* out = stage_->out();
   std::size_t copied = fan_in(in, send, bytes, off, chunk, mine);
   if (shm::Status st = stage_->arrive(bytes); st != shm::Status::ok) return fail(st);
+  lap.mark(phases::kFanIn);
 
   if (p.leader()) {
     if (shm::Status st = stage_->wait_arrived(all_local_); st != shm::Status::ok) return fail(st);
+    lap.mark(phases::kNodeWait);
     std::uint64_t verdict = first ? local_verdict(bytes) : 0;
     build_messages(in, out, stage_->parity(), bytes, off, chunk, mine != nullptr, verdict);
     if (!messages_.empty()) {
-      if (transport_->exchange(messages_) != shm::Status::ok) {
+      // post() + complete() is exchange() (core/hier/transport.h), timed apart.
+      if (transport_->post(messages_) != shm::Status::ok) {
         return fail(shm::Status::transport_failed);
       }
+      lap.mark(phases::kPost);
+      if (transport_->complete() != shm::Status::ok) {
+        return fail(shm::Status::transport_failed);
+      }
+      lap.mark(phases::kNetWait);
     }
     // Every node's sizes reach every other node in the first round, so every
     // rank of the team learns of any mismatch.
@@ -310,6 +320,7 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
     if (shm::Status st = stage_->release(verdict); st != shm::Status::ok) return fail(st);
   }
   if (shm::Status st = stage_->wait_released(leaders_); st != shm::Status::ok) return fail(st);
+  lap.mark(phases::kReleaseWait);
   // A rank of another size ran its first round like every rank (its chunk at
   // most max_chunk: inside the areas), so every rank of the team stops here,
   // each stage and transport one round further: the engine stays usable.
@@ -317,6 +328,8 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
     if (const std::uint64_t v = released_verdict(); v != 0) return verdict_status(v);
   }
   copied += fan_out(in, out, recv, bytes, off, chunk);
+  lap.mark(phases::kFanOut);
+  lap.round();
   count(node_copy_counters().copied, copied);
   return shm::Status::ok;
 }
@@ -345,15 +358,19 @@ shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_
   auto chunk_of = [&](std::size_t i) { return std::min(max, bytes - i * max); };
   auto before = [](std::uint64_t k, std::uint64_t d) { return k > d ? k - d : 0; };
   std::size_t copied = 0;
+  phases::Lap lap;
 
   // Fills round i's in-area (sequence k) and arrives with this rank's size.
   auto fill = [&](std::size_t i, std::uint64_t k) {
     if (shm::Status st = stage_->wait_finished(all_local_, before(k, 2)); st != shm::Status::ok) {
       return st;
     }
+    lap.mark(phases::kNodeWait);
     copied += fan_in(stage_->in_area(static_cast<int>(k & 1)), send, bytes, i * max, chunk_of(i),
                      mine);
-    return stage_->arrive_at(k, bytes);
+    const shm::Status st = stage_->arrive_at(k, bytes);
+    lap.mark(phases::kFanIn);
+    return st;
   };
   // Leader: round i's writes, once its fan-in is in and round k-1 was read.
   bool posted = false;
@@ -363,6 +380,7 @@ shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_
     if (shm::Status st = stage_->wait_finished(all_local_, before(k, 1)); st != shm::Status::ok) {
       return st;
     }
+    lap.mark(phases::kNodeWait);
     if (i == 0) verdict = local_verdict(bytes);
     const int par = static_cast<int>(k & 1);
     build_messages(stage_->in_area(par), stage_->out_area(par), par, bytes, i * max, chunk_of(i),
@@ -371,6 +389,7 @@ shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_
     if (posted && transport_->post(messages_) != shm::Status::ok) {
       return shm::Status::transport_failed;
     }
+    lap.mark(phases::kPost);
     return shm::Status::ok;
   };
 
@@ -389,6 +408,7 @@ shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_
       if (posted && transport_->complete() != shm::Status::ok) {
         return fail(shm::Status::transport_failed);
       }
+      lap.mark(phases::kNetWait);
       if (i == 0) verdict |= remote_verdict(bytes);
       if (shm::Status st = stage_->release_at(k, i == 0 ? verdict : 0); st != shm::Status::ok) {
         return fail(st);
@@ -397,6 +417,7 @@ shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_
     if (shm::Status st = stage_->wait_released(leaders_, k); st != shm::Status::ok) {
       return fail(st);
     }
+    lap.mark(phases::kReleaseWait);
     if (i == 0) {
       if (const std::uint64_t v = released_verdict(); v != 0) {
         if (shm::Status st = stage_->finish_at(k); st != shm::Status::ok) return fail(st);
@@ -411,6 +432,8 @@ shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_
     copied += fan_out(stage_->in_area(par), stage_->out_area(par), recv, bytes, i * max,
                       chunk_of(i));
     if (shm::Status st = stage_->finish_at(k); st != shm::Status::ok) return fail(st);
+    lap.mark(phases::kFanOut);
+    lap.round();
     if (more && p.leader()) {
       if (shm::Status st = post(i + 1, k + 1); st != shm::Status::ok) return fail(st);
     }

@@ -440,20 +440,29 @@ Status RdmaLeaderTransport::complete() noexcept {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   const core::wait_cpu::Scope accounted;  // MLXA2A_COLL_STATS: CPU spent waiting
-  const unsigned spins = opt_.oversubscribed ? 4 : 2000;
+  // Poll without yielding for as long as recent exchanges took (NetSpin);
+  // the clock is read every 16 polls (a poll is ~50 ns, a clock read ~25).
+  const std::uint64_t budget = spin_.budget_ns();
+  auto waited_ns = [&] {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+  };
+  bool spinning = true;
   for (unsigned i = 0;; ++i) {
     if (pool_->poll() != Status::ok || slot_.failed) return fail_pending(Status::net_failed);
     if (slot_.arrived[par] >= expect_arrived_[par] && slot_.sent >= expect_sent_) {
+      spin_.observe(waited_ns());
       pending_.clear();
       return Status::ok;
     }
     for (const Peer* p : pending_) {
       if (p->ep->failed) return fail_pending(Status::net_failed);
     }
-    if (i < spins) {
+    if (spinning && ((i & 15) != 15 || waited_ns() < budget)) {
       cpu_relax();
       continue;
     }
+    spinning = false;
     lock.unlock();
     sched_yield();
     if ((i & 63) == 0) {

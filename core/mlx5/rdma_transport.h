@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/bootstrap.h"
+#include "core/hier/net_spin.h"
 #include "core/hier/transport.h"
 #include "core/mlx5/endpoint_pool.h"
 #include "core/mlx5/gather.h"
@@ -78,7 +79,7 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
     std::uint32_t slot = 0;  // its slot: the immediate names it
   };
   RdmaLeaderTransport(EndpointPool* pool, const hier::StageAreas& areas, const NetOptions& opt)
-      : pool_(pool), areas_(areas), opt_(opt) {}
+      : pool_(pool), areas_(areas), opt_(opt), spin_(opt.oversubscribed) {}
   Status post(const Peer& peer, const hier::Message& m) noexcept;
   // A zero-copy message: builds sges_/wrs_ from m.gather, then posts.
   Status post_gather(const Peer& peer, const hier::Message& m) noexcept;
@@ -105,6 +106,7 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   std::vector<ibv_send_wr> wrs_;
   std::vector<const Peer*> pending_;  // the last post()'s partners (capacity: peers_.size())
   int pending_parity_ = 0;
+  hier::NetSpin spin_;  // complete()'s spin budget, from its recent waits
   std::uint64_t expect_arrived_[2] = {0, 0};
   std::uint64_t expect_sent_ = 0;
   int qps_created_ = 0;

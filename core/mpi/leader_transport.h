@@ -5,9 +5,10 @@
 //   by node, then by leader index (so leader j of node m is rank
 //   first_rank[m] + j), where no message of ours can match a receive of the
 //   application's.
-// * post(): one PMPI_Irecv and one PMPI_Isend per remote node and header
-//   (messages over 1 GiB are cut into pieces so every count fits an int) and
-//   one PMPI_Testall to start them; complete(): tests for completion,
+// * post(): one PMPI_Irecv and one PMPI_Isend per remote node, the
+//   hier::Header and the data in one message (small sends copied into one
+//   buffer, larger ones and every receive a two-block datatype, HeadedTypes; messages over 1 GiB are cut into pieces so every count fits
+//   an int, the header goes with the first) and one PMPI_Testall to start them; complete(): tests for completion,
 //   yielding the core between tests when the node is oversubscribed;
 //   exchange() = post() + complete(). Between the two, pipelined rounds fill
 //   the next in-area (docs/hier.md "Pipelined rounds"): small messages
@@ -22,12 +23,25 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <vector>
 
+#include "core/hier/net_spin.h"
 #include "core/hier/transport.h"
+#include "core/mpi/headed_types.h"
 #include "core/mpi/topology.h"
 
 namespace mlxa2a::core::mpi {
+
+// Process-wide, for MLXA2A_COLL_STATS ("stats phases:" line): MPI sends the
+// PMPI leader transports posted, and the messages (partner and round) they
+// carried; sends - messages is what went as extra MPI messages (pieces of
+// messages over 1 GiB). Relaxed atomics, any thread.
+struct LeaderMessageCounts {
+  std::uint64_t sends = 0;
+  std::uint64_t messages = 0;
+};
+LeaderMessageCounts leader_message_counts() noexcept;
 
 class MpiLeaderTransport final : public hier::LeaderTransport {
  public:
@@ -43,10 +57,15 @@ class MpiLeaderTransport final : public hier::LeaderTransport {
  private:
   OwnedComm comm_;
   std::vector<int> first_rank_;  // per node: its leader 0's rank in comm_
-  bool oversubscribed_;
+  hier::NetSpin spin_;  // complete()'s spin budget, from its recent waits
   // Cancels what is still posted after an MPI error and releases it.
   void abandon_posted() noexcept;
   std::vector<MPI_Request> requests_;  // posted and not yet complete
+  HeadedTypes types_;                  // header + first data piece, per message
+  // Small sends' header + data, copied contiguous (leader_transport.cc,
+  // kBounceMax); valid until the next post(), which comes after complete().
+  std::vector<char> bounce_;
+  std::vector<char> retired_bounce_;  // of an abandoned post (abandon_posted)
 };
 
 }  // namespace mlxa2a::core::mpi

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -24,17 +25,36 @@
 #endif
 #include "core/mpi/engine_pool.h"
 #include "core/mpi/job_stats.h"
+#include "core/mpi/leader_transport.h"
 #include "core/mpi/stacking.h"
 #include "core/mpi/tuning.h"
 #include "core/shm/options.h"
 #include "core/shm/segment.h"
 #include "core/wait_cpu.h"
+#include "core/hier/phases.h"
 
 namespace mlxa2a::core::mpi {
 
 constinit thread_local int ReentryGuard::depth_ __attribute__((tls_model("initial-exec"))) = 0;
 
 namespace {
+
+// The hierarchical engine's steps, summed over this process's rounds
+// (core/hier/phases.h; docs/hier.md "Where the time goes").
+void log_phases() {
+  namespace ph = hier::phases;
+  char line[256];
+  int n = std::snprintf(line, sizeof line, "stats phases: rounds=%llu",
+                        static_cast<unsigned long long>(ph::g_rounds.load()));
+  for (int p = 0; p < ph::kCount && n > 0 && n < static_cast<int>(sizeof line); ++p) {
+    n += std::snprintf(line + n, sizeof line - static_cast<std::size_t>(n), " %s_ns=%llu",
+                       ph::kNames[p], static_cast<unsigned long long>(ph::g_ns[p].load()));
+  }
+  const LeaderMessageCounts m = leader_message_counts();
+  log::trace("%s pmpi_leader_sends=%llu pmpi_leader_extra_sends=%llu", line,
+             static_cast<unsigned long long>(m.sends),
+             static_cast<unsigned long long>(m.sends - m.messages));
+}
 
 void shutdown_rdma() {
 #if MLXA2A_HAVE_VERBS
@@ -105,6 +125,7 @@ void Runtime::load_settings(std::uint64_t* all_equal_hash, std::string* all_equa
   coll_trace_.store(settings_.coll_trace, std::memory_order_relaxed);
   log::configure(settings_.log_level, settings_.log_file);
   if (settings_.coll_stats) core::wait_cpu::enable();  // the "stats waits:" line
+  if (settings_.coll_stats) hier::phases::enable();   // the "stats phases:" line
   // Printed once per job by warn_once_per_job() (any rank may hold a bad
   // local value that the others lack).
   switch_warnings_ = registry.warnings();
@@ -373,6 +394,7 @@ void Runtime::before_finalize() {
     // CPU time of this process's threads waiting inside mlxa2a (core/wait_cpu.h).
     log::trace("stats waits: cpu_ns=%llu",
                static_cast<unsigned long long>(core::wait_cpu::total_ns()));
+    log_phases();
     log::trace("stats MPI_Alltoall tuning on the finalizing thread: trial calls=%llu "
                "agreements=%llu agreement time=%.1f us",
                static_cast<unsigned long long>(c.trials),

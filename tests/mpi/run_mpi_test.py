@@ -40,8 +40,8 @@ Options for special cases:
   --shim-env VAR=VAL   set VAR in the runs with mlxa2a only (repeatable), e.g. a
                        fault to inject and what the program should then expect
   --allow-warnings     mlxa2a may log warnings (fault tests)
-  --expect-stat NAME=N the ranks' MLXA2A_COLL_STATS "stats rdma:" or "stats
-                       zcopy:" field NAME sums to N (NAME>=N: at least N;
+  --expect-stat NAME=N the ranks' MLXA2A_COLL_STATS "stats rdma:", "zcopy:" or
+                       "phases:" field NAME sums to N (NAME>=N: at least N;
                        repeatable), e.g. writes_posted, qps_created, bytes_zero_copy
   --forbid-reason RE   no traced call may give a reason matching RE
   --same-decisions     every call on MPI_COMM_WORLD took the same path on every
@@ -217,8 +217,8 @@ def stats_of(text):
 
 
 def rdma_stat(text, name):
-    """A field of the "stats rdma:" line, 0 when absent."""
-    m = re.search(r"\] coll: stats (?:rdma|zcopy): .*\b" + re.escape(name) + r"=(\d+)", text,
+    """A field of the "stats rdma:", "zcopy:" or "phases:" line, 0 when absent."""
+    m = re.search(r"\] coll: stats (?:rdma|zcopy|phases): .*\b" + re.escape(name) + r"=(\d+)", text,
                   re.M)
     return int(m.group(1)) if m else 0
 
