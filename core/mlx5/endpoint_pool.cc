@@ -113,6 +113,8 @@ Status EndpointPool::endpoint(const ProcessId& remote, std::shared_ptr<Endpoint>
       // state without one (a late write hitting a deregistered rkey puts the
       // responder in ERR): never hand such a QP to a new team.
       if (poll() != Status::ok) return Status::net_failed;
+      check_events();  // the events that poll raised (a QP's own error, by name)
+      if (cq_failed_) return Status::net_failed;
       if (it->second->connected && !it->second->failed) check_state(*it->second);
       if (!it->second->failed) {
         *ep = it->second;

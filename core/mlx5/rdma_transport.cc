@@ -151,63 +151,54 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
       if (is_new) created.push_back(p);
     }
   }
-  if (!boot.allgather(links.data(), all_links.data(), links.size() * sizeof(Link))) {
+  const bool links_ok =
+      boot.allgather(links.data(), all_links.data(), links.size() * sizeof(Link));
+  if (!links_ok) {
     if (ok) *why = "set-up allgather failed";
     ok = false;
   }
+  // Every member decides alike (from all_links) whether a repair round follows.
+  const bool repair = links_ok && needs_repair(all_links.data(), size);
+  std::vector<char> repaired(static_cast<std::size_t>(size), 0);
   if (pool && mine.ok) {
     std::lock_guard<std::mutex> lock(pool->mutex());
     for (int p : peers) {
       if (p < 0 || p >= size) continue;
       Peer& peer = t->peers_[static_cast<std::size_t>(p)];
       if (!peer.ep) continue;
-      const Link& m = links[static_cast<std::size_t>(p)];
-      const Link& r = all_links[static_cast<std::size_t>(p) * size + me];
-      bool good = false;
-      switch (pair_action(m, r)) {
-        case LinkAction::connect:
-          good = pool->connect(*peer.ep, cards[static_cast<std::size_t>(p)].addr, r.qpn, r.psn) ==
-                 Status::ok;
-          if (!good) {
-            *why = "connecting a queue pair failed";
-            if (!peer.ep->connected) {  // dropped: both ends are made anew next time
-              pool->discard(cards[static_cast<std::size_t>(p)].id);
-              peer.ep = nullptr;
-            }
-          }
-          break;
-        case LinkAction::use:
-          good = true;
-          break;
-        case LinkAction::leave:
-          // Another team's set-up owns the pair on one end: only this team
-          // falls back; the pair is left to that team.
-          if (ok) *why = "a queue pair to a partner is being set up by another team";
-          break;
-        case LinkAction::discard:
-          // A pair the two ends see differently is replaced at the next
-          // set-up on both ends, so they converge.
-          if (ok) {
-            *why = r.state == Link::Pending
-                       ? "a queue pair to a partner is being set up by another team"
-                       : "partners disagree on whether they are connected";
-          }
-          pool->discard(cards[static_cast<std::size_t>(p)].id);
-          peer.ep = nullptr;
-          break;
-        case LinkAction::mark_failed:
-          if (ok) {
-            *why = m.state == Link::Existing && r.state == Link::Existing
-                       ? "a partner's queue pair is connected elsewhere"
-                       : "partners disagree on whether they are connected";
-          }
-          peer.ep->failed = true;
-          break;
+      const std::size_t i = static_cast<std::size_t>(p);
+      const Link& m = links[i];
+      const Link& r = all_links[i * static_cast<std::size_t>(size) + static_cast<std::size_t>(me)];
+      if (repair && repairable(m, r)) {
+        repaired[i] = 1;
+        t->renew(cards[i].id, &peer, &links[i], &created);
+        continue;
       }
-      if (!good) ok = false;
+      if (!t->settle(cards[i].id, cards[i].addr, m, r, ok, &peer, why)) ok = false;
     }
-    t->qps_created_ = static_cast<int>(created.size());
   }
+  if (repair) {
+    // The repair round: the replaced ends' new QPs, then both ends connect.
+    if (!boot.allgather(links.data(), all_links.data(), links.size() * sizeof(Link))) {
+      if (ok) *why = "set-up allgather failed";
+      ok = false;
+    } else if (pool && mine.ok) {
+      std::lock_guard<std::mutex> lock(pool->mutex());
+      for (int p : peers) {
+        const std::size_t i = static_cast<std::size_t>(p);
+        if (p < 0 || p >= size || !repaired[i]) continue;
+        const Link& r = all_links[i * static_cast<std::size_t>(size) + static_cast<std::size_t>(me)];
+        Peer& peer = t->peers_[i];
+        if (!peer.ep) {
+          if (ok) *why = "no queue pair to a partner leader";
+          ok = false;
+        } else if (!t->settle(cards[i].id, cards[i].addr, links[i], r, ok, &peer, why)) {
+          ok = false;
+        }
+      }
+    }
+  }
+  if (t) t->qps_created_ = static_cast<int>(created.size());
   // Third round: nobody writes before every partner's end is in RTR (a
   // write reaching a QP not yet in RTR is dropped, and the requester retries
   // only until its retry count runs out), and every leader learns whether
@@ -226,6 +217,68 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
   if (!ok) return Status::unavailable;
   *out = std::move(t);
   return Status::ok;
+}
+
+bool RdmaLeaderTransport::settle(const ProcessId& id, const PortAddress& addr, const Link& m,
+                                 const Link& r, bool report, Peer* peer,
+                                 std::string* why) noexcept {
+  switch (pair_action(m, r)) {
+    case LinkAction::connect:
+      if (pool_->connect(*peer->ep, addr, r.qpn, r.psn) == Status::ok) return true;
+      *why = "connecting a queue pair failed";
+      if (!peer->ep->connected) {  // dropped: both ends are made anew next time
+        pool_->discard(id);
+        peer->ep = nullptr;
+      }
+      return false;
+    case LinkAction::use:
+      return true;
+    case LinkAction::leave:
+      // Another team's set-up owns the pair on one end: only this team
+      // falls back; the pair is left to that team.
+      if (report) *why = "a queue pair to a partner is being set up by another team";
+      return false;
+    case LinkAction::discard:
+      // A pair the two ends see differently is replaced at the next
+      // set-up on both ends, so they converge.
+      if (report) {
+        *why = r.state == Link::Pending ? "a queue pair to a partner is being set up by another team"
+                                        : "partners disagree on whether they are connected";
+      }
+      pool_->discard(id);
+      peer->ep = nullptr;
+      return false;
+    case LinkAction::mark_failed:
+      if (report) {
+        *why = m.state == Link::Existing && r.state == Link::Existing
+                   ? "a partner's queue pair is connected elsewhere"
+                   : "partners disagree on whether they are connected";
+      }
+      peer->ep->failed = true;
+      return false;
+  }
+  return false;
+}
+
+void RdmaLeaderTransport::renew(const ProcessId& id, Peer* peer, Link* link,
+                                std::vector<int>* created) noexcept {
+  if (link->state == Link::New) return;  // ours is fresh already
+  const int p = static_cast<int>(peer - peers_.data());
+  MLXA2A_LOG(Info, "RDMA: the queue pair %u to leader %d is replaced on both ends", link->qpn, p);
+  pool_->discard(id);
+  std::shared_ptr<Endpoint> ep;
+  bool is_new = false;
+  if (pool_->endpoint(id, &ep, &is_new) != Status::ok || !is_new) {
+    link->state = Link::Failed;  // the partner drops its new end (LinkAction::discard)
+    peer->ep = nullptr;
+    return;
+  }
+  *link = Link{Link::New, ep->qp->qpn(), ep->psn, 0};
+  peer->ep = std::move(ep);
+  try {
+    created->push_back(p);
+  } catch (...) {  // only the count of created QPs is lost
+  }
 }
 
 RdmaLeaderTransport::~RdmaLeaderTransport() {

@@ -97,6 +97,55 @@ TEST(EndpointLifetime, TeamHoldingAReplacedQueuePairFallsBackAndANewTeamGetsFres
   }
 }
 
+// A QP the HCA moved to the error state without any send of ours failing
+// (a responder-class error: a late write hitting a deregistered rkey), the
+// partner's end still in RTS. The next set-up must not hand it to the new
+// team (it polls the CQ and queries the QP), and both ends replace the pair
+// within that set-up: the new team runs over RDMA on fresh QPs at once.
+int responder_error_rank(ForkBootstrap& boot, int rank, const test::ForkGroupWiring& wiring) {
+  const NetOptions opt = test::test_options();
+  const bool leader = rank == 0 || rank == 2;
+  bool ok = false;
+  std::unique_ptr<HierAlltoall> a, c;
+  int created_a = 0, created_c = 0;
+  FT_CHECK(test::build_rdma_hier(boot, rank, kNodes, {}, opt, wiring, &a, Status::ok,
+                                 &created_a) == 0);
+  FT_CHECK_STATUS(run_checked(*a, rank, 1, 100, &ok), Status::ok);
+  FT_CHECK(ok);
+  // Node 1's end fails at its next poll (the set-up's): nothing was posted.
+  if (rank == 2) setenv("FAKEVERBS_FAULT", "resp_error=1", 1);
+  FT_CHECK(test::build_rdma_hier(boot, rank, kNodes, {}, opt, wiring, &c, Status::ok,
+                                 &created_c) == 0);
+  unsetenv("FAKEVERBS_FAULT");
+  FT_CHECK(created_c == (leader ? 1 : 0));  // both ends replaced the pair
+  if (rank == 2) FT_CHECK(std::strcmp(EndpointPool::last_event(), "IBV_EVENT_QP_ACCESS_ERR") == 0);
+  const std::uint64_t writes = EndpointPool::stats().writes_posted;
+  FT_CHECK_STATUS(run_checked(*c, rank, 2, 100, &ok), Status::ok);
+  FT_CHECK(ok);
+  if (leader) FT_CHECK(EndpointPool::stats().writes_posted > writes);
+  // a held the pair in error: it contains itself, c goes on.
+  FT_CHECK(contained(run_checked(*a, rank, 3, 100, &ok)));
+  FT_CHECK_STATUS(run_checked(*c, rank, 4, 300, &ok), Status::ok);
+  FT_CHECK(ok);
+  a.reset();
+  c.reset();
+  EndpointPool::shutdown();
+  FT_CHECK(EndpointPool::stats().qps_live == 0 && EndpointPool::stats().mrs_live == 0);
+  return 0;
+}
+
+TEST(EndpointLifetime, QueuePairInErrorAtSetUpIsReplacedOnBothEndsAtOnce) {
+  test::ForkGroupWiring wiring(2);
+  ASSERT_TRUE(wiring.ok());
+  const auto res = shm::test::run_forked_nodes(
+      kNodes,
+      [&](ForkBootstrap& boot, int rank) { return responder_error_rank(boot, rank, wiring); }, 30);
+  EXPECT_FALSE(res.hung);
+  for (std::size_t r = 0; r < res.exit_codes.size(); ++r) {
+    EXPECT_EQ(res.exit_codes[r], 0) << "rank " << r;
+  }
+}
+
 // The port of node 1's leader goes down in the middle of a call
 // (IBV_EVENT_PORT_ERR): its writes would be retried for ~4 s before the HCA
 // gives up and the software timeout is 3 s, but the async event ends the
