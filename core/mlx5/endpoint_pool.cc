@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <limits>
 
 #include "core/log.h"
 #include "core/mlx5/async_events.h"
@@ -50,7 +51,8 @@ EndpointPool* EndpointPool::get(const NetOptions& opt, std::string* why) noexcep
       } else {
         std::unique_ptr<EndpointPool> p(new EndpointPool);
         p->opt_ = opt;
-        const int depth = static_cast<int>(kMaxEndpoints * (kSendDepth + kRecvDepth));
+        // Sized for one endpoint; endpoint() grows it with the QPs.
+        const int depth = static_cast<int>(kSendDepth + kRecvDepth);
         if (Device::open(*v, opt, depth, &p->device_, &g_why) == Status::ok) {
           if (p->device_->cq_depth() < depth) {
             g_why = "the device's largest CQ is too small";
@@ -127,6 +129,14 @@ Status EndpointPool::endpoint(const ProcessId& remote, std::shared_ptr<Endpoint>
     const Status st =
         QueuePair::create(device_, {kSendDepth, kRecvDepth, kInline, kSendSge}, &e->qp);
     if (st != Status::ok) return st;
+    // Before anything is posted on it: room in the CQ for every live QP's
+    // send and receive queues (retired ones too while a transport holds them).
+    const long need = QueuePair::live_count() *
+                      static_cast<long>(e->qp->send_depth() + e->qp->recv_depth());
+    if (need > std::numeric_limits<int>::max() || !device_->grow_cq(static_cast<int>(need))) {
+      MLXA2A_LOG(Info, "RDMA: the completion queue cannot grow to %ld entries", need);
+      return Status::unavailable;
+    }
     g_qps_created.fetch_add(1, std::memory_order_relaxed);
     e->sq_free = e->qp->send_depth();
     e->sq_groups.assign(e->qp->send_depth(), 0);  // a message has at least one WR

@@ -20,8 +20,12 @@
 //   (RDMA write with immediate) is credited to the Slot named by its
 //   immediate, a completion of ours to the Slot named by its wr_id, and each
 //   consumed receive is re-posted at once (so receivers never run dry: RNR
-//   never happens in normal operation). CQ depth covers every endpoint's
-//   send and receive queues (kMaxEndpoints of them), so it cannot overrun.
+//   never happens in normal operation). The CQ is sized for the QPs alive:
+//   made for one endpoint, it grows (ibv_resize_cq, at least doubling) before
+//   a new QP can post, so it covers every live QP's send and receive queues
+//   and cannot overrun (an overrun loses completions for good: mlx5 reports
+//   it only as IBV_EVENT_CQ_ERR). 1,024 endpoints still need 131,072 entries;
+//   two need 256 (rounded up by the driver).
 // * Thread safety: every member except get()/shutdown()/stats must be called
 //   with mutex() held.
 #pragma once

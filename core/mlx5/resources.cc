@@ -162,6 +162,19 @@ template struct VerbsDeleter<ibv_cq>;
 template struct VerbsDeleter<ibv_mr>;
 template struct VerbsDeleter<ibv_qp>;
 
+bool Device::grow_cq(int depth) noexcept {
+  if (depth <= cq_depth_) return true;
+  if (depth > attr_.max_cqe || !v_.resize_cq) return false;
+  const int want = cq_depth_ <= attr_.max_cqe / 2 && 2 * cq_depth_ > depth ? 2 * cq_depth_ : depth;
+  if (const int rc = v_.resize_cq(cq_.get(), want); rc != 0) {
+    MLXA2A_LOG(Warn, "RDMA: ibv_resize_cq to %d entries failed (%s)", want, std::strerror(rc));
+    return false;
+  }
+  MLXA2A_LOG(Debug, "RDMA: completion queue grown from %d to %d entries", cq_depth_, cq_->cqe);
+  cq_depth_ = cq_->cqe;
+  return cq_depth_ >= depth;
+}
+
 Status Device::open(const Verbs& v, const NetOptions& opt, int cq_depth,
                     std::shared_ptr<Device>* out, std::string* why) noexcept {
   try {

@@ -57,6 +57,10 @@ class Device {
   ibv_pd* pd() const { return pd_.get(); }
   ibv_cq* cq() const { return cq_.get(); }
   int cq_depth() const { return cq_depth_; }
+  // Grows the CQ to at least `depth` entries (ibv_resize_cq, which keeps its
+  // completions): to twice its depth when that is more, never past max_cqe.
+  // Nobody may poll it meanwhile (the pool's mutex). false: it stays as it was.
+  bool grow_cq(int depth) noexcept;
   std::uint8_t port() const { return port_; }
   const PortAddress& address() const { return addr_; }
   const ibv_device_attr& attr() const { return attr_; }
