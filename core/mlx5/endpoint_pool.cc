@@ -9,6 +9,7 @@
 
 #include "core/log.h"
 #include "core/mlx5/async_events.h"
+#include "core/mlx5/link_layer.h"
 
 namespace mlxa2a::mlx5 {
 
@@ -69,7 +70,7 @@ EndpointPool* EndpointPool::get(const NetOptions& opt, std::string* why) noexcep
             const Device& d = *g_pool->device_;
             set_fabric_summary("hca=" + d.name() + ":" + std::to_string(d.port()) + " hca-by=" +
                                d.choice() + (a.roce ? " link=roce " : " link=ib ") +
-                               describe(d.qos()));
+                               (opt.link_matched ? "link-by=team " : "") + describe(d.qos()));
             MLXA2A_LOG(Info, "RDMA: %s port %d (%s, chosen by %s) %s%s", d.name().c_str(),
                        d.port(), a.roce ? "RoCE" : "InfiniBand", d.choice().c_str(),
                        describe(d.qos()).c_str(), v->have_mlx5 ? "" : ", libmlx5 absent");
@@ -84,6 +85,16 @@ EndpointPool* EndpointPool::get(const NetOptions& opt, std::string* why) noexcep
     return nullptr;
   }
   return g_pool.get();
+}
+
+std::uint32_t EndpointPool::link_layers(const NetOptions& opt) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (g_pool) return g_pool->device_->address().roce ? kLinkEth : kLinkIb;
+    if (g_tried) return 0;
+  }
+  const Verbs* v = load_verbs(opt.verbs_library.c_str());
+  return v ? available_link_layers(*v, opt) : 0;
 }
 
 void EndpointPool::shutdown() noexcept {

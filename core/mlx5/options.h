@@ -27,6 +27,10 @@ struct NetOptions {
   // This leader's index among its node's leaders: without MLXA2A_NET_DEVICES,
   // leaders sharing a NUMA node spread over its HCAs (core/mlx5/hca_choice.h).
   int leader_slot = 0;
+  // Link layers a port may have (core/mlx5/link_layer.h: kLinkIb, kLinkEth):
+  // set by the set-up to the one the team's leaders have in common.
+  std::uint32_t link_layers = 3;
+  bool link_matched = false;  // ports of another layer were skipped for it (the trace says so)
   bool oversubscribed = false;        // yield the core between polls at once
   // Called about once per millisecond while a wait yields (e.g. to drive MPI
   // progress for a peer, core/mpi/team.cc). May be empty.

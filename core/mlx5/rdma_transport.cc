@@ -8,6 +8,7 @@
 
 #include "core/arch.h"
 #include "core/log.h"
+#include "core/mlx5/link_layer.h"
 #include "core/mlx5/link_rule.h"
 #include "core/wait_cpu.h"
 
@@ -56,6 +57,39 @@ bool header_wr(const hier::Message& m, const char* in, std::size_t in_bytes, std
   return true;
 }
 
+// Round 0: the link layers each leader's ports offer; the team takes one
+// they all have (link_layer.h), so no leader opens a port the other nodes
+// cannot reach. Collective: one allgather whatever happens.
+EndpointPool* open_pool(GroupBootstrap& boot, const NetOptions& opt, std::string* why) noexcept {
+  const std::uint32_t offer = EndpointPool::link_layers(opt);
+  std::vector<std::uint32_t> offers;
+  try {
+    offers.resize(static_cast<std::size_t>(boot.size()));
+  } catch (...) {
+    offers.clear();
+  }
+  const bool got = !offers.empty() && boot.allgather(&offer, offers.data(), sizeof offer);
+  if (offer == 0) return EndpointPool::get(opt, why);  // says why this process has no RDMA
+  if (!got) {
+    *why = "set-up allgather failed";
+    return nullptr;
+  }
+  NetOptions net = opt;
+  net.link_layers = agree_link_layer(offers.data(), boot.size());
+  if (net.link_layers == 0) {
+    *why = std::string("no link layer in common with the other nodes' leaders (here: ") +
+           link_layer_name(offer) + ")";
+    MLXA2A_LOG(Info, "RDMA: %s", why->c_str());
+    return nullptr;
+  }
+  if (offer != net.link_layers) {
+    net.link_matched = true;
+    MLXA2A_LOG(Info, "RDMA: %s ports skipped: the other nodes' leaders have only %s",
+               link_layer_name(offer & ~net.link_layers), link_layer_name(net.link_layers));
+  }
+  return EndpointPool::get(net, why);
+}
+
 }  // namespace
 
 Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas& areas,
@@ -80,7 +114,7 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
     *why = "out of memory";
     return Status::create_failed;  // cannot take part: an out-of-memory job is lost anyway
   }
-  EndpointPool* pool = EndpointPool::get(opt, why);
+  EndpointPool* pool = open_pool(boot, opt, why);
   if (pool) {
     try {
       t.reset(new RdmaLeaderTransport(pool, areas, opt));

@@ -7,7 +7,7 @@
 // * create() is collective over boot's members, which must be exactly the
 //   team's leaders ordered by node, then leader index (leader j of node m is
 //   member first_rank[m] + j). It always makes the same allgathers on every
-//   member, whatever fails locally (cards, queue pairs, outcome — the last
+//   member, whatever fails locally (link layers, cards, queue pairs, outcome — the last
 //   also keeps anyone from writing before its partners are in RTR — and,
 //   before the outcome, a repair round when needs_repair() says so from the
 //   queue pairs every member saw, link_rule.h), and reports failure as a Status

@@ -8,6 +8,7 @@
 
 #include "core/log.h"
 #include "core/mlx5/hca_choice.h"
+#include "core/mlx5/link_layer.h"
 
 namespace mlxa2a::mlx5 {
 
@@ -60,6 +61,10 @@ int choose_gid(const Verbs& v, ibv_context* ctx, std::uint8_t port, int table_le
   return last_mapped;
 }
 
+std::uint32_t layer_of(const ibv_port_attr& pa) {
+  return pa.link_layer == IBV_LINK_LAYER_ETHERNET ? kLinkEth : kLinkIb;
+}
+
 // Without MLXA2A_NET_DEVICES: every ACTIVE port of every device, the one
 // choose_hca() takes first (then the others in list order, should it fail to
 // open). *reason: the choice's trace token. Opens each device briefly.
@@ -81,6 +86,7 @@ std::vector<NetOptions::Port> ports_by_locality(const Verbs& v, ibv_device** lis
           pa.state != IBV_PORT_ACTIVE) {
         continue;
       }
+      if (!(opt.link_layers & layer_of(pa))) continue;  // the other nodes cannot reach it
       cands.push_back({v.get_device_name(list[i]), p,
                        pa.link_layer == IBV_LINK_LAYER_ETHERNET, -1});
       device_of.push_back(i);
@@ -162,6 +168,38 @@ template struct VerbsDeleter<ibv_cq>;
 template struct VerbsDeleter<ibv_mr>;
 template struct VerbsDeleter<ibv_qp>;
 
+std::uint32_t available_link_layers(const Verbs& v, const NetOptions& opt) noexcept try {
+  int n = 0;
+  std::unique_ptr<ibv_device*, decltype(v.free_device_list)> list(v.get_device_list(&n),
+                                                                   v.free_device_list);
+  std::uint32_t layers = 0;
+  for (int i = 0; list && i < n; ++i) {
+    const std::string name = v.get_device_name(list.get()[i]);
+    auto allowed = [&](int port) {
+      if (opt.devices.empty()) return true;
+      for (const NetOptions::Port& w : opt.devices) {
+        if (w.device == name && (w.port == 0 || w.port == port)) return true;
+      }
+      return false;
+    };
+    VerbsPtr<ibv_context> ctx(v.open_device(list.get()[i]), {v.close_device, "ibv_close_device"});
+    ibv_device_attr attr{};
+    if (!ctx || v.query_device(ctx.get(), &attr) != 0) continue;
+    for (int p = 1; p <= attr.phys_port_cnt; ++p) {
+      ibv_port_attr pa{};
+      if (!allowed(p) || v.query_port(ctx.get(), static_cast<std::uint8_t>(p), &pa) != 0 ||
+          pa.state != IBV_PORT_ACTIVE ||
+          (pa.link_layer != IBV_LINK_LAYER_ETHERNET && pa.lid == 0)) {
+        continue;
+      }
+      layers |= layer_of(pa);
+    }
+  }
+  return layers;
+} catch (...) {  // allocation only
+  return 0;
+}
+
 bool Device::grow_cq(int depth) noexcept {
   if (depth <= cq_depth_) return true;
   if (depth > attr_.max_cqe || !v_.resize_cq) return false;
@@ -233,6 +271,11 @@ bool Device::take_port(int first, int last, const NetOptions& opt, std::string* 
     ibv_port_attr pa{};
     if (v_.query_port(context(), static_cast<std::uint8_t>(p), &pa) != 0 ||
         pa.state != IBV_PORT_ACTIVE) {
+      continue;
+    }
+    if (!(opt.link_layers & layer_of(pa))) {
+      *why = std::string("no ACTIVE ") + link_layer_name(opt.link_layers) +
+             " port (the other nodes' leaders have no other link layer)";
       continue;
     }
     port_ = static_cast<std::uint8_t>(p);

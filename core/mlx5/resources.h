@@ -42,6 +42,11 @@ struct PortAddress {
   std::uint8_t mtu = 0;        // enum ibv_mtu, the port's active MTU
 };
 
+// The link layers (link_layer.h bits) of the ACTIVE, addressable ports this
+// process may use (MLXA2A_NET_DEVICES, else all). Opens each device briefly:
+// set-up only. 0 when there is none.
+std::uint32_t available_link_layers(const Verbs& v, const NetOptions& opt) noexcept;
+
 class Device {
  public:
   // Opens the first usable port in opt.devices (or the first ACTIVE port of

@@ -8,19 +8,26 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/hier/hier_alltoall.h"
+#include "core/mlx5/endpoint_pool.h"
 #include "core/mlx5/hca_choice.h"
+#include "core/mlx5/link_layer.h"
 #include "core/mlx5/qos.h"
 #include "core/mlx5/resources.h"
 #include "core/mlx5/verbs.h"
 #include "tests/mlx5/rdma_fixture.h"
 #include "tests/shm/fork_team.h"
+#include "tests/shm/pattern.h"
 
 namespace mlxa2a::mlx5 {
 namespace {
@@ -233,6 +240,79 @@ TEST(HcaChoice, DeviceOpenTakesTheNearestHcaPerLeaderSlot) {
   in_child([] { return opens(0, {}, "mlx5_0", "numa?-unknown,rail1/4"); },
            Env{{"FAKEVERBS_DEVICES", "4"}});
 }
+
+// Link layer (issue 27, item 4): a leader skips ports the other nodes'
+// leaders cannot reach. Two single-rank nodes, each describing its own
+// fakeverbs devices: node 0 lists `link0` (a comma list per device), node 1
+// `link1`. want_dev0: the device node 0's leader must take ("" when the
+// set-up must be refused on both).
+int link_rank(shm::test::ForkBootstrap& boot, int rank, const test::ForkGroupWiring& wiring,
+              const char* link0, const char* link1, const char* want_dev0) {
+  const char* link = rank == 0 ? link0 : link1;
+  const std::string devices = std::to_string(1 + std::count(link, link + std::strlen(link), ','));
+  setenv("FAKEVERBS_DEVICES", devices.c_str(), 1);
+  setenv("FAKEVERBS_LINK", link, 1);
+  const std::vector<int> nodes = {0, 1};
+  const NetOptions opt = test::test_options();
+  const bool refuse = *want_dev0 == 0;
+  std::unique_ptr<hier::HierAlltoall> e;
+  int created = 0;
+  const int rc = test::build_rdma_hier(boot, rank, nodes, {}, opt, wiring, &e,
+                                       refuse ? Status::unavailable : Status::ok, &created);
+  if (refuse) return rc == 42 ? 0 : 1;
+  FT_CHECK(rc == 0 && created == 1);
+  std::vector<unsigned char> send(2 * 64), recv(2 * 64, 0);
+  shm::test::fill_send(send, rank, 2, 1, 64);
+  FT_CHECK_STATUS(e->run(send.data(), recv.data(), 64), Status::ok);
+  FT_CHECK(shm::test::check_recv(recv, rank, 2, 1, 64));
+  std::string why;
+  const EndpointPool* pool = EndpointPool::get(opt, &why);
+  FT_CHECK(pool != nullptr);
+  if (rank == 0) {
+    if (pool->device()->name() != want_dev0) {
+      std::fprintf(stderr, "took %s: %s\n", pool->device()->name().c_str(),
+                   fabric_summary().c_str());
+    }
+    FT_CHECK(pool->device()->name() == want_dev0);
+    FT_CHECK(fabric_summary().find("link-by=team") != std::string::npos);
+  }
+  e.reset();
+  EndpointPool::shutdown();
+  return 0;
+}
+
+void run_link_case(const char* link0, const char* link1, const char* want_dev0) {
+  test::ForkGroupWiring wiring(2);
+  ASSERT_TRUE(wiring.ok());
+  const auto res = shm::test::run_forked_nodes(
+      {0, 1},
+      [&](shm::test::ForkBootstrap& boot, int rank) {
+        return link_rank(boot, rank, wiring, link0, link1, want_dev0);
+      },
+      30);
+  EXPECT_FALSE(res.hung);
+  for (std::size_t r = 0; r < res.exit_codes.size(); ++r) {
+    EXPECT_EQ(res.exit_codes[r], 0) << "rank " << r << " (" << link0 << " / " << link1 << ")";
+  }
+}
+
+TEST(LinkLayer, TheRule) {
+  const std::uint32_t both_ib[] = {kLinkAny, kLinkIb};
+  EXPECT_EQ(agree_link_layer(both_ib, 2), kLinkIb);
+  const std::uint32_t eth[] = {kLinkAny, kLinkEth, 0};  // 0: a leader without RDMA
+  EXPECT_EQ(agree_link_layer(eth, 3), kLinkEth);
+  const std::uint32_t any[] = {kLinkAny, kLinkAny};
+  EXPECT_EQ(agree_link_layer(any, 2), kLinkIb);
+  const std::uint32_t none[] = {kLinkIb, kLinkEth};
+  EXPECT_EQ(agree_link_layer(none, 2), 0u);
+}
+
+TEST(LinkLayer, LeaderSkipsPortsTheOtherNodesCannotReach) {
+  run_link_case("eth,ib", "ib", "mlx5_1");  // its first port is RoCE: skipped
+  run_link_case("ib,eth", "eth", "mlx5_1");
+}
+
+TEST(LinkLayer, NoLayerInCommonIsRefusedOnEveryLeader) { run_link_case("eth", "ib", ""); }
 
 }  // namespace
 }  // namespace mlxa2a::mlx5
