@@ -128,7 +128,13 @@ Status EndpointPool::endpoint(const ProcessId& remote, std::shared_ptr<Endpoint>
       if (poll() != Status::ok) return Status::net_failed;
       check_events();  // the events that poll raised (a QP's own error, by name)
       if (cq_failed_) return Status::net_failed;
-      if (it->second->connected && !it->second->failed) check_state(*it->second);
+      if (it->second->connected && !it->second->failed) {
+        check_state(*it->second);
+        if (it->second->failed) {  // collect what its error raised: flushes, its event by name
+          if (poll() != Status::ok) return Status::net_failed;
+          check_events();
+        }
+      }
       if (!it->second->failed) {
         *ep = it->second;
         return Status::ok;

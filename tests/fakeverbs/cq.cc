@@ -12,28 +12,12 @@
 #include <cstring>
 #include <vector>
 
-#include "execute.h"
-#include "fault.h"
 #include "objects.h"
 
 namespace fakeverbs {
 
 void retire_send_cqe(Context& ctx, uint32_t qpn, uint32_t seq);  // post.cc
 
-namespace {
-
-// FAKEVERBS_FAULT resp_error: every QP of ours in RTS fails as a responder
-// would, with nothing on our send side (fault.h).
-void responder_errors(Context& ctx) {
-  std::lock_guard<std::mutex> g(ctx.mu);
-  for (auto& [qpn, qp] : ctx.qps) {
-    if (qp->state() != IBV_QPS_RTS) continue;
-    log_error("FAKEVERBS_FAULT: QP 0x%x fails as a responder (IBV_EVENT_QP_ACCESS_ERR)", qpn);
-    responder_error(qp->sh, qp->recv_cq ? qp->recv_cq->ring : nullptr, IBV_EVENT_QP_ACCESS_ERR);
-  }
-}
-
-}  // namespace
 
 bool cq_push(wire::CqRing* ring, const wire::Cqe& e) {
   SharedLock lk(&ring->mu);
@@ -51,7 +35,6 @@ int poll_cq_op(ibv_cq* c, int n, ibv_wc* wc) {
   if (!cq || n < 0) return -EINVAL;
   // Work requests progress on the hca thread; polling only collects what
   // it (or a peer) completed, and delivers events peers raised.
-  if (fault::resp_error_now()) responder_errors(*cq->ctx);
   deliver_events(*cq->ctx);
   wire::CqRing* r = cq->ring;
   int got = 0;

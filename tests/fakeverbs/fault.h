@@ -17,7 +17,7 @@
 //                  probability P, drawn from the QP's seeded stream (hca.h)
 //   qp_error=N     at the Nth ibv_post_send call the QP moves to the error
 //                  state (IBV_EVENT_QP_FATAL); the WRs are flushed
-//   resp_error=N   at the Nth ibv_poll_cq call every QP of this process in
+//   resp_error=N   at the Nth ibv_query_qp call every QP of this process in
 //                  RTS moves to the error state as a responder error does
 //                  (a late write hitting a deregistered rkey): its receives
 //                  are flushed and IBV_EVENT_QP_ACCESS_ERR is raised, but no

@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "execute.h"
+#include "fault.h"
 #include "hca.h"
 #include "objects.h"
 
@@ -112,6 +114,17 @@ const char* check_values(const Qp& qp, const ibv_qp_attr& a, int mask) {
 }
 
 std::atomic<uint32_t> g_qp_seq{0};
+
+// FAKEVERBS_FAULT resp_error: every QP of ours in RTS fails as a responder
+// would, with nothing on our send side (fault.h).
+void responder_errors(Context& ctx) {
+  std::lock_guard<std::mutex> g(ctx.mu);
+  for (auto& [qpn, qp] : ctx.qps) {
+    if (qp->state() != IBV_QPS_RTS) continue;
+    log_error("FAKEVERBS_FAULT: QP 0x%x fails as a responder (IBV_EVENT_QP_ACCESS_ERR)", qpn);
+    responder_error(qp->sh, qp->recv_cq ? qp->recv_cq->ring : nullptr, IBV_EVENT_QP_ACCESS_ERR);
+  }
+}
 
 }  // namespace
 
@@ -300,6 +313,7 @@ FV_EXPORT int ibv_modify_qp(ibv_qp* q, ibv_qp_attr* a, int mask) {
 FV_EXPORT int ibv_query_qp(ibv_qp* q, ibv_qp_attr* a, int, ibv_qp_init_attr* ia) {
   Qp* qp = owner_of<Qp>(q);
   if (!qp || !a || !ia) return fail(EINVAL);
+  if (fault::resp_error_now()) responder_errors(*qp->ctx);  // before qp->mu (lock order)
   std::lock_guard<std::mutex> g(qp->mu);
   *a = qp->attr;
   a->qp_state = a->cur_qp_state = qp->state();

@@ -119,7 +119,7 @@ int responder_error_rank(ForkBootstrap& boot, int rank, const test::ForkGroupWir
                                  &created_a) == 0);
   FT_CHECK_STATUS(run_checked(*a, rank, 1, 100, &ok), Status::ok);
   FT_CHECK(ok);
-  // Node 1's end fails at its next poll (the set-up's): nothing was posted.
+  // Node 1's end fails when the set-up queries it (ibv_query_qp): nothing was posted.
   if (rank == 2) setenv("FAKEVERBS_FAULT", "resp_error=1", 1);
   FT_CHECK(test::build_rdma_hier(boot, rank, kNodes, {}, opt, wiring, &c, Status::ok,
                                  &created_c) == 0);
