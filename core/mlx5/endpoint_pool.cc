@@ -68,9 +68,7 @@ EndpointPool* EndpointPool::get(const NetOptions& opt, std::string* why) noexcep
             p->events_ = make_nonblocking(p->device_->context());
             g_pool = std::move(p);
             const Device& d = *g_pool->device_;
-            set_fabric_summary("hca=" + d.name() + ":" + std::to_string(d.port()) + " hca-by=" +
-                               d.choice() + (a.roce ? " link=roce " : " link=ib ") +
-                               (opt.link_matched ? "link-by=team " : "") + describe(d.qos()));
+            g_pool->summarize();
             MLXA2A_LOG(Info, "RDMA: %s port %d (%s, chosen by %s) %s%s", d.name().c_str(),
                        d.port(), a.roce ? "RoCE" : "InfiniBand", d.choice().c_str(),
                        describe(d.qos()).c_str(), v->have_mlx5 ? "" : ", libmlx5 absent");
@@ -95,6 +93,43 @@ std::uint32_t EndpointPool::link_layers(const NetOptions& opt) noexcept {
   }
   const Verbs* v = load_verbs(opt.verbs_library.c_str());
   return v ? available_link_layers(*v, opt) : 0;
+}
+
+void EndpointPool::summarize() noexcept try {
+  const Device& d = *device_;
+  const PortAddress& a = d.address();
+  std::string gid;
+  if (a.roce) gid = "gid=" + std::to_string(a.gid_index) + " gid-by=" + gid_by_ + " ";
+  set_fabric_summary("hca=" + d.name() + ":" + std::to_string(d.port()) + " hca-by=" +
+                     d.choice() + (a.roce ? " link=roce " : " link=ib ") +
+                     (opt_.link_matched ? "link-by=team " : "") + gid + describe(d.qos()));
+} catch (...) {  // allocation only: the trace keeps the last summary
+}
+
+GidList EndpointPool::gid_offer() const noexcept {
+  GidList l;
+  const std::vector<GidCandidate>& c = device_->gids();
+  if (!gid_fixed()) {
+    for (std::size_t i = 0; i < c.size() && i < kMaxGidCandidates; ++i) l.e[l.n++] = c[i];
+    return l;
+  }
+  for (const GidCandidate& g : c) {
+    if (g.index == device_->address().gid_index) l.e[l.n++] = g;  // the one in use
+  }
+  return l;
+}
+
+bool EndpointPool::gid_fixed() const noexcept {
+  return !endpoints_.empty() || QueuePair::live_count() > 0 || gid_by_ != "first";
+}
+
+void EndpointPool::use_gid(int k, bool matched) noexcept {
+  if (gid_fixed() || k < 0 || static_cast<std::size_t>(k) >= device_->gids().size()) return;
+  device_->use_gid(static_cast<std::size_t>(k));
+  gid_by_ = opt_.gid_index >= 0 ? "MLXA2A_NET_GID_INDEX" : matched ? "subnet" : "no-common-subnet";
+  MLXA2A_LOG(Info, "RDMA: GID index %d (%s)", device_->address().gid_index,
+             matched ? "its subnet is the other nodes' leaders'" : "no subnet common to all leaders: the first");
+  summarize();
 }
 
 void EndpointPool::shutdown() noexcept {

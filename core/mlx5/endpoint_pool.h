@@ -146,6 +146,11 @@ class EndpointPool {
   // error the whole pool. Each is logged with its name; the last one's name
   // is last_event(). Off the data path: set-ups and waits that yield call it.
   void check_events() noexcept;
+  // RoCE GID choice (gid_choice.h): the candidates this process offers a
+  // set-up (all until the first set-up chose, then the one in use), and the
+  // choice, applied once, before any QP exists (traced: gid=, gid-by=).
+  GidList gid_offer() const noexcept;
+  void use_gid(int k, bool matched) noexcept;
   // The name of the last containing async event of this process ("" if
   // none), for the containment trace. Any thread.
   static const char* last_event() noexcept;
@@ -156,6 +161,8 @@ class EndpointPool {
   // Marks a connected endpoint failed unless its QP is in RTS (ibv_query_qp).
   void check_state(Endpoint& ep) noexcept;
   void fail_all() noexcept;
+  bool gid_fixed() const noexcept;
+  void summarize() noexcept;  // the trace's fabric summary (qos.h)
 
   std::shared_ptr<Device> device_;  // declared first: outlives the endpoints
   NetOptions opt_;
@@ -168,6 +175,7 @@ class EndpointPool {
   bool cq_failed_ = false;  // the CQ or the device failed: no RDMA in this process any more
   bool port_down_ = false;  // IBV_EVENT_PORT_ERR seen, no IBV_EVENT_PORT_ACTIVE since
   bool events_ = false;     // the async fd is non-blocking: check_events() may read it
+  std::string gid_by_ = "first";  // why the GID in use: first (not chosen yet), subnet, ...
 };
 
 }  // namespace mlxa2a::mlx5

@@ -16,7 +16,7 @@ struct NetOptions {
   };
   std::string verbs_library = "libibverbs.so.1";  // MLXA2A_NET_VERBS_LIBRARY
   std::vector<Port> devices;  // MLXA2A_NET_DEVICES; empty: first ACTIVE port of any device
-  int gid_index = -1;         // MLXA2A_NET_GID_INDEX; -1: RoCE v2 IPv4-mapped, found
+  int gid_index = -1;         // MLXA2A_NET_GID_INDEX; -1: matched by subnet (gid_choice.h)
   std::uint32_t timeout_ms = 120000;  // MLXA2A_NET_TIMEOUT: an arrival awaited longer fails
   std::uint8_t qp_timeout = 18;       // MLXA2A_NET_QP_TIMEOUT: 4.096 us * 2^n per retry
   std::uint8_t retry_count = 7;       // MLXA2A_NET_RETRY_COUNT

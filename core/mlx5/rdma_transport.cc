@@ -8,6 +8,7 @@
 
 #include "core/arch.h"
 #include "core/log.h"
+#include "core/mlx5/gid_choice.h"
 #include "core/mlx5/link_layer.h"
 #include "core/mlx5/link_rule.h"
 #include "core/wait_cpu.h"
@@ -25,6 +26,7 @@ struct Card {
   std::uint64_t out_addr[2] = {0, 0};
   std::uint32_t rkey[2] = {0, 0};
   std::uint64_t out_bytes = 0;
+  GidList gids;  // RoCE: the GIDs this leader may use (gid_choice.h)
 };
 
 // What a leader says about its endpoint towards one member (second allgather).
@@ -90,6 +92,36 @@ EndpointPool* open_pool(GroupBootstrap& boot, const NetOptions& opt, std::string
   return EndpointPool::get(net, why);
 }
 
+// Which GID each RoCE member uses, the same on every member (gid_choice.h):
+// ours is applied to the pool (once), the partners' replace their cards'
+// addresses, so both ends of every pair agree.
+void choose_gids(EndpointPool* pool, int me, std::vector<Card>* cards) noexcept {
+  const int n = static_cast<int>(cards->size());
+  std::vector<GidList> lists;
+  try {
+    lists.resize(cards->size());
+  } catch (...) {
+    return;  // addresses as published: the first GIDs
+  }
+  for (int m = 0; m < n; ++m) {
+    const Card& c = (*cards)[static_cast<std::size_t>(m)];
+    if (c.ok && c.addr.roce) lists[static_cast<std::size_t>(m)] = c.gids;
+  }
+  std::lock_guard<std::mutex> lock(pool->mutex());
+  for (int m = 0; m < n; ++m) {
+    bool matched = false;
+    const int k = choose_gid(lists.data(), n, m, &matched);
+    if (k < 0) continue;
+    if (m == me) {
+      pool->use_gid(k, matched);
+      continue;
+    }
+    PortAddress& a = (*cards)[static_cast<std::size_t>(m)].addr;
+    const GidCandidate& g = lists[static_cast<std::size_t>(m)].e[k];
+    std::memcpy(a.gid, g.raw, sizeof a.gid);
+  }
+}
+
 }  // namespace
 
 Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas& areas,
@@ -141,6 +173,7 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
           mine.rkey[p] = t->out_mr_[p]->rkey();
         }
         mine.out_bytes = areas.bytes;
+        mine.gids = pool->gid_offer();
         mine.ok = 1;
       } else {
         *why = "registering the staging areas failed";
@@ -155,6 +188,7 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
   }
   // Our end of every pair: an existing endpoint or a new one, announced to all.
   bool ok = mine.ok != 0;
+  if (ok) choose_gids(pool, me, &cards);
   std::vector<int> created;
   if (ok) {
     std::lock_guard<std::mutex> lock(pool->mutex());
