@@ -162,7 +162,7 @@ constexpr Spec kSwitches[] = {
      .type = Type::Int,
      .default_text = "-1",
      .description = "RoCE ports: the GID table index to address this port by; -1 = the RoCE "
-                    "v2 IPv4-mapped entry, found in the GID table.",
+                    "v2 entry (IPv4-mapped, else IPv6) on a subnet every leader shares.",
      .verbosity = Verbosity::Tuner,
      .min = -1,
      .max = 255},

@@ -5,9 +5,11 @@
 
 #include <chrono>
 #include <cstring>
+#include <limits>
 
 #include "core/log.h"
 #include "core/mlx5/async_events.h"
+#include "core/mlx5/link_layer.h"
 
 namespace mlxa2a::mlx5 {
 
@@ -50,7 +52,8 @@ EndpointPool* EndpointPool::get(const NetOptions& opt, std::string* why) noexcep
       } else {
         std::unique_ptr<EndpointPool> p(new EndpointPool);
         p->opt_ = opt;
-        const int depth = static_cast<int>(kMaxEndpoints * (kSendDepth + kRecvDepth));
+        // Sized for one endpoint; endpoint() grows it with the QPs.
+        const int depth = static_cast<int>(kSendDepth + kRecvDepth);
         if (Device::open(*v, opt, depth, &p->device_, &g_why) == Status::ok) {
           if (p->device_->cq_depth() < depth) {
             g_why = "the device's largest CQ is too small";
@@ -65,9 +68,7 @@ EndpointPool* EndpointPool::get(const NetOptions& opt, std::string* why) noexcep
             p->events_ = make_nonblocking(p->device_->context());
             g_pool = std::move(p);
             const Device& d = *g_pool->device_;
-            set_fabric_summary("hca=" + d.name() + ":" + std::to_string(d.port()) + " hca-by=" +
-                               d.choice() + (a.roce ? " link=roce " : " link=ib ") +
-                               describe(d.qos()));
+            g_pool->summarize();
             MLXA2A_LOG(Info, "RDMA: %s port %d (%s, chosen by %s) %s%s", d.name().c_str(),
                        d.port(), a.roce ? "RoCE" : "InfiniBand", d.choice().c_str(),
                        describe(d.qos()).c_str(), v->have_mlx5 ? "" : ", libmlx5 absent");
@@ -82,6 +83,53 @@ EndpointPool* EndpointPool::get(const NetOptions& opt, std::string* why) noexcep
     return nullptr;
   }
   return g_pool.get();
+}
+
+std::uint32_t EndpointPool::link_layers(const NetOptions& opt) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (g_pool) return g_pool->device_->address().roce ? kLinkEth : kLinkIb;
+    if (g_tried) return 0;
+  }
+  const Verbs* v = load_verbs(opt.verbs_library.c_str());
+  return v ? available_link_layers(*v, opt) : 0;
+}
+
+void EndpointPool::summarize() noexcept try {
+  const Device& d = *device_;
+  const PortAddress& a = d.address();
+  std::string gid;
+  if (a.roce) gid = "gid=" + std::to_string(a.gid_index) + " gid-by=" + gid_by_ + " ";
+  set_fabric_summary("hca=" + d.name() + ":" + std::to_string(d.port()) + " hca-by=" +
+                     d.choice() + (a.roce ? " link=roce " : " link=ib ") +
+                     (opt_.link_matched ? "link-by=team " : "") + gid + describe(d.qos()));
+} catch (...) {  // allocation only: the trace keeps the last summary
+}
+
+GidList EndpointPool::gid_offer() const noexcept {
+  GidList l;
+  const std::vector<GidCandidate>& c = device_->gids();
+  if (!gid_fixed()) {
+    for (std::size_t i = 0; i < c.size() && i < kMaxGidCandidates; ++i) l.e[l.n++] = c[i];
+    return l;
+  }
+  for (const GidCandidate& g : c) {
+    if (g.index == device_->address().gid_index) l.e[l.n++] = g;  // the one in use
+  }
+  return l;
+}
+
+bool EndpointPool::gid_fixed() const noexcept {
+  return !endpoints_.empty() || QueuePair::live_count() > 0 || gid_by_ != "first";
+}
+
+void EndpointPool::use_gid(int k, bool matched) noexcept {
+  if (gid_fixed() || k < 0 || static_cast<std::size_t>(k) >= device_->gids().size()) return;
+  device_->use_gid(static_cast<std::size_t>(k));
+  gid_by_ = opt_.gid_index >= 0 ? "MLXA2A_NET_GID_INDEX" : matched ? "subnet" : "no-common-subnet";
+  MLXA2A_LOG(Info, "RDMA: GID index %d (%s)", device_->address().gid_index,
+             matched ? "its subnet is the other nodes' leaders'" : "no subnet common to all leaders: the first");
+  summarize();
 }
 
 void EndpointPool::shutdown() noexcept {
@@ -113,7 +161,15 @@ Status EndpointPool::endpoint(const ProcessId& remote, std::shared_ptr<Endpoint>
       // state without one (a late write hitting a deregistered rkey puts the
       // responder in ERR): never hand such a QP to a new team.
       if (poll() != Status::ok) return Status::net_failed;
-      if (it->second->connected && !it->second->failed) check_state(*it->second);
+      check_events();  // the events that poll raised (a QP's own error, by name)
+      if (cq_failed_) return Status::net_failed;
+      if (it->second->connected && !it->second->failed) {
+        check_state(*it->second);
+        if (it->second->failed) {  // collect what its error raised: flushes, its event by name
+          if (poll() != Status::ok) return Status::net_failed;
+          check_events();
+        }
+      }
       if (!it->second->failed) {
         *ep = it->second;
         return Status::ok;
@@ -125,6 +181,14 @@ Status EndpointPool::endpoint(const ProcessId& remote, std::shared_ptr<Endpoint>
     const Status st =
         QueuePair::create(device_, {kSendDepth, kRecvDepth, kInline, kSendSge}, &e->qp);
     if (st != Status::ok) return st;
+    // Before anything is posted on it: room in the CQ for every live QP's
+    // send and receive queues (retired ones too while a transport holds them).
+    const long need = QueuePair::live_count() *
+                      static_cast<long>(e->qp->send_depth() + e->qp->recv_depth());
+    if (need > std::numeric_limits<int>::max() || !device_->grow_cq(static_cast<int>(need))) {
+      MLXA2A_LOG(Info, "RDMA: the completion queue cannot grow to %ld entries", need);
+      return Status::unavailable;
+    }
     g_qps_created.fetch_add(1, std::memory_order_relaxed);
     e->sq_free = e->qp->send_depth();
     e->sq_groups.assign(e->qp->send_depth(), 0);  // a message has at least one WR

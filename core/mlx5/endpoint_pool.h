@@ -20,8 +20,12 @@
 //   (RDMA write with immediate) is credited to the Slot named by its
 //   immediate, a completion of ours to the Slot named by its wr_id, and each
 //   consumed receive is re-posted at once (so receivers never run dry: RNR
-//   never happens in normal operation). CQ depth covers every endpoint's
-//   send and receive queues (kMaxEndpoints of them), so it cannot overrun.
+//   never happens in normal operation). The CQ is sized for the QPs alive:
+//   made for one endpoint, it grows (ibv_resize_cq, at least doubling) before
+//   a new QP can post, so it covers every live QP's send and receive queues
+//   and cannot overrun (an overrun loses completions for good: mlx5 reports
+//   it only as IBV_EVENT_CQ_ERR). 1,024 endpoints still need 131,072 entries;
+//   two need 256 (rounded up by the driver).
 // * Thread safety: every member except get()/shutdown()/stats must be called
 //   with mutex() held.
 #pragma once
@@ -106,6 +110,9 @@ class EndpointPool {
   static constexpr std::size_t kMaxEndpoints = 1024;
 
   static EndpointPool* get(const NetOptions& opt, std::string* why) noexcept;
+  // The link layers (link_layer.h) this process can offer a team: its open
+  // port's, none if opening failed, else what its ports have (set-up only).
+  static std::uint32_t link_layers(const NetOptions& opt) noexcept;
   static void shutdown() noexcept;
   static PoolStats stats() noexcept;
   static void count_writes(std::uint64_t writes, std::uint64_t bytes) noexcept;
@@ -139,6 +146,11 @@ class EndpointPool {
   // error the whole pool. Each is logged with its name; the last one's name
   // is last_event(). Off the data path: set-ups and waits that yield call it.
   void check_events() noexcept;
+  // RoCE GID choice (gid_choice.h): the candidates this process offers a
+  // set-up (all until the first set-up chose, then the one in use), and the
+  // choice, applied once, before any QP exists (traced: gid=, gid-by=).
+  GidList gid_offer() const noexcept;
+  void use_gid(int k, bool matched) noexcept;
   // The name of the last containing async event of this process ("" if
   // none), for the containment trace. Any thread.
   static const char* last_event() noexcept;
@@ -149,6 +161,8 @@ class EndpointPool {
   // Marks a connected endpoint failed unless its QP is in RTS (ibv_query_qp).
   void check_state(Endpoint& ep) noexcept;
   void fail_all() noexcept;
+  bool gid_fixed() const noexcept;
+  void summarize() noexcept;  // the trace's fabric summary (qos.h)
 
   std::shared_ptr<Device> device_;  // declared first: outlives the endpoints
   NetOptions opt_;
@@ -161,6 +175,7 @@ class EndpointPool {
   bool cq_failed_ = false;  // the CQ or the device failed: no RDMA in this process any more
   bool port_down_ = false;  // IBV_EVENT_PORT_ERR seen, no IBV_EVENT_PORT_ACTIVE since
   bool events_ = false;     // the async fd is non-blocking: check_events() may read it
+  std::string gid_by_ = "first";  // why the GID in use: first (not chosen yet), subnet, ...
 };
 
 }  // namespace mlxa2a::mlx5

@@ -50,4 +50,28 @@ inline LinkAction pair_action(const Link& mine, const Link& theirs) noexcept {
   return LinkAction::leave;  // None / Failed: nothing of ours to change
 }
 
+// A pair whose ends are both live (New or Existing) but not usable as they
+// are - one end was replaced (its QP was found in error at set-up) or they
+// are connected elsewhere: both ends can make it anew within this set-up (a
+// repair round), so the team gets RDMA instead of falling back until a later
+// set-up converges. Symmetric in its arguments. The end whose link is
+// Existing replaces its QP; a New end keeps its fresh one.
+inline bool repairable(const Link& mine, const Link& theirs) noexcept {
+  auto live = [](const Link& l) { return l.state == Link::New || l.state == Link::Existing; };
+  if (!live(mine) || !live(theirs)) return false;
+  const LinkAction act = pair_action(mine, theirs);
+  return act != LinkAction::connect && act != LinkAction::use;
+}
+
+// Whether the set-up needs its repair round: decided from every member's
+// links (all[p * size + q]: p's end towards q), so every member agrees.
+inline bool needs_repair(const Link* all, int size) noexcept {
+  for (int p = 0; p < size; ++p) {
+    for (int q = p + 1; q < size; ++q) {
+      if (repairable(all[p * size + q], all[q * size + p])) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace mlxa2a::mlx5

@@ -8,6 +8,8 @@
 
 #include "core/arch.h"
 #include "core/log.h"
+#include "core/mlx5/gid_choice.h"
+#include "core/mlx5/link_layer.h"
 #include "core/mlx5/link_rule.h"
 #include "core/wait_cpu.h"
 
@@ -24,6 +26,7 @@ struct Card {
   std::uint64_t out_addr[2] = {0, 0};
   std::uint32_t rkey[2] = {0, 0};
   std::uint64_t out_bytes = 0;
+  GidList gids;  // RoCE: the GIDs this leader may use (gid_choice.h)
 };
 
 // What a leader says about its endpoint towards one member (second allgather).
@@ -56,6 +59,69 @@ bool header_wr(const hier::Message& m, const char* in, std::size_t in_bytes, std
   return true;
 }
 
+// Round 0: the link layers each leader's ports offer; the team takes one
+// they all have (link_layer.h), so no leader opens a port the other nodes
+// cannot reach. Collective: one allgather whatever happens.
+EndpointPool* open_pool(GroupBootstrap& boot, const NetOptions& opt, std::string* why) noexcept {
+  const std::uint32_t offer = EndpointPool::link_layers(opt);
+  std::vector<std::uint32_t> offers;
+  try {
+    offers.resize(static_cast<std::size_t>(boot.size()));
+  } catch (...) {
+    offers.clear();
+  }
+  const bool got = !offers.empty() && boot.allgather(&offer, offers.data(), sizeof offer);
+  if (offer == 0) return EndpointPool::get(opt, why);  // says why this process has no RDMA
+  if (!got) {
+    *why = "set-up allgather failed";
+    return nullptr;
+  }
+  NetOptions net = opt;
+  net.link_layers = agree_link_layer(offers.data(), boot.size());
+  if (net.link_layers == 0) {
+    *why = std::string("no link layer in common with the other nodes' leaders (here: ") +
+           link_layer_name(offer) + ")";
+    MLXA2A_LOG(Info, "RDMA: %s", why->c_str());
+    return nullptr;
+  }
+  if (offer != net.link_layers) {
+    net.link_matched = true;
+    MLXA2A_LOG(Info, "RDMA: %s ports skipped: the other nodes' leaders have only %s",
+               link_layer_name(offer & ~net.link_layers), link_layer_name(net.link_layers));
+  }
+  return EndpointPool::get(net, why);
+}
+
+// Which GID each RoCE member uses, the same on every member (gid_choice.h):
+// ours is applied to the pool (once), the partners' replace their cards'
+// addresses, so both ends of every pair agree.
+void choose_gids(EndpointPool* pool, int me, std::vector<Card>* cards) noexcept {
+  const int n = static_cast<int>(cards->size());
+  std::vector<GidList> lists;
+  try {
+    lists.resize(cards->size());
+  } catch (...) {
+    return;  // addresses as published: the first GIDs
+  }
+  for (int m = 0; m < n; ++m) {
+    const Card& c = (*cards)[static_cast<std::size_t>(m)];
+    if (c.ok && c.addr.roce) lists[static_cast<std::size_t>(m)] = c.gids;
+  }
+  std::lock_guard<std::mutex> lock(pool->mutex());
+  for (int m = 0; m < n; ++m) {
+    bool matched = false;
+    const int k = choose_gid(lists.data(), n, m, &matched);
+    if (k < 0) continue;
+    if (m == me) {
+      pool->use_gid(k, matched);
+      continue;
+    }
+    PortAddress& a = (*cards)[static_cast<std::size_t>(m)].addr;
+    const GidCandidate& g = lists[static_cast<std::size_t>(m)].e[k];
+    std::memcpy(a.gid, g.raw, sizeof a.gid);
+  }
+}
+
 }  // namespace
 
 Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas& areas,
@@ -80,7 +146,7 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
     *why = "out of memory";
     return Status::create_failed;  // cannot take part: an out-of-memory job is lost anyway
   }
-  EndpointPool* pool = EndpointPool::get(opt, why);
+  EndpointPool* pool = open_pool(boot, opt, why);
   if (pool) {
     try {
       t.reset(new RdmaLeaderTransport(pool, areas, opt));
@@ -107,6 +173,7 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
           mine.rkey[p] = t->out_mr_[p]->rkey();
         }
         mine.out_bytes = areas.bytes;
+        mine.gids = pool->gid_offer();
         mine.ok = 1;
       } else {
         *why = "registering the staging areas failed";
@@ -121,6 +188,7 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
   }
   // Our end of every pair: an existing endpoint or a new one, announced to all.
   bool ok = mine.ok != 0;
+  if (ok) choose_gids(pool, me, &cards);
   std::vector<int> created;
   if (ok) {
     std::lock_guard<std::mutex> lock(pool->mutex());
@@ -151,63 +219,54 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
       if (is_new) created.push_back(p);
     }
   }
-  if (!boot.allgather(links.data(), all_links.data(), links.size() * sizeof(Link))) {
+  const bool links_ok =
+      boot.allgather(links.data(), all_links.data(), links.size() * sizeof(Link));
+  if (!links_ok) {
     if (ok) *why = "set-up allgather failed";
     ok = false;
   }
+  // Every member decides alike (from all_links) whether a repair round follows.
+  const bool repair = links_ok && needs_repair(all_links.data(), size);
+  std::vector<char> repaired(static_cast<std::size_t>(size), 0);
   if (pool && mine.ok) {
     std::lock_guard<std::mutex> lock(pool->mutex());
     for (int p : peers) {
       if (p < 0 || p >= size) continue;
       Peer& peer = t->peers_[static_cast<std::size_t>(p)];
       if (!peer.ep) continue;
-      const Link& m = links[static_cast<std::size_t>(p)];
-      const Link& r = all_links[static_cast<std::size_t>(p) * size + me];
-      bool good = false;
-      switch (pair_action(m, r)) {
-        case LinkAction::connect:
-          good = pool->connect(*peer.ep, cards[static_cast<std::size_t>(p)].addr, r.qpn, r.psn) ==
-                 Status::ok;
-          if (!good) {
-            *why = "connecting a queue pair failed";
-            if (!peer.ep->connected) {  // dropped: both ends are made anew next time
-              pool->discard(cards[static_cast<std::size_t>(p)].id);
-              peer.ep = nullptr;
-            }
-          }
-          break;
-        case LinkAction::use:
-          good = true;
-          break;
-        case LinkAction::leave:
-          // Another team's set-up owns the pair on one end: only this team
-          // falls back; the pair is left to that team.
-          if (ok) *why = "a queue pair to a partner is being set up by another team";
-          break;
-        case LinkAction::discard:
-          // A pair the two ends see differently is replaced at the next
-          // set-up on both ends, so they converge.
-          if (ok) {
-            *why = r.state == Link::Pending
-                       ? "a queue pair to a partner is being set up by another team"
-                       : "partners disagree on whether they are connected";
-          }
-          pool->discard(cards[static_cast<std::size_t>(p)].id);
-          peer.ep = nullptr;
-          break;
-        case LinkAction::mark_failed:
-          if (ok) {
-            *why = m.state == Link::Existing && r.state == Link::Existing
-                       ? "a partner's queue pair is connected elsewhere"
-                       : "partners disagree on whether they are connected";
-          }
-          peer.ep->failed = true;
-          break;
+      const std::size_t i = static_cast<std::size_t>(p);
+      const Link& m = links[i];
+      const Link& r = all_links[i * static_cast<std::size_t>(size) + static_cast<std::size_t>(me)];
+      if (repair && repairable(m, r)) {
+        repaired[i] = 1;
+        t->renew(cards[i].id, &peer, &links[i], &created);
+        continue;
       }
-      if (!good) ok = false;
+      if (!t->settle(cards[i].id, cards[i].addr, m, r, ok, &peer, why)) ok = false;
     }
-    t->qps_created_ = static_cast<int>(created.size());
   }
+  if (repair) {
+    // The repair round: the replaced ends' new QPs, then both ends connect.
+    if (!boot.allgather(links.data(), all_links.data(), links.size() * sizeof(Link))) {
+      if (ok) *why = "set-up allgather failed";
+      ok = false;
+    } else if (pool && mine.ok) {
+      std::lock_guard<std::mutex> lock(pool->mutex());
+      for (int p : peers) {
+        const std::size_t i = static_cast<std::size_t>(p);
+        if (p < 0 || p >= size || !repaired[i]) continue;
+        const Link& r = all_links[i * static_cast<std::size_t>(size) + static_cast<std::size_t>(me)];
+        Peer& peer = t->peers_[i];
+        if (!peer.ep) {
+          if (ok) *why = "no queue pair to a partner leader";
+          ok = false;
+        } else if (!t->settle(cards[i].id, cards[i].addr, links[i], r, ok, &peer, why)) {
+          ok = false;
+        }
+      }
+    }
+  }
+  if (t) t->qps_created_ = static_cast<int>(created.size());
   // Third round: nobody writes before every partner's end is in RTR (a
   // write reaching a QP not yet in RTR is dropped, and the requester retries
   // only until its retry count runs out), and every leader learns whether
@@ -226,6 +285,68 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
   if (!ok) return Status::unavailable;
   *out = std::move(t);
   return Status::ok;
+}
+
+bool RdmaLeaderTransport::settle(const ProcessId& id, const PortAddress& addr, const Link& m,
+                                 const Link& r, bool report, Peer* peer,
+                                 std::string* why) noexcept {
+  switch (pair_action(m, r)) {
+    case LinkAction::connect:
+      if (pool_->connect(*peer->ep, addr, r.qpn, r.psn) == Status::ok) return true;
+      *why = "connecting a queue pair failed";
+      if (!peer->ep->connected) {  // dropped: both ends are made anew next time
+        pool_->discard(id);
+        peer->ep = nullptr;
+      }
+      return false;
+    case LinkAction::use:
+      return true;
+    case LinkAction::leave:
+      // Another team's set-up owns the pair on one end: only this team
+      // falls back; the pair is left to that team.
+      if (report) *why = "a queue pair to a partner is being set up by another team";
+      return false;
+    case LinkAction::discard:
+      // A pair the two ends see differently is replaced at the next
+      // set-up on both ends, so they converge.
+      if (report) {
+        *why = r.state == Link::Pending ? "a queue pair to a partner is being set up by another team"
+                                        : "partners disagree on whether they are connected";
+      }
+      pool_->discard(id);
+      peer->ep = nullptr;
+      return false;
+    case LinkAction::mark_failed:
+      if (report) {
+        *why = m.state == Link::Existing && r.state == Link::Existing
+                   ? "a partner's queue pair is connected elsewhere"
+                   : "partners disagree on whether they are connected";
+      }
+      peer->ep->failed = true;
+      return false;
+  }
+  return false;
+}
+
+void RdmaLeaderTransport::renew(const ProcessId& id, Peer* peer, Link* link,
+                                std::vector<int>* created) noexcept {
+  if (link->state == Link::New) return;  // ours is fresh already
+  const int p = static_cast<int>(peer - peers_.data());
+  MLXA2A_LOG(Info, "RDMA: the queue pair %u to leader %d is replaced on both ends", link->qpn, p);
+  pool_->discard(id);
+  std::shared_ptr<Endpoint> ep;
+  bool is_new = false;
+  if (pool_->endpoint(id, &ep, &is_new) != Status::ok || !is_new) {
+    link->state = Link::Failed;  // the partner drops its new end (LinkAction::discard)
+    peer->ep = nullptr;
+    return;
+  }
+  *link = Link{Link::New, ep->qp->qpn(), ep->psn, 0};
+  peer->ep = std::move(ep);
+  try {
+    created->push_back(p);
+  } catch (...) {  // only the count of created QPs is lost
+  }
 }
 
 RdmaLeaderTransport::~RdmaLeaderTransport() {

@@ -6,9 +6,11 @@
 // Contract
 // * create() is collective over boot's members, which must be exactly the
 //   team's leaders ordered by node, then leader index (leader j of node m is
-//   member first_rank[m] + j). It always makes the same three allgathers on
-//   every member, whatever fails locally (cards, queue pairs, outcome — the
-//   last also keeps anyone from writing before its partners are in RTR), and reports failure as a Status
+//   member first_rank[m] + j). It always makes the same allgathers on every
+//   member, whatever fails locally (link layers, cards, queue pairs, outcome — the last
+//   also keeps anyone from writing before its partners are in RTR — and,
+//   before the outcome, a repair round when needs_repair() says so from the
+//   queue pairs every member saw, link_rule.h), and reports failure as a Status
 //   (*why says what); the caller must agree on the outcome across the team
 //   (core/mpi/team.cc: one allreduce) and fall back together. peers: the
 //   members this leader exchanges with (symmetric: each of them lists us).
@@ -37,6 +39,7 @@
 #include "core/hier/transport.h"
 #include "core/mlx5/endpoint_pool.h"
 #include "core/mlx5/gather.h"
+#include "core/mlx5/link_rule.h"
 #include "core/mlx5/options.h"
 
 namespace mlxa2a::mlx5 {
@@ -81,6 +84,14 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   RdmaLeaderTransport(EndpointPool* pool, const hier::StageAreas& areas, const NetOptions& opt)
       : pool_(pool), areas_(areas), opt_(opt), spin_(opt.oversubscribed) {}
   Status post(const Peer& peer, const hier::Message& m) noexcept;
+  // Set-up: what our end does with the pair to process `id` once both ends'
+  // links are known (link_rule.h). false: this team cannot use it (*why set
+  // when `report`, a connect failure always). Pool mutex held.
+  bool settle(const ProcessId& id, const PortAddress& addr, const Link& m, const Link& r,
+              bool report, Peer* peer, std::string* why) noexcept;
+  // The repair round's first half: an Existing end is replaced by a new QP
+  // (*link says New, or Failed if none could be made). Pool mutex held.
+  void renew(const ProcessId& id, Peer* peer, Link* link, std::vector<int>* created) noexcept;
   // A zero-copy message: builds sges_/wrs_ from m.gather, then posts.
   Status post_gather(const Peer& peer, const hier::Message& m) noexcept;
   Status fail(Status st) noexcept;

@@ -8,6 +8,7 @@
 
 #include "core/log.h"
 #include "core/mlx5/hca_choice.h"
+#include "core/mlx5/link_layer.h"
 
 namespace mlxa2a::mlx5 {
 
@@ -28,36 +29,57 @@ bool zero_gid(const ibv_gid& g) {
   return true;
 }
 
-// The RoCE GID to use: the forced index, else the RoCE v2 IPv4-mapped entry
-// (routable over L3, what RoCE fabrics are configured for). Without
-// _ibv_query_gid_ex (old rdma-core) the GID type is unknown; mlx5 lists each
-// address as v1 then v2, so the last IPv4-mapped entry is taken.
-int choose_gid(const Verbs& v, ibv_context* ctx, std::uint8_t port, int table_len, int forced,
-               ibv_gid* gid, std::string* why) {
+// The RoCE GIDs a port may use: the forced index, else every RoCE v2 entry
+// that is IPv4-mapped or a global IPv6 address (routable over L3, what RoCE
+// fabrics are configured for), IPv4 first, table order. The set-up picks
+// one whose subnet the other nodes share (core/mlx5/gid_choice.h). Without
+// _ibv_query_gid_ex (old rdma-core) the type is unknown; mlx5 lists each
+// address as v1 then v2, so the last IPv4-mapped entry is the one.
+std::vector<GidCandidate> gid_candidates(const Verbs& v, ibv_context* ctx, std::uint8_t port,
+                                         int table_len, int forced, std::string* why) {
+  std::vector<GidCandidate> ipv4, ipv6;
+  auto add = [](std::vector<GidCandidate>* to, const ibv_gid& g, int i, int prefix) {
+    GidCandidate c;
+    std::memcpy(c.raw, g.raw, sizeof c.raw);
+    c.index = i;
+    c.prefix = prefix;
+    to->push_back(c);
+  };
   if (forced >= 0) {
-    if (forced >= table_len || v.query_gid(ctx, port, forced, gid) != 0 || zero_gid(*gid)) {
+    ibv_gid g{};
+    if (forced >= table_len || v.query_gid(ctx, port, forced, &g) != 0 || zero_gid(g)) {
       *why = "MLXA2A_NET_GID_INDEX=" + std::to_string(forced) + " is not a valid GID";
-      return -1;
+      return {};
     }
-    return forced;
+    add(&ipv4, g, forced, 0);  // forced: no subnet to match
+    return ipv4;
   }
-  int last_mapped = -1;
   for (int i = 0; i < table_len; ++i) {
     ibv_gid g{};
-    if (v.query_gid(ctx, port, i, &g) != 0 || zero_gid(g) || !ipv4_mapped(g)) continue;
+    if (v.query_gid(ctx, port, i, &g) != 0 || zero_gid(g)) continue;
+    const bool v4 = ipv4_mapped(g);
+    if (!v4 && g.raw[0] == 0xfe && (g.raw[1] & 0xc0) == 0x80) continue;  // link-local
     if (v.query_gid_ex) {
       ibv_gid_entry e{};
-      if (v.query_gid_ex(ctx, port, static_cast<std::uint32_t>(i), &e, 0, sizeof e) == 0 &&
-          e.gid_type == IBV_GID_TYPE_ROCE_V2) {
-        *gid = g;
-        return i;
+      if (v.query_gid_ex(ctx, port, static_cast<std::uint32_t>(i), &e, 0, sizeof e) != 0 ||
+          e.gid_type != IBV_GID_TYPE_ROCE_V2) {
+        continue;
       }
+    } else if (!v4) {
+      continue;
+    } else if (!ipv4.empty()) {
+      ipv4.pop_back();  // v1 then v2: keep the later
     }
-    last_mapped = i;
-    *gid = g;
+    add(v4 ? &ipv4 : &ipv6, g, i, v4 ? 96 + 24 : 64);
   }
-  if (last_mapped < 0) *why = "no IPv4-mapped RoCE GID (set MLXA2A_NET_GID_INDEX)";
-  return last_mapped;
+  ipv4.insert(ipv4.end(), ipv6.begin(), ipv6.end());
+  if (ipv4.size() > static_cast<std::size_t>(kMaxGidCandidates)) ipv4.resize(kMaxGidCandidates);
+  if (ipv4.empty()) *why = "no routable RoCE v2 GID (set MLXA2A_NET_GID_INDEX)";
+  return ipv4;
+}
+
+std::uint32_t layer_of(const ibv_port_attr& pa) {
+  return pa.link_layer == IBV_LINK_LAYER_ETHERNET ? kLinkEth : kLinkIb;
 }
 
 // Without MLXA2A_NET_DEVICES: every ACTIVE port of every device, the one
@@ -81,6 +103,7 @@ std::vector<NetOptions::Port> ports_by_locality(const Verbs& v, ibv_device** lis
           pa.state != IBV_PORT_ACTIVE) {
         continue;
       }
+      if (!(opt.link_layers & layer_of(pa))) continue;  // the other nodes cannot reach it
       cands.push_back({v.get_device_name(list[i]), p,
                        pa.link_layer == IBV_LINK_LAYER_ETHERNET, -1});
       device_of.push_back(i);
@@ -162,6 +185,51 @@ template struct VerbsDeleter<ibv_cq>;
 template struct VerbsDeleter<ibv_mr>;
 template struct VerbsDeleter<ibv_qp>;
 
+std::uint32_t available_link_layers(const Verbs& v, const NetOptions& opt) noexcept try {
+  int n = 0;
+  std::unique_ptr<ibv_device*, decltype(v.free_device_list)> list(v.get_device_list(&n),
+                                                                   v.free_device_list);
+  std::uint32_t layers = 0;
+  for (int i = 0; list && i < n; ++i) {
+    const std::string name = v.get_device_name(list.get()[i]);
+    auto allowed = [&](int port) {
+      if (opt.devices.empty()) return true;
+      for (const NetOptions::Port& w : opt.devices) {
+        if (w.device == name && (w.port == 0 || w.port == port)) return true;
+      }
+      return false;
+    };
+    VerbsPtr<ibv_context> ctx(v.open_device(list.get()[i]), {v.close_device, "ibv_close_device"});
+    ibv_device_attr attr{};
+    if (!ctx || v.query_device(ctx.get(), &attr) != 0) continue;
+    for (int p = 1; p <= attr.phys_port_cnt; ++p) {
+      ibv_port_attr pa{};
+      if (!allowed(p) || v.query_port(ctx.get(), static_cast<std::uint8_t>(p), &pa) != 0 ||
+          pa.state != IBV_PORT_ACTIVE ||
+          (pa.link_layer != IBV_LINK_LAYER_ETHERNET && pa.lid == 0)) {
+        continue;
+      }
+      layers |= layer_of(pa);
+    }
+  }
+  return layers;
+} catch (...) {  // allocation only
+  return 0;
+}
+
+bool Device::grow_cq(int depth) noexcept {
+  if (depth <= cq_depth_) return true;
+  if (depth > attr_.max_cqe || !v_.resize_cq) return false;
+  const int want = cq_depth_ <= attr_.max_cqe / 2 && 2 * cq_depth_ > depth ? 2 * cq_depth_ : depth;
+  if (const int rc = v_.resize_cq(cq_.get(), want); rc != 0) {
+    MLXA2A_LOG(Warn, "RDMA: ibv_resize_cq to %d entries failed (%s)", want, std::strerror(rc));
+    return false;
+  }
+  MLXA2A_LOG(Debug, "RDMA: completion queue grown from %d to %d entries", cq_depth_, cq_->cqe);
+  cq_depth_ = cq_->cqe;
+  return cq_depth_ >= depth;
+}
+
 Status Device::open(const Verbs& v, const NetOptions& opt, int cq_depth,
                     std::shared_ptr<Device>* out, std::string* why) noexcept {
   try {
@@ -222,15 +290,18 @@ bool Device::take_port(int first, int last, const NetOptions& opt, std::string* 
         pa.state != IBV_PORT_ACTIVE) {
       continue;
     }
+    if (!(opt.link_layers & layer_of(pa))) {
+      *why = std::string("no ACTIVE ") + link_layer_name(opt.link_layers) +
+             " port (the other nodes' leaders have no other link layer)";
+      continue;
+    }
     port_ = static_cast<std::uint8_t>(p);
     addr_.mtu = static_cast<std::uint8_t>(pa.active_mtu);
     addr_.roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
     if (addr_.roce) {
-      ibv_gid g{};
-      const int idx = choose_gid(v_, context(), port_, pa.gid_tbl_len, opt.gid_index, &g, why);
-      if (idx < 0) continue;
-      addr_.gid_index = idx;
-      std::memcpy(addr_.gid, g.raw, sizeof g.raw);
+      gids_ = gid_candidates(v_, context(), port_, pa.gid_tbl_len, opt.gid_index, why);
+      if (gids_.empty()) continue;
+      use_gid(0);  // until a set-up matches the other nodes' subnets
     } else {
       if (pa.lid == 0) continue;  // no subnet manager has configured the port yet
       addr_.lid = pa.lid;

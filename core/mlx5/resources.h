@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/mlx5/gid_choice.h"
 #include "core/mlx5/options.h"
 #include "core/mlx5/qos.h"
 #include "core/mlx5/verbs.h"
@@ -42,6 +43,11 @@ struct PortAddress {
   std::uint8_t mtu = 0;        // enum ibv_mtu, the port's active MTU
 };
 
+// The link layers (link_layer.h bits) of the ACTIVE, addressable ports this
+// process may use (MLXA2A_NET_DEVICES, else all). Opens each device briefly:
+// set-up only. 0 when there is none.
+std::uint32_t available_link_layers(const Verbs& v, const NetOptions& opt) noexcept;
+
 class Device {
  public:
   // Opens the first usable port in opt.devices (or the first ACTIVE port of
@@ -57,8 +63,21 @@ class Device {
   ibv_pd* pd() const { return pd_.get(); }
   ibv_cq* cq() const { return cq_.get(); }
   int cq_depth() const { return cq_depth_; }
+  // Grows the CQ to at least `depth` entries (ibv_resize_cq, which keeps its
+  // completions): to twice its depth when that is more, never past max_cqe.
+  // Nobody may poll it meanwhile (the pool's mutex). false: it stays as it was.
+  bool grow_cq(int depth) noexcept;
   std::uint8_t port() const { return port_; }
   const PortAddress& address() const { return addr_; }
+  // RoCE: the GIDs this port may use (table order; only the forced one with
+  // MLXA2A_NET_GID_INDEX). Empty on InfiniBand.
+  const std::vector<GidCandidate>& gids() const { return gids_; }
+  // Addresses the port by candidate `i` of gids() from now on (before any QP
+  // connects: the pool's job).
+  void use_gid(std::size_t i) noexcept {
+    addr_.gid_index = gids_[i].index;
+    for (int b = 0; b < 16; ++b) addr_.gid[b] = gids_[i].raw[b];
+  }
   const ibv_device_attr& attr() const { return attr_; }
   const std::string& name() const { return name_; }
   // Traffic class, SL and P_Key every QP on this port uses (core/mlx5/qos.h).
@@ -79,6 +98,7 @@ class Device {
   int cq_depth_ = 0;
   std::uint8_t port_ = 1;
   PortAddress addr_;
+  std::vector<GidCandidate> gids_;
   ibv_device_attr attr_{};
   std::string name_;
   Qos qos_;

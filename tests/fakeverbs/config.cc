@@ -5,8 +5,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <arpa/inet.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "common.h"
@@ -106,6 +108,49 @@ std::vector<uint16_t> pkey_table(bool roce) {
   return out;
 }
 
+// One FAKEVERBS_GIDS entry: "[v1:]ADDR/PREFIX"; false if malformed.
+bool parse_gid(std::string item, DeviceSpec::GidEntry* e) {
+  if (item.rfind("v1:", 0) == 0) {
+    e->type = IBV_GID_TYPE_ROCE_V1;
+    item = item.substr(3);
+  }
+  const size_t slash = item.find('/');
+  if (slash == std::string::npos) return false;
+  const std::string addr = item.substr(0, slash);
+  char* end = nullptr;
+  const long prefix = strtol(item.c_str() + slash + 1, &end, 10);
+  if (*end) return false;
+  if (addr.find(':') == std::string::npos) {
+    e->gid.raw[10] = e->gid.raw[11] = 0xff;
+    e->prefix = int(96 + prefix);
+    return prefix >= 0 && prefix <= 32 && inet_pton(AF_INET, addr.c_str(), &e->gid.raw[12]) == 1;
+  }
+  e->prefix = int(prefix);
+  return prefix >= 0 && prefix <= 128 && inet_pton(AF_INET6, addr.c_str(), e->gid.raw) == 1;
+}
+
+// The GID table of a RoCE port whose own address is `gid`.
+std::vector<DeviceSpec::GidEntry> gid_table(const ibv_gid& gid) {
+  std::vector<DeviceSpec::GidEntry> def(2);
+  def[0] = {gid, IBV_GID_TYPE_ROCE_V2, 96 + 8};
+  def[1] = {gid, IBV_GID_TYPE_ROCE_V1, 96 + 8};
+  const char* v = getenv("FAKEVERBS_GIDS");
+  if (!v || !*v) return def;
+  std::vector<DeviceSpec::GidEntry> out;
+  const int n = int(std::count(v, v + strlen(v), ',')) + 1;
+  for (int i = 0; i < n; ++i) {
+    const std::string item = list_item(v, i);
+    DeviceSpec::GidEntry e;
+    if (!parse_gid(item, &e) || out.size() == size_t(Limits::kGidTableLen)) {
+      log_error("FAKEVERBS_GIDS=%s: item '%s' is not [v1:]ADDR/PREFIX (or more than %d), "
+                "using the default table", v, item.c_str(), Limits::kGidTableLen);
+      return def;
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
 ibv_port_state port_state() {
   const char* v = getenv("FAKEVERBS_PORT_STATE");
   if (!v || !strcmp(v, "active")) return IBV_PORT_ACTIVE;
@@ -137,6 +182,8 @@ std::vector<DeviceSpec> make_devices() {
       r[13] = uint8_t(node);
       r[14] = uint8_t(i);
       r[15] = 1;
+      d.gids = gid_table(d.gid);
+      d.gid = d.gids[0].gid;
     } else {
       d.lid = uint16_t(1 + node * 16 + i);
       // Link-local IB GID: fe80::/64 + port GUID (big endian).
@@ -168,6 +215,14 @@ std::string address_key(bool roce, uint16_t lid, const ibv_gid& gid) {
     for (int i = 0; i < 16; ++i) p += snprintf(p, 3, "%02x", gid.raw[i]);
   }
   return buf;
+}
+
+bool same_subnet(const ibv_gid& a, const ibv_gid& b, int prefix) {
+  for (int bit = 0; bit < prefix && bit < 128; ++bit) {
+    const int mask = 0x80 >> (bit % 8);
+    if ((a.raw[bit / 8] & mask) != (b.raw[bit / 8] & mask)) return false;
+  }
+  return true;
 }
 
 std::string DeviceSpec::address_key() const {

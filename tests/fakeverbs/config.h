@@ -11,6 +11,13 @@
 // FAKEVERBS_NUMA=n[,...]    NUMA node of each device (comma list, the last
 //                           repeated), answered as sysfs "device/numa_node"
 //                           through ibv_read_sysfs_file (default: unknown)
+// FAKEVERBS_GIDS=[v1:]ADDR/PREFIX,...  the GID table of RoCE ports, by index
+//                           (at most 8): IPv4 addresses as IPv4-mapped GIDs,
+//                           IPv6 as they are, RoCE v2 unless "v1:". A packet
+//                           is routed only to a GID inside the source GID's
+//                           subnet (ADDR/PREFIX), else dropped (retries run
+//                           out). Default: the port's IPv4-mapped GID in
+//                           10.0.0.0/8 as v2 (index 0) and v1 (index 1)
 // FAKEVERBS_DIR=path        rendezvous directory (default: see rendezvous.h)
 // FAKEVERBS_FAULT=...       fault injection (see fault.h)
 //
@@ -48,6 +55,12 @@ struct DeviceSpec {
   uint16_t lid = 0;    // 0 on RoCE ports
   uint64_t guid = 0;   // host order
   ibv_gid gid{};       // GID index 0
+  struct GidEntry {
+    ibv_gid gid{};
+    ibv_gid_type type = IBV_GID_TYPE_ROCE_V2;
+    int prefix = 128;  // bits of the 128-bit GID that name its subnet
+  };
+  std::vector<GidEntry> gids;  // RoCE: the GID table (index order); gids[0].gid == gid
   std::vector<uint16_t> pkeys;  // P_Key table (host order), pkey_table_len() long
   int numa = -1;                // FAKEVERBS_NUMA; -1: unknown (no answer)
   std::string address_key() const;  // how peers name this port (rendezvous)
@@ -66,5 +79,7 @@ const DeviceSpec* device_of(const ibv_device* dev);
 
 // Key of a remote port as named by an address vector (LID on IB, GID on RoCE).
 std::string address_key(bool roce, uint16_t lid, const ibv_gid& gid);
+// Whether `b` lies in a's subnet (the first `prefix` bits equal).
+bool same_subnet(const ibv_gid& a, const ibv_gid& b, int prefix);
 
 }  // namespace fakeverbs

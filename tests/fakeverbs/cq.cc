@@ -10,12 +10,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <vector>
 
 #include "objects.h"
 
 namespace fakeverbs {
 
 void retire_send_cqe(Context& ctx, uint32_t qpn, uint32_t seq);  // post.cc
+
 
 bool cq_push(wire::CqRing* ring, const wire::Cqe& e) {
   SharedLock lk(&ring->mu);
@@ -86,7 +88,14 @@ using namespace fakeverbs;
 
 namespace {
 std::atomic<uint32_t> g_cq_seq{0};
+
+// mlx5 rounds the ring up to a power of two and reports one less.
+uint32_t ring_size(int cqe) {
+  uint32_t cap = 1;
+  while (cap < uint32_t(cqe) + 1) cap <<= 1;
+  return cap;
 }
+}  // namespace
 
 FV_EXPORT ibv_cq* ibv_create_cq(ibv_context* c, int cqe, void* cq_context,
                                 ibv_comp_channel* channel, int comp_vector) {
@@ -101,13 +110,14 @@ FV_EXPORT ibv_cq* ibv_create_cq(ibv_context* c, int cqe, void* cq_context,
     errno = EINVAL;
     return nullptr;
   }
-  // mlx5 rounds the ring up to a power of two and reports one less.
-  uint32_t cap = 1;
-  while (cap < uint32_t(cqe) + 1) cap <<= 1;
+  const uint32_t cap = ring_size(cqe);
   auto* cq = new Cq;
   cq->ctx = ctx;
   std::string name = std::to_string(getpid()) + ".cq." + std::to_string(++g_cq_seq);
-  if (!cq->file.create(name, sizeof(wire::CqRing) + sizeof(wire::Cqe) * (cap - 1))) {
+  // The file has room for the largest ring ibv_resize_cq may make (sparse:
+  // pages cost nothing until used), so peers that mapped it never remap.
+  const uint32_t reserve = ring_size(limits().max_cqe) - 1;
+  if (!cq->file.create(name, sizeof(wire::CqRing) + sizeof(wire::Cqe) * reserve)) {
     int e = errno;
     delete cq;
     errno = e;
@@ -134,6 +144,29 @@ FV_EXPORT ibv_cq* ibv_create_cq(ibv_context* c, int cqe, void* cq_context,
     ctx->channel_cqs.push_back(cq);
   }
   return &q;
+}
+
+// man ibv_resize_cq: the new size must hold the completions now in the CQ
+// and stay within max_cqe; cq->cqe says what was granted. The live entries
+// keep their order; peers see the new capacity at their next push.
+FV_EXPORT int ibv_resize_cq(ibv_cq* c, int cqe) {
+  Cq* cq = owner_of<Cq>(c);
+  if (!cq || cqe < 1 || cqe > limits().max_cqe) return EINVAL;
+  const uint32_t cap = ring_size(cqe);
+  wire::CqRing* r = cq->ring;
+  SharedLock lk(&r->mu);
+  const uint64_t used = r->tail - r->head;
+  if (used > cap - 1) {
+    log_error("ibv_resize_cq: %llu completions do not fit %u entries (EINVAL)",
+              (unsigned long long)used, cap - 1);
+    return EINVAL;
+  }
+  std::vector<wire::Cqe> live(used);
+  for (uint64_t i = 0; i < used; ++i) live[i] = r->entries()[(r->head + i) % r->capacity];
+  r->capacity = cap - 1;
+  for (uint64_t i = 0; i < used; ++i) r->entries()[(r->head + i) % r->capacity] = live[i];
+  c->cqe = int(cap - 1);
+  return 0;
 }
 
 FV_EXPORT int ibv_destroy_cq(ibv_cq* c) {

@@ -133,15 +133,20 @@ int query_port_op(ibv_context* c, uint8_t port, ibv_port_attr* p, size_t len) {
   return 0;
 }
 
-// GID table: IB has index 0 (link-local prefix + GUID); RoCE has the
-// IPv4-mapped address as RoCE v2 (index 0) and v1 (index 1).
+// GID table: IB has index 0 (link-local prefix + GUID); RoCE has its table
+// (FAKEVERBS_GIDS; by default the IPv4-mapped address as RoCE v2, index 0,
+// and v1, index 1).
 bool gid_at(const DeviceSpec& d, int index, ibv_gid* gid, ibv_gid_type* type) {
-  if (index == 0 || (d.roce && index == 1)) {
-    *gid = d.gid;
-    *type = !d.roce ? IBV_GID_TYPE_IB : index == 0 ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_ROCE_V1;
+  if (d.roce) {
+    if (index < 0 || size_t(index) >= d.gids.size()) return false;
+    *gid = d.gids[size_t(index)].gid;
+    *type = d.gids[size_t(index)].type;
     return true;
   }
-  return false;
+  if (index != 0) return false;
+  *gid = d.gid;
+  *type = IBV_GID_TYPE_IB;
+  return true;
 }
 
 }  // namespace
@@ -226,6 +231,20 @@ Context* make_context(const DeviceSpec* d, pid_t owner, int cmd_fd) {
   return ctx;
 }
 
+// Peers name a RoCE port by any GID of its table: each GID but the port's
+// own (index 0, its key) is published as a link to the key (qp.cc,
+// dest_key_of).
+void publish_gids(Context& ctx) {
+  const DeviceSpec& d = *ctx.dev;
+  for (size_t i = 1; d.roce && i < d.gids.size(); ++i) {
+    if (!memcmp(&d.gids[i].gid, &d.gid, sizeof d.gid)) continue;
+    const std::string link = "gid." + address_key(true, 0, d.gids[i].gid);
+    if (publish_link(link, std::to_string(getpid()) + ".port." + d.address_key())) {
+      ctx.gid_links.push_back(link);
+    }
+  }
+}
+
 }  // namespace fakeverbs
 
 FV_EXPORT ibv_context* ibv_open_device(ibv_device* dev) {
@@ -243,6 +262,7 @@ FV_EXPORT ibv_context* ibv_open_device(ibv_device* dev) {
   }
   Context* ctx = make_context(d, getpid(), fd);
   ctx->cmd_file = name;
+  publish_gids(*ctx);
   return ctx->ibv();
 }
 
@@ -256,6 +276,7 @@ FV_EXPORT int ibv_close_device(ibv_context* c) {
   close(ctx->async_fd);
   if (c->cmd_fd >= 0) close(c->cmd_fd);
   if (!ctx->cmd_file.empty()) remove_entry(ctx->cmd_file);
+  for (const std::string& l : ctx->gid_links) remove_entry(l);
   delete ctx;
   return 0;
 }

@@ -27,6 +27,17 @@ void flush_locked(wire::QpShared* sh, wire::CqRing* cq) {
   }
 }
 
+// The responder side of a failed operation: its QP enters the error state
+// too (IB spec 9.9.3: responder class errors), flushing its receives.
+// The owner learns of it by an affiliated asynchronous event, delivered by
+// its next ibv_poll_cq (deliver_events).
+void responder_error(wire::QpShared* peer, wire::CqRing* peer_cq, ibv_event_type ev) {
+  SharedLock lk(&peer->mu);
+  peer->state = IBV_QPS_ERR;
+  if (!peer->pending_event) peer->pending_event = uint32_t(ev) + 1;
+  flush_locked(peer, peer_cq);
+}
+
 namespace {
 
 // MR check as done by an HCA for a local (lkey) or remote (rkey) access of
@@ -56,17 +67,6 @@ MrHit mr_lookup(wire::MrTable* t, uint32_t key, uint32_t pd, uint64_t addr, uint
     h.pin = {mem_pid_of(t, e), e.key, e.addr};
   }
   return h;
-}
-
-// The responder side of a failed operation: its QP enters the error state
-// too (IB spec 9.9.3: responder class errors), flushing its receives.
-// The owner learns of it by an affiliated asynchronous event, delivered by
-// its next ibv_poll_cq (deliver_events).
-void responder_error(wire::QpShared* peer, wire::CqRing* peer_cq, ibv_event_type ev) {
-  SharedLock lk(&peer->mu);
-  peer->state = IBV_QPS_ERR;
-  if (!peer->pending_event) peer->pending_event = uint32_t(ev) + 1;
-  flush_locked(peer, peer_cq);
 }
 
 class Executor {

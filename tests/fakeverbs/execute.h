@@ -66,4 +66,9 @@ void flush_relaxed(Qp& qp);
 // holds sh->mu.
 void flush_locked(wire::QpShared* sh, wire::CqRing* cq);
 
+// Moves `peer` to the error state as a responder-class error does (IB spec
+// 9.9.3), flushing its receives into peer_cq; its owner gets `ev` as an
+// affiliated async event at its next ibv_poll_cq.
+void responder_error(wire::QpShared* peer, wire::CqRing* peer_cq, ibv_event_type ev);
+
 }  // namespace fakeverbs

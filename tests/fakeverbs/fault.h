@@ -17,6 +17,11 @@
 //                  probability P, drawn from the QP's seeded stream (hca.h)
 //   qp_error=N     at the Nth ibv_post_send call the QP moves to the error
 //                  state (IBV_EVENT_QP_FATAL); the WRs are flushed
+//   resp_error=N   at the Nth ibv_query_qp call every QP of this process in
+//                  RTS moves to the error state as a responder error does
+//                  (a late write hitting a deregistered rkey): its receives
+//                  are flushed and IBV_EVENT_QP_ACCESS_ERR is raised, but no
+//                  send of ours fails and the partner's end stays in RTS
 //   port_down=N    at the Nth ibv_post_send call the port goes down
 //                  (IBV_EVENT_PORT_ERR; ibv_query_port says DOWN): WRs are
 //                  retried until the QP's retry budget runs out, as on a
@@ -36,6 +41,7 @@ bool fail_post_send();
 bool fail_post_recv();
 bool fail_reg_mr();
 bool qp_error_now();
+bool resp_error_now();
 bool port_down_now();
 // -1, or the ibv_wc_status to force on a WR: the qp_index-th (from 1) posted
 // on a QP connected to dest_qpn; `rng` is that QP's fault stream.

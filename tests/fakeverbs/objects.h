@@ -36,6 +36,7 @@ struct Context {
   const DeviceSpec* dev = nullptr;
   pid_t owner_pid = 0;    // the process that opened it (another one if imported)
   std::string cmd_file;   // rendezvous name of cmd_fd's file (opened here only)
+  std::vector<std::string> gid_links;  // "gid.<key>" links this context published
   std::mutex mu;
   std::map<uint32_t, Qp*> qps;  // by QPN, for progress and SQ retirement
   std::vector<Cq*> channel_cqs;  // CQs with a completion channel (channel.cc)

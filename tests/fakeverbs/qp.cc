@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "execute.h"
+#include "fault.h"
 #include "hca.h"
 #include "objects.h"
 
@@ -112,6 +114,34 @@ const char* check_values(const Qp& qp, const ibv_qp_attr& a, int mask) {
 }
 
 std::atomic<uint32_t> g_qp_seq{0};
+
+// The key of the port an address vector names. RoCE: the dgid may be any
+// GID of the peer's table (its links, device.cc publish_gids); a dgid outside
+// the source GID's subnet is not routed - the key names nobody, so packets
+// are dropped and retried until the retry count runs out, as on a fabric.
+std::string dest_key_of(const DeviceSpec& d, const ibv_ah_attr& ah) {
+  if (!d.roce) return address_key(false, ah.dlid, ah.grh.dgid);
+  const std::string own = address_key(true, 0, ah.grh.dgid);
+  const size_t s = ah.grh.sgid_index;
+  if (s < d.gids.size() && !same_subnet(d.gids[s].gid, ah.grh.dgid, d.gids[s].prefix)) {
+    log_error("GID index %zu cannot reach the destination GID (another subnet): not routed", s);
+    return "unroutable." + own;
+  }
+  const std::string target = resolve_link("gid." + own);
+  const size_t at = target.find(".port.");
+  return at == std::string::npos ? own : target.substr(at + 6);
+}
+
+// FAKEVERBS_FAULT resp_error: every QP of ours in RTS fails as a responder
+// would, with nothing on our send side (fault.h).
+void responder_errors(Context& ctx) {
+  std::lock_guard<std::mutex> g(ctx.mu);
+  for (auto& [qpn, qp] : ctx.qps) {
+    if (qp->state() != IBV_QPS_RTS) continue;
+    log_error("FAKEVERBS_FAULT: QP 0x%x fails as a responder (IBV_EVENT_QP_ACCESS_ERR)", qpn);
+    responder_error(qp->sh, qp->recv_cq ? qp->recv_cq->ring : nullptr, IBV_EVENT_QP_ACCESS_ERR);
+  }
+}
 
 }  // namespace
 
@@ -269,7 +299,7 @@ FV_EXPORT int ibv_modify_qp(ibv_qp* q, ibv_qp_attr* a, int mask) {
     if (mask & IBV_QP_DEST_QPN) sh->dest_qpn = a->dest_qp_num;
     if (mask & IBV_QP_AV) {
       const ibv_ah_attr& ah = a->ah_attr;
-      std::string k = address_key(qp->ctx->dev->roce, ah.dlid, ah.grh.dgid);
+      std::string k = dest_key_of(*qp->ctx->dev, ah);
       snprintf(sh->dest_key, sizeof sh->dest_key, "%s", k.c_str());
     }
     if (next == IBV_QPS_RESET) sh->rq_head = sh->rq_tail;
@@ -300,6 +330,7 @@ FV_EXPORT int ibv_modify_qp(ibv_qp* q, ibv_qp_attr* a, int mask) {
 FV_EXPORT int ibv_query_qp(ibv_qp* q, ibv_qp_attr* a, int, ibv_qp_init_attr* ia) {
   Qp* qp = owner_of<Qp>(q);
   if (!qp || !a || !ia) return fail(EINVAL);
+  if (fault::resp_error_now()) responder_errors(*qp->ctx);  // before qp->mu (lock order)
   std::lock_guard<std::mutex> g(qp->mu);
   *a = qp->attr;
   a->qp_state = a->cur_qp_state = qp->state();

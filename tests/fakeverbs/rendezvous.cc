@@ -26,7 +26,7 @@ void sweep(const std::string& dir, pid_t self_too) {
     std::string name = e->d_name;
     if (name == "." || name == "..") continue;
     pid_t pid = owner_pid_of(name);
-    if (pid == 0 && name.rfind("qpn.", 0) == 0) {
+    if (pid == 0 && (name.rfind("qpn.", 0) == 0 || name.rfind("gid.", 0) == 0)) {
       char target[256];
       ssize_t n = readlinkat(dirfd(d), name.c_str(), target, sizeof target - 1);
       if (n > 0) {

@@ -8,19 +8,27 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/hier/hier_alltoall.h"
+#include "core/mlx5/endpoint_pool.h"
+#include "core/mlx5/gid_choice.h"
 #include "core/mlx5/hca_choice.h"
+#include "core/mlx5/link_layer.h"
 #include "core/mlx5/qos.h"
 #include "core/mlx5/resources.h"
 #include "core/mlx5/verbs.h"
 #include "tests/mlx5/rdma_fixture.h"
 #include "tests/shm/fork_team.h"
+#include "tests/shm/pattern.h"
 
 namespace mlxa2a::mlx5 {
 namespace {
@@ -233,6 +241,148 @@ TEST(HcaChoice, DeviceOpenTakesTheNearestHcaPerLeaderSlot) {
   in_child([] { return opens(0, {}, "mlx5_0", "numa?-unknown,rail1/4"); },
            Env{{"FAKEVERBS_DEVICES", "4"}});
 }
+
+// Link layer (issue 27, item 4): a leader skips ports the other nodes'
+// leaders cannot reach. Two single-rank nodes, each describing its own
+// fakeverbs devices: node 0 lists `link0` (a comma list per device), node 1
+// `link1`. want_dev0: the device node 0's leader must take ("" when the
+// set-up must be refused on both).
+int link_rank(shm::test::ForkBootstrap& boot, int rank, const test::ForkGroupWiring& wiring,
+              const char* link0, const char* link1, const char* want_dev0) {
+  const char* link = rank == 0 ? link0 : link1;
+  const std::string devices = std::to_string(1 + std::count(link, link + std::strlen(link), ','));
+  setenv("FAKEVERBS_DEVICES", devices.c_str(), 1);
+  setenv("FAKEVERBS_LINK", link, 1);
+  const std::vector<int> nodes = {0, 1};
+  const NetOptions opt = test::test_options();
+  const bool refuse = *want_dev0 == 0;
+  std::unique_ptr<hier::HierAlltoall> e;
+  int created = 0;
+  const int rc = test::build_rdma_hier(boot, rank, nodes, {}, opt, wiring, &e,
+                                       refuse ? Status::unavailable : Status::ok, &created);
+  if (refuse) return rc == 42 ? 0 : 1;
+  FT_CHECK(rc == 0 && created == 1);
+  std::vector<unsigned char> send(2 * 64), recv(2 * 64, 0);
+  shm::test::fill_send(send, rank, 2, 1, 64);
+  FT_CHECK_STATUS(e->run(send.data(), recv.data(), 64), Status::ok);
+  FT_CHECK(shm::test::check_recv(recv, rank, 2, 1, 64));
+  std::string why;
+  const EndpointPool* pool = EndpointPool::get(opt, &why);
+  FT_CHECK(pool != nullptr);
+  if (rank == 0) {
+    if (pool->device()->name() != want_dev0) {
+      std::fprintf(stderr, "took %s: %s\n", pool->device()->name().c_str(),
+                   fabric_summary().c_str());
+    }
+    FT_CHECK(pool->device()->name() == want_dev0);
+    FT_CHECK(fabric_summary().find("link-by=team") != std::string::npos);
+  }
+  e.reset();
+  EndpointPool::shutdown();
+  return 0;
+}
+
+void run_link_case(const char* link0, const char* link1, const char* want_dev0) {
+  test::ForkGroupWiring wiring(2);
+  ASSERT_TRUE(wiring.ok());
+  const auto res = shm::test::run_forked_nodes(
+      {0, 1},
+      [&](shm::test::ForkBootstrap& boot, int rank) {
+        return link_rank(boot, rank, wiring, link0, link1, want_dev0);
+      },
+      30);
+  EXPECT_FALSE(res.hung);
+  for (std::size_t r = 0; r < res.exit_codes.size(); ++r) {
+    EXPECT_EQ(res.exit_codes[r], 0) << "rank " << r << " (" << link0 << " / " << link1 << ")";
+  }
+}
+
+TEST(LinkLayer, TheRule) {
+  const std::uint32_t both_ib[] = {kLinkAny, kLinkIb};
+  EXPECT_EQ(agree_link_layer(both_ib, 2), kLinkIb);
+  const std::uint32_t eth[] = {kLinkAny, kLinkEth, 0};  // 0: a leader without RDMA
+  EXPECT_EQ(agree_link_layer(eth, 3), kLinkEth);
+  const std::uint32_t any[] = {kLinkAny, kLinkAny};
+  EXPECT_EQ(agree_link_layer(any, 2), kLinkIb);
+  const std::uint32_t none[] = {kLinkIb, kLinkEth};
+  EXPECT_EQ(agree_link_layer(none, 2), 0u);
+}
+
+TEST(LinkLayer, LeaderSkipsPortsTheOtherNodesCannotReach) {
+  run_link_case("eth,ib", "ib", "mlx5_1");  // its first port is RoCE: skipped
+  run_link_case("ib,eth", "eth", "mlx5_1");
+}
+
+TEST(LinkLayer, NoLayerInCommonIsRefusedOnEveryLeader) { run_link_case("eth", "ib", ""); }
+
+// GID choice (issue 27, item 3): each node's RoCE port has several GIDs;
+// the first IPv4-mapped one of each is on a per-node subnet the other node
+// cannot route to (fakeverbs drops such packets). The leaders must agree on
+// the entries of their common subnet; an IPv6-only table works too. The
+// trace's summary names the index: gid=<index>.
+int gid_rank(shm::test::ForkBootstrap& boot, int rank, const test::ForkGroupWiring& wiring,
+             const char* gids0, const char* gids1, const char* want) {
+  setenv("FAKEVERBS_LINK", "eth", 1);
+  setenv("FAKEVERBS_GIDS", rank == 0 ? gids0 : gids1, 1);
+  const std::vector<int> nodes = {0, 1};
+  const NetOptions opt = test::test_options();
+  std::unique_ptr<hier::HierAlltoall> e;
+  int created = 0;
+  FT_CHECK(test::build_rdma_hier(boot, rank, nodes, {}, opt, wiring, &e, Status::ok, &created) ==
+           0);
+  std::vector<unsigned char> send(2 * 64), recv(2 * 64, 0);
+  shm::test::fill_send(send, rank, 2, 1, 64);
+  FT_CHECK_STATUS(e->run(send.data(), recv.data(), 64), Status::ok);
+  FT_CHECK(shm::test::check_recv(recv, rank, 2, 1, 64));
+  if (fabric_summary().find(want) == std::string::npos) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, fabric_summary().c_str());
+  }
+  FT_CHECK(fabric_summary().find(want) != std::string::npos);
+  e.reset();
+  EndpointPool::shutdown();
+  return 0;
+}
+
+void run_gid_case(const char* gids0, const char* gids1, const char* want) {
+  test::ForkGroupWiring wiring(2);
+  ASSERT_TRUE(wiring.ok());
+  const auto res = shm::test::run_forked_nodes(
+      {0, 1},
+      [&](shm::test::ForkBootstrap& boot, int rank) {
+        return gid_rank(boot, rank, wiring, gids0, gids1, want);
+      },
+      30);
+  EXPECT_FALSE(res.hung);
+  for (std::size_t r = 0; r < res.exit_codes.size(); ++r) {
+    EXPECT_EQ(res.exit_codes[r], 0) << "rank " << r << " (" << gids0 << " / " << gids1 << ")";
+  }
+}
+
+TEST(GidChoice, TheRule) {
+  GidList l[3];
+  auto v4 = [](GidList* g, std::uint8_t a, std::uint8_t b, std::uint8_t c, std::uint8_t d) {
+    GidCandidate& e = g->e[g->n];
+    e.raw[10] = e.raw[11] = 0xff;
+    e.raw[12] = a, e.raw[13] = b, e.raw[14] = c, e.raw[15] = d;
+    e.index = static_cast<std::int32_t>(g->n++);
+    e.prefix = 96 + 24;
+  };
+  v4(&l[0], 10, 1, 0, 1), v4(&l[0], 192, 168, 7, 1);
+  v4(&l[1], 10, 2, 0, 1), v4(&l[1], 192, 168, 7, 2);
+  bool matched = false;
+  EXPECT_EQ(choose_gid(l, 3, 0, &matched), 1);  // l[2] has none: ignored
+  EXPECT_TRUE(matched);
+  v4(&l[2], 172, 16, 0, 3);  // nobody shares its subnet
+  EXPECT_EQ(choose_gid(l, 3, 0, &matched), 0);
+  EXPECT_FALSE(matched);
+}
+
+TEST(GidChoice, LeadersTakeTheirCommonSubnetNotTheFirstEntry) {
+  run_gid_case("10.1.0.1/24,192.168.7.1/24", "10.2.0.1/24,192.168.7.2/24",
+               "gid=1 gid-by=subnet");
+}
+
+TEST(GidChoice, Ipv6OnlyRoce) { run_gid_case("fd00:7::1/64", "fd00:7::2/64", "gid=0 gid-by=subnet"); }
 
 }  // namespace
 }  // namespace mlxa2a::mlx5

@@ -4,6 +4,8 @@
 // the partner's end is still being connected by its other team.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "core/mlx5/link_rule.h"
 
 namespace mlxa2a::mlx5 {
@@ -58,6 +60,31 @@ TEST(LinkRule, ExistingEndReplacedWhenThePartnerStartsAnewOrFailed) {
     EXPECT_EQ(pair_action(make(Link::Existing, 10, 20), make(theirs, 20)),
               LinkAction::mark_failed);
   }
+}
+
+// A QP found in error at set-up is replaced on one end (New) while the
+// partner's end is still connected (Existing): both ends redo the pair in the
+// set-up's repair round, as they do two ends connected elsewhere.
+TEST(LinkRule, LiveEndsThatDisagreeAreRepairedTogether) {
+  EXPECT_TRUE(repairable(make(Link::New, 10), make(Link::Existing, 20, 9)));
+  EXPECT_TRUE(repairable(make(Link::Existing, 20, 9), make(Link::New, 10)));
+  EXPECT_TRUE(repairable(make(Link::Existing, 10, 20), make(Link::Existing, 21, 10)));
+  EXPECT_FALSE(repairable(make(Link::New, 10), make(Link::New, 20)));
+  EXPECT_FALSE(repairable(make(Link::Existing, 10, 20), make(Link::Existing, 20, 10)));
+  for (std::uint32_t other : {Link::None, Link::Failed, Link::Pending}) {
+    EXPECT_FALSE(repairable(make(Link::New, 10), make(other, 20, 10)));
+    EXPECT_FALSE(repairable(make(other, 20, 10), make(Link::Existing, 10, 20)));
+  }
+}
+
+TEST(LinkRule, EveryMemberAgreesWhetherARepairRoundIsNeeded) {
+  // Three members; 0-1 connected to each other, 0-2 and 1-2 not partners.
+  std::vector<Link> all(9);
+  all[0 * 3 + 1] = make(Link::Existing, 10, 20);
+  all[1 * 3 + 0] = make(Link::Existing, 20, 10);
+  EXPECT_FALSE(needs_repair(all.data(), 3));
+  all[1 * 3 + 0] = make(Link::New, 21);  // 1 found its QP in error and made a new one
+  EXPECT_TRUE(needs_repair(all.data(), 3));
 }
 
 }  // namespace

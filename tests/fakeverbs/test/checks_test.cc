@@ -323,6 +323,30 @@ TEST(Resources, CqOverflowReported) {
   }, {"FAKEVERBS_QUIET=1"});
 }
 
+// ibv_resize_cq keeps the completions in the CQ, in order, refuses a size
+// they do not fit, and the grown ring holds what overran the old one.
+TEST(Resources, ResizeCqKeepsCompletionsAndGrows) {
+  run_one([](Channel&) {
+    EndpointOptions o;
+    o.cqe = 3;  // a 3-entry ring
+    Endpoint e(o);
+    EXPECT_EQ(e.cq->cqe, 3);
+    e.connect_self();
+    Address self = e.address();
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(e.post_write(i, self, 0, 8, true, 1024), 0);
+    usleep(200 * 1000);  // all three written
+    EXPECT_EQ(ibv_resize_cq(e.cq, 1), EINVAL);  // 3 completions do not fit 1
+    EXPECT_EQ(ibv_resize_cq(e.cq, 5000000), EINVAL);  // past max_cqe
+    ASSERT_EQ(ibv_resize_cq(e.cq, 8), 0);
+    EXPECT_EQ(e.cq->cqe, 15);
+    for (int i = 3; i < 12; ++i) ASSERT_EQ(e.post_write(i, self, 0, 8, true, 1024), 0);
+    usleep(200 * 1000);
+    ibv_wc wc[16];
+    ASSERT_EQ(ibv_poll_cq(e.cq, 16, wc), 12);  // no overrun in the grown ring
+    for (int i = 0; i < 12; ++i) EXPECT_EQ(wc[i].wr_id, std::uint64_t(i));
+  }, {"FAKEVERBS_QUIET=1"});
+}
+
 TEST(Resources, DeregOfMrInUseCaught) {
   run_one([](Channel&) {
     Endpoint e;
