@@ -197,6 +197,15 @@ TeamTuning::Step TeamTuning::begin(std::uint64_t bytes, Route fixed, std::uint64
     }
   }
   if (!cs.tuner) return {cs.path, false, false, cs.reason().c_str(), kForever};
+  if (cs.tuner->trial_calls() == 0) {
+    // The prior as of the class's first recorded call, equal on every rank
+    // (an earlier, mismatched call may have made the tuner on this rank only).
+    try {
+      cs.tuner->set_prior(prior(cls, candidates(cls, fixed)));
+    } catch (...) {
+      return {fixed, false, false, "tuning: out of memory, fixed rules", 0};
+    }
+  }
   const tuning::ClassTuner::Step s = cs.tuner->next(call);
   const auto i = static_cast<std::size_t>(s.path);
   const char* reason = !cs.tuner->decided() ? kTrialReason[i]

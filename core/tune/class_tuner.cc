@@ -29,14 +29,20 @@ ClassTuner::ClassTuner(std::span<const Route> candidates, unsigned samples, int 
                        std::uint64_t seed)
     : candidates_(candidates.begin(), candidates.end()),
       seed_(seed),
-      prior_(prior),
+      samples_(samples),
       times_(candidates.size()),
       medians_(candidates.size(), 0.0) {
   assert(candidates.size() >= 2 && candidates.size() <= kMaxCandidates);
-  // Without a prior: a first look after 4 rounds, then every 4 (at most 3
-  // agreements at 12 samples). A prior halves the rounds and looks every 2.
+  set_prior(prior);
+}
+
+// Without a prior: a first look after 4 rounds, then every 4 (at most 3
+// agreements at 12 samples). A prior halves the rounds and looks every 2.
+void ClassTuner::set_prior(int prior) {
+  if (trial_calls_ != 0) return;
+  prior_ = prior;
   const unsigned step = prior >= 0 ? 2 : 4;
-  max_rounds_ = prior >= 0 ? std::max(1u, samples / 2) : samples;
+  max_rounds_ = prior >= 0 ? std::max(1u, samples_ / 2) : samples_;
   min_rounds_ = std::min(step, max_rounds_);
   check_every_ = step;
 }

@@ -65,6 +65,10 @@ class ClassTuner {
     bool timed;  // time it and pass the duration to record()
     bool trial;  // a trial or a probe of another candidate (not the decided path)
   };
+  // Until the first record(): the prior may change (a call that ended in a
+  // size mismatch records nothing, and the neighbour's decision may come
+  // between it and the class's first recorded call). Ignored after.
+  void set_prior(int prior);
   // The step of this call; call: its index among the communicator's calls
   // (equal on every rank, increasing).
   Step next(std::uint64_t call);
@@ -102,7 +106,8 @@ class ClassTuner {
 
   std::vector<Route> candidates_;
   std::uint64_t seed_;
-  int prior_;
+  unsigned samples_;
+  int prior_ = -1;
   unsigned max_rounds_, min_rounds_, check_every_;
   bool decided_ = false;
   std::size_t chosen_ = 0;

@@ -178,6 +178,25 @@ TEST(ClassTuner, APriorGoesFirstAndShortensTheTrials) {
   EXPECT_EQ(close.decisions, (std::vector<C>{C::pmpi}));
 }
 
+// A size mismatch (an erroneous program) records nothing, and may create a
+// class's tuner on one rank before a neighbour is decided: the prior is
+// what holds at the first recorded call, so it may change until then only.
+TEST(ClassTuner, ThePriorMayChangeUntilTheFirstRecord) {
+  const C list[] = {C::pmpi, C::copy, C::cma};
+  ClassTuner t(list, 12, -1, 7);
+  t.set_prior(2);
+  EXPECT_EQ(t.next(1).path, C::cma);
+  t.record(1e-6);
+  t.set_prior(1);  // too late: ignored
+  ClassTuner same(list, 12, 2, 7);
+  same.next(1);
+  same.record(1e-6);
+  for (std::uint64_t call = 2; call <= 6; ++call) {
+    ASSERT_EQ(t.next(call).path, same.next(call).path);
+    EXPECT_EQ(t.record(1e-6), same.record(1e-6)) << call;
+  }
+}
+
 // Ranks with skewed clocks: a rank alone would pick another path; the MAX
 // agreement gives every rank the same numbers, and the same path at every
 // call, trials and steady state alike.
