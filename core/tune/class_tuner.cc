@@ -140,8 +140,11 @@ ClassTuner::Outcome ClassTuner::agree(std::span<const double> agreed) {
   return revise ? Outcome::revised : Outcome::kept;
 }
 
-// against == kNone: the candidate clearly ahead of every other, if any.
-// Otherwise: the fastest candidate but `against`, if clearly ahead of it.
+// against == kNone: the fastest candidate if it is clearly ahead of every
+// other or close (median within the margin) to it - picking among close ones
+// costs less than the margin - except that it must be clearly ahead of pmpi
+// to displace it. Otherwise: the fastest candidate but `against`, if
+// clearly ahead of it.
 std::size_t ClassTuner::clear_winner(std::span<const double> s, std::size_t against) const {
   std::size_t best = kNone;
   for (std::size_t c = 0; c < n(); ++c) {
@@ -149,7 +152,11 @@ std::size_t ClassTuner::clear_winner(std::span<const double> s, std::size_t agai
   }
   if (against != kNone) return ahead(s, best, against) ? best : kNone;
   for (std::size_t c = 0; c < n(); ++c) {
-    if (c != best && !ahead(s, best, c)) return kNone;
+    if (c == best || ahead(s, best, c)) continue;
+    const bool close = med(s, c) <= (1.0 + kMargin) * med(s, best);
+    if (!close || (candidates_[c] == Route::pmpi && candidates_[best] != Route::pmpi)) {
+      return kNone;
+    }
   }
   return best;
 }

@@ -8,9 +8,11 @@
 // and normal calls alternating) times every candidate on both kinds within
 // each pair of rounds. After min_rounds, and then every check_every rounds,
 // the ranks agree (MAX over ranks of each candidate's quartiles and median):
-// when one candidate is clearly ahead - its median at least kMargin below
-// every other's and its upper quartile below their lower ones - it is decided
-// at once (early stop); after max_rounds tuning::choose decides. A prior (a
+// when the fastest candidate is clearly ahead of every other - its median at
+// least kMargin below the other's and its upper quartile below the other's
+// lower one - or close to it (medians within kMargin; pmpi must be clearly
+// beaten), it is decided at once (early stop); after max_rounds
+// tuning::choose decides. A prior (a
 // neighbouring class's decision on this team) is served first and halves
 // the rounds.
 //

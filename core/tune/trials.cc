@@ -49,10 +49,11 @@ double median(std::vector<double> v) {
 }
 
 double quantile(std::vector<double> v, double q) {
-  // Rounded away from the median: few samples give the full range, so an
-  // early stop needs a gap wider than everything seen.
+  // The nearest rank, halves rounded away from the median: 2 or 3 samples
+  // give the full range, 4 the middle two (one outlier either side is
+  // ignored, as the median ignores it).
   const double at = q * static_cast<double>(v.size() - 1);
-  const auto k = static_cast<std::ptrdiff_t>(q < 0.5 ? std::floor(at) : std::ceil(at));
+  const auto k = static_cast<std::ptrdiff_t>(q < 0.5 ? std::ceil(at - 0.5) : std::floor(at + 0.5));
   std::nth_element(v.begin(), v.begin() + k, v.end());
   return v[static_cast<std::size_t>(k)];
 }

@@ -34,8 +34,8 @@ std::uint64_t draw(std::uint64_t seed, std::uint64_t i);
 
 // The median of v (mean of the middle two for an even count); v non-empty.
 double median(std::vector<double> v);
-// The q-quantile (0 <= q <= 1) of v: the sample at rank q(n-1), rounded
-// away from the median; v non-empty.
+// The q-quantile (0 <= q <= 1) of v: the sample at rank q(n-1), rounded to
+// the nearest, halves away from the median; v non-empty.
 double quantile(std::vector<double> v, double q);
 
 // The index of the winner: the fastest candidate, unless it is not at least

@@ -137,6 +137,17 @@ TEST(ClassTuner, APeriodTwoProgramTimesEveryCandidateOnBothKinds) {
   }
 }
 
+// Several engine paths close to each other (within the margin) and all
+// clearly ahead of pmpi: which of them serves matters less than the margin,
+// so the first look decides, for the fastest.
+TEST(ClassTuner, StopsEarlyAmongCloseCandidatesClearlyAheadOfPmpi) {
+  const C list[] = {C::copy, C::pmpi, C::cma, C::line};
+  Team team(list, 12, -1, 2);
+  team.run(1, 100, from_clock(*FakeClock::parse("pmpi=50,copy=31,cma=32,line=30")));
+  EXPECT_EQ(team.decisions, (std::vector<C>{C::line}));
+  EXPECT_EQ(team.rank0().trial_calls(), 16u);
+}
+
 // One path clearly ahead: decided at the first look, after 4 rounds (16
 // trial calls with 4 candidates instead of 4 x 12 = 48) and one agreement.
 TEST(ClassTuner, StopsEarlyWhenOneIsClearlyAhead) {
@@ -173,7 +184,7 @@ TEST(ClassTuner, APriorGoesFirstAndShortensTheTrials) {
   EXPECT_EQ(clear.decided_at, 6u);
   EXPECT_EQ(clear.decisions, (std::vector<C>{C::cma}));
   Team close(list, 12, 1, 2);
-  close.run(1, 100, from_clock(*FakeClock::parse("pmpi=100,copy=99,cma=98"), 0.1));
+  close.run(1, 100, from_clock(*FakeClock::parse("pmpi=100,copy=99,cma=98"), 0.02));
   EXPECT_EQ(close.rank0().trial_calls(), 18u);  // 6 rounds, not 12
   EXPECT_EQ(close.decisions, (std::vector<C>{C::pmpi}));
 }

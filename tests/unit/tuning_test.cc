@@ -75,11 +75,15 @@ TEST(Tuning, PmpiStaysUnlessBeatenByTheMargin) {
   EXPECT_EQ(no_pmpi[choose(no_pmpi, close)], C::copy);
 }
 
-TEST(Tuning, QuantilesTakeTheNearestRankOutward) {
-  EXPECT_EQ(quantile({4, 1, 3, 2}, 0.25), 1);
-  EXPECT_EQ(quantile({4, 1, 3, 2}, 0.75), 4);
-  EXPECT_EQ(quantile({8, 1, 7, 2, 6, 3, 5, 4}, 0.25), 2);
-  EXPECT_EQ(quantile({8, 1, 7, 2, 6, 3, 5, 4}, 0.75), 7);
+TEST(Tuning, QuantilesTakeTheNearestRank) {
+  EXPECT_EQ(quantile({2, 1}, 0.25), 1);
+  EXPECT_EQ(quantile({2, 1}, 0.75), 2);
+  EXPECT_EQ(quantile({3, 1, 2}, 0.25), 1);  // halves away from the median
+  EXPECT_EQ(quantile({3, 1, 2}, 0.75), 3);
+  EXPECT_EQ(quantile({4, 1, 3, 2}, 0.25), 2);
+  EXPECT_EQ(quantile({4, 1, 3, 2}, 0.75), 3);
+  EXPECT_EQ(quantile({8, 1, 7, 2, 6, 3, 5, 4}, 0.25), 3);
+  EXPECT_EQ(quantile({8, 1, 7, 2, 6, 3, 5, 4}, 0.75), 6);
   EXPECT_EQ(quantile({5}, 0.75), 5);
 }
 
