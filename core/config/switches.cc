@@ -110,10 +110,11 @@ constexpr Spec kSwitches[] = {
     {.name = "TUNE_SAMPLES",
      .type = Type::Int,
      .default_text = "3",
-     .description = "auto: timed calls per candidate path and size class before the ranks "
-                    "agree on the fastest (median, max over ranks; PMPI kept unless beaten by "
-                    "5%); 4 times as many (at most 64) below 8 KiB per peer, where calls are "
-                    "cheap. 0 = no measurement: fixed size rules decide.",
+     .description = "auto: the most timed calls per candidate path and size class before the "
+                    "ranks decide (median, max over ranks; PMPI kept unless beaten by 5%); 4 "
+                    "times as many (at most 64) below 8 KiB per peer, where calls are cheap; "
+                    "fewer when one path is clearly ahead or a neighbouring class is decided. "
+                    "0 = no measurement: fixed size rules decide.",
      .verbosity = Verbosity::Tuner,
      .scope = Scope::AllEqual,
      .min = 0,

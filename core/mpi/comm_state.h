@@ -44,8 +44,8 @@ struct CommState {
   // (is_plain_named, core/mpi/engine_call.h) and separate buffers (core/mpi/dispatch.cc). A later call with the same types
   // and counts has the same size, hence the same path on every rank (tuning
   // table and capabilities do not change once the team is set up, and a
-  // measured decision is final), so it goes straight to that path.
-  // bytes == 0: nothing recorded.
+  // measured decision holds until its class's next steady-state sample), so
+  // it goes straight to that path. bytes == 0: nothing recorded.
   struct Repeat {
     MPI_Datatype sendtype{};
     MPI_Datatype recvtype{};
@@ -55,6 +55,11 @@ struct CommState {
     const char* reason = nullptr;  // the selection's, for the trace
     // The route decided (core/route/decide.h) or measured: pmpi or an engine's.
     Route route = Route::pmpi;
+    // A measured decision still sampled (core/tune/class_tuner.h): the memo
+    // serves only calls whose index (*calls + 1, equal on every rank) is
+    // below until; that call goes back to selection on every rank.
+    const std::uint64_t* calls = nullptr;
+    std::uint64_t until = UINT64_MAX;
   } repeat;
   // Where this communicator's team and its children's teams derive from:
   // shared with the ancestor's state and its other descendants, which may

@@ -156,7 +156,8 @@ bool sizes_match(const AlltoallArgs& a, std::uint64_t bytes, std::uint64_t* send
 // named (predefined) types are recorded: they are never freed, so a handle
 // cannot come back naming another type.
 bool repeats(const CommState::Repeat& r, const AlltoallArgs& a) {
-  return r.bytes != 0 && a.sendtype == r.sendtype && a.recvtype == r.recvtype &&
+  return r.bytes != 0 && (r.calls == nullptr || *r.calls + 1 < r.until) &&
+         a.sendtype == r.sendtype && a.recvtype == r.recvtype &&
          a.sendcount == r.sendcount && a.recvcount == r.recvcount && a.sendbuf != MPI_IN_PLACE &&
          a.recvbuf != MPI_IN_PLACE && a.sendbuf != a.recvbuf;
 }
@@ -256,15 +257,17 @@ int tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, Route 
       return r;
     }
   }
-  const TeamTuning::Step step = st.tuning->begin(bytes, first, a.comm);
+  const TeamTuning::Step step = st.tuning->begin(bytes, first, st.calls, a.comm);
   const bool plain = plain_call(a, bytes);
-  if (!step.trial) {
-    if (plain) {
+  if (!step.timed) {
+    if (plain && step.repeat_until != 0) {
       st.repeat = {a.sendtype, a.recvtype, a.sendcount, a.recvcount, bytes, step.reason, step.path};
+      st.repeat.calls = &st.calls;
+      st.repeat.until = step.repeat_until;
     }
     return run_route(a, st, bytes, step.path, trace, step.reason, plain);
   }
-  ++t_counts.trials;
+  t_counts.trials += step.trial;
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   double took = 0;

@@ -20,6 +20,12 @@ constexpr const char* kTrialReason[] = {"tuning: trial of pmpi", "tuning: trial 
                                         "tuning: trial of hier", "tuning: trial of rdma",
                                         "tuning: trial of zcopy"};
 static_assert(std::size(kTrialReason) == kConcreteRoutes);
+// Steady-state samples of a path other than the decided one.
+constexpr const char* kProbeReason[] = {"tuning: probe of pmpi", "tuning: probe of line",
+                                        "tuning: probe of copy", "tuning: probe of cma",
+                                        "tuning: probe of hier", "tuning: probe of rdma",
+                                        "tuning: probe of zcopy"};
+static_assert(std::size(kProbeReason) == kConcreteRoutes);
 
 // Lookups see the file as it was read at start only: a decision made during
 // the run is not reused by another team (whose ranks may not all have seen
@@ -150,7 +156,7 @@ bool TeamTuning::decided_by_file(unsigned cls, ClassState& cs, const std::vector
   if (all[0] < 0 || all[0] != -all[1]) return false;
   cs.phase = ClassState::Phase::decided;
   cs.path = list[static_cast<std::size_t>(all[0])];
-  cs.reason = "tune file: " + std::string(to_string(cs.path));
+  cs.reason() = "tune file: " + std::string(to_string(cs.path));
   ++decisions_;
   return true;
 }
@@ -159,43 +165,79 @@ bool TeamTuning::begin_is_collective(std::uint64_t bytes) const noexcept {
   return use_file_ && classes_[tuning::size_class(bytes)].phase == ClassState::Phase::fresh;
 }
 
-TeamTuning::Step TeamTuning::begin(std::uint64_t bytes, Route fixed, MPI_Comm comm) noexcept {
+// A neighbouring class's decision on this team, if it is a candidate here:
+// the index in list, else -1. Decisions are agreed, so this is equal on all
+// ranks.
+int TeamTuning::prior(unsigned cls, const std::vector<Route>& list) const {
+  for (const unsigned near : {cls - 1, cls + 1}) {
+    if (near >= tuning::kSizeClasses || classes_[near].phase != ClassState::Phase::decided) {
+      continue;
+    }
+    const auto it = std::find(list.begin(), list.end(), classes_[near].path);
+    if (it != list.end()) return static_cast<int>(it - list.begin());
+  }
+  return -1;
+}
+
+TeamTuning::Step TeamTuning::begin(std::uint64_t bytes, Route fixed, std::uint64_t call,
+                                   MPI_Comm comm) noexcept {
+  constexpr std::uint64_t kForever = UINT64_MAX;
   const unsigned cls = tuning::size_class(bytes);
   ClassState& cs = classes_[cls];
-  if (cs.phase == ClassState::Phase::decided) return {cs.path, false, cs.reason.c_str()};
   if (cs.phase == ClassState::Phase::fresh) {
     try {
       const std::vector<Route> list = candidates(cls, fixed);
       if (use_file_ && decided_by_file(cls, cs, list, comm)) {
-        return {cs.path, false, cs.reason.c_str()};
+        return {cs.path, false, false, cs.reason().c_str(), kForever};
       }
-      cs.trials = std::make_unique<tuning::Trials>(list, tuning::samples_for(cls, samples_));
+      // The class index seeds the trial order: equal on every rank, and
+      // classes of one team do not all share one order.
+      cs.tuner = std::make_unique<tuning::ClassTuner>(list, tuning::samples_for(cls, samples_),
+                                                      prior(cls, list), 0x6d6c7861u + cls);
       cs.phase = ClassState::Phase::trying;
     } catch (...) {
       // Allocation only (as in create()): out of memory the job is lost
       // anyway; this keeps the exception from crossing MPI_Alltoall.
-      return {fixed, false, "tuning: out of memory, fixed rules"};
+      return {fixed, false, false, "tuning: out of memory, fixed rules", 0};
     }
   }
-  const Route next = cs.trials->next();
-  return {next, true, kTrialReason[static_cast<std::size_t>(next)]};
+  if (!cs.tuner) return {cs.path, false, false, cs.reason().c_str(), kForever};
+  if (cs.tuner->trial_calls() == 0) {
+    // The prior as of the class's first recorded call, equal on every rank
+    // (an earlier, mismatched call may have made the tuner on this rank only).
+    try {
+      cs.tuner->set_prior(prior(cls, candidates(cls, fixed)));
+    } catch (...) {
+      return {fixed, false, false, "tuning: out of memory, fixed rules", 0};
+    }
+  }
+  const tuning::ClassTuner::Step s = cs.tuner->next(call);
+  const auto i = static_cast<std::size_t>(s.path);
+  const char* reason = !cs.tuner->decided() ? kTrialReason[i]
+                       : s.trial            ? kProbeReason[i]
+                                            : cs.reason().c_str();
+  return {s.path, s.timed, s.trial, reason, cs.tuner->next_event()};
 }
 
 double TeamTuning::finish_trial(std::uint64_t bytes, double seconds, MPI_Comm comm) noexcept {
   const unsigned cls = tuning::size_class(bytes);
   ClassState& cs = classes_[cls];
-  if (cs.phase != ClassState::Phase::trying) return -1;
-  cs.trials->record(fake_.seconds(world_rank_, cs.trials->next()).value_or(seconds));
-  if (!cs.trials->complete()) return -1;
-  double agreement = 0;
+  if (!cs.tuner) return -1;
   try {
-    decide(cls, cs, comm, &agreement);
+    if (!cs.tuner->record(fake_.seconds(world_rank_, cs.tuner->pending()).value_or(seconds))) {
+      return -1;
+    }
+    double agreement = 0;
+    agree(cls, cs, comm, &agreement);
+    return agreement;
   } catch (...) {
-    cs.phase = ClassState::Phase::decided;  // allocation only: see below
+    cs.phase = ClassState::Phase::decided;  // allocation only: see agree()
+    cs.tuner.reset();
     cs.path = Route::pmpi;
-    cs.reason = "tuning failed: pmpi";
+    ++cs.revision;
+    cs.reason() = "tuning failed: pmpi";
+    return -1;
   }
-  return agreement;
 }
 
 // No class decided for an engine (classes still trying, or never met, are
@@ -241,7 +283,7 @@ bool TeamTuning::quiet(std::uint64_t call, MPI_Comm comm, bool trace) noexcept {
 bool TeamTuning::quiet_serves(std::uint64_t bytes, const char** reason) noexcept {
   const ClassState& cs = classes_[tuning::size_class(bytes)];
   if (cs.phase == ClassState::Phase::decided && cs.path == Route::pmpi) {
-    *reason = cs.reason.c_str();
+    *reason = cs.reason().c_str();
     return true;
   }
   quiet_.note_pending();
@@ -249,45 +291,62 @@ bool TeamTuning::quiet_serves(std::uint64_t bytes, const char** reason) noexcept
   return false;
 }
 
-void TeamTuning::decide(unsigned cls, ClassState& cs, MPI_Comm comm, double* agreement_seconds) {
-  const std::vector<double> local = cs.trials->medians();
+void TeamTuning::agree(unsigned cls, ClassState& cs, MPI_Comm comm, double* agreement_seconds) {
+  const std::vector<double> local = cs.tuner->local_stats();
   std::vector<double> agreed(local.size(), 0.0);
   const auto t0 = std::chrono::steady_clock::now();
   const int rc = PMPI_Allreduce(local.data(), agreed.data(), static_cast<int>(local.size()),
                                 MPI_DOUBLE, MPI_MAX, comm);
   *agreement_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const auto list = cs.trials->candidates();
-  cs.phase = ClassState::Phase::decided;
   if (rc != MPI_SUCCESS) {
     // The error handler returned; PMPI serves the class on this rank, and a
     // rank whose allreduce failed cannot trust its peers to agree anyway.
     MLXA2A_LOG(Warn, "tuning agreement failed; PMPI serves bytes per peer from %llu",
                static_cast<unsigned long long>(std::uint64_t{1} << cls));
+    cs.phase = ClassState::Phase::decided;
+    cs.tuner.reset();
     cs.path = Route::pmpi;
-    cs.reason = "tuning agreement failed: pmpi";
+    ++cs.revision;
+    cs.reason() = "tuning agreement failed: pmpi";
     engine_rules_ = true;  // this rank cannot know its peers' state: never quiet
     return;
   }
-  cs.path = list[tuning::choose(list, agreed)];
-  ++decisions_;
-  char buf[64];
-  cs.reason = "tuned: " + std::string(to_string(cs.path)) + " (max-over-ranks medians us:";
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    std::snprintf(buf, sizeof buf, " %.*s=%.2f", static_cast<int>(to_string(list[i]).size()),
-                  to_string(list[i]).data(), agreed[i] * 1e6);
-    cs.reason += buf;
-  }
-  std::snprintf(buf, sizeof buf, "; %u trial calls, agreement %.1f us)", cs.trials->total(),
-                *agreement_seconds * 1e6);
-  cs.reason += buf;
-  // MLXA2A_COLL_STATS=json; before the reset, which frees `list`.
-  job_stats::note_decision(team_.size(), cls, cs.path, list, agreed, *agreement_seconds);
-  cs.trials.reset();
+  using Outcome = tuning::ClassTuner::Outcome;
+  const Outcome outcome = cs.tuner->agree(agreed);
+  if (outcome == Outcome::undecided || outcome == Outcome::kept) return;
+  cs.phase = ClassState::Phase::decided;
+  cs.path = cs.tuner->path();
+  cs.revision += outcome == Outcome::revised;
+  ++decisions_;  // quiet PMPI is (re)considered at the next call
+  describe(cs, *agreement_seconds);
+  const auto list = cs.tuner->candidates();
+  const auto medians = cs.tuner->agreed_medians();
+  // MLXA2A_COLL_STATS=json: every decision and revision.
+  job_stats::note_decision(team_.size(), cls, cs.path, list,
+                           std::vector<double>(medians.begin(), medians.end()),
+                           *agreement_seconds);
   if (use_file_) {
     std::lock_guard lock(store().mutex);
     store().to_save.set(layout_, cls, cs.path);
   }
+}
+
+// The trace's reason for the decided path's calls.
+void TeamTuning::describe(ClassState& cs, double agreement_seconds) {
+  const tuning::ClassTuner& t = *cs.tuner;
+  const auto list = t.candidates();
+  char buf[96];
+  cs.reason() = "tuned: " + std::string(to_string(cs.path)) + " (max-over-ranks medians us:";
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    std::snprintf(buf, sizeof buf, " %.*s=%.2f", static_cast<int>(to_string(list[i]).size()),
+                  to_string(list[i]).data(), t.agreed_medians()[i] * 1e6);
+    cs.reason() += buf;
+  }
+  std::snprintf(buf, sizeof buf, "; %u trial calls, %u agreements%s, agreement %.1f us)",
+                t.trial_calls(), t.agreements(), t.revisions() ? ", revised" : "",
+                agreement_seconds * 1e6);
+  cs.reason() += buf;
 }
 
 }  // namespace mlxa2a::core::mpi

@@ -3,14 +3,17 @@
 // Per size class (tuning::size_class) a team goes through three phases:
 //   fresh    -> its first call. With MLXA2A_TUNE_FILE set, one PMPI_Allreduce
 //               checks that every rank holds the same decision for this
-//               layout and class; if so the class is decided (no trials).
-//   trying   -> calls are served by the candidates in turn and timed
-//               (tuning::Trials); at the last trial one PMPI_Allreduce (MAX
-//               of the per-candidate medians) agrees, tuning::choose decides.
-//   decided  -> every later call takes the decided path.
+//               layout and class; if so the class is decided for good (no
+//               trials, no probes).
+//   trying   -> calls are served by the candidates in rounds and timed; at a
+//   decided     round's end now and then, and in steady state now and then,
+//               one PMPI_Allreduce (MAX of per-candidate quartiles and
+//               medians) agrees; tuning::ClassTuner (core/tune/class_tuner.h,
+//               MPI-free) decides, stops early, probes and revises.
 // Every input is equal on all ranks (bytes per peer, the class's call count,
-// the team's agreed engine properties, all-equal switches), so every rank
-// enters each allreduce at the same call and ends with the same decision.
+// the communicator's call index, the team's agreed engine properties,
+// all-equal switches), so every rank enters each allreduce at the same call
+// and ends with the same decision.
 //
 // Thread safety: a TeamTuning belongs to one communicator's CommState, whose
 // calls MPI serialises. The process-wide tune file store is mutex-guarded.
@@ -28,8 +31,8 @@
 #include "core/config/switches.h"
 #include "core/tune/size_class.h"
 #include "core/config/fake_clock.h"
+#include "core/tune/class_tuner.h"
 #include "core/tune/quiet.h"
-#include "core/tune/trials.h"
 #include "core/tune/tune_file.h"
 
 namespace mlxa2a::core::mpi {
@@ -45,22 +48,27 @@ class TeamTuning {
 
   struct Step {
     Route path;
-    bool trial;          // time the call and pass its duration to finish_trial()
+    bool timed;          // time the call and pass its duration to finish_trial()
+    bool trial;          // a trial, or a probe of a path other than the decided one
     const char* reason;  // for the trace; valid while this TeamTuning lives
+    // Calls of this size with comm call index below this may repeat the path
+    // without begin() (a memo); 0: none may.
+    std::uint64_t repeat_until;
   };
   // The path of one call of bytes_per_peer (> 0) bytes; `fixed` is what the
-  // fixed rules choose for it (tried first). Collective over comm at a class's
-  // first call when a tune file is configured.
-  Step begin(std::uint64_t bytes_per_peer, Route fixed, MPI_Comm comm) noexcept;
+  // fixed rules choose for it (tried first); call: the call's index among
+  // the communicator's calls (equal on every rank). Collective over comm at
+  // a class's first call when a tune file is configured.
+  Step begin(std::uint64_t bytes_per_peer, Route fixed, std::uint64_t call, MPI_Comm comm) noexcept;
   // Whether begin() for this size enters a collective (a fresh class with a
   // tune file), so that a caller can first make sure every rank calls with
   // this size. Local.
   bool begin_is_collective(std::uint64_t bytes_per_peer) const noexcept;
-  // After a trial call that took `seconds` on this rank (replaced by
-  // MLXA2A_DEBUG_TUNE_TIMES where it names the path). At the class's last
-  // trial: one PMPI_Allreduce over comm, then the decision. Returns the
-  // agreement's duration in seconds, or a negative value when this call
-  // agreed nothing.
+  // After a timed call that took `seconds` on this rank (replaced by
+  // MLXA2A_DEBUG_TUNE_TIMES where it names the path). When the class's
+  // ClassTuner asks: one PMPI_Allreduce over comm, then a decision (or none
+  // yet, or a revision). Returns the agreement's duration in seconds, or a
+  // negative value when this call agreed nothing.
   double finish_trial(std::uint64_t bytes_per_peer, double seconds, MPI_Comm comm) noexcept;
 
   // Quiet PMPI (core/tune/quiet.h, docs/tune.md): whether call number `call`
@@ -85,13 +93,19 @@ class TeamTuning {
   struct ClassState {
     enum class Phase : std::uint8_t { fresh, trying, decided } phase = Phase::fresh;
     Route path = Route::pmpi;
-    std::unique_ptr<tuning::Trials> trials;
-    std::string reason;
+    std::unique_ptr<tuning::ClassTuner> tuner;  // trying, or decided by measurement
+    // A revision writes the other one: a memo may still point at the old
+    // text (it is expired by then; this keeps it valid anyway).
+    std::string reasons[2];
+    std::string& reason() { return reasons[revision % 2]; }
+    unsigned revision = 0;
   };
+  int prior(unsigned size_class, const std::vector<Route>& list) const;
+  void describe(ClassState& cs, double agreement_seconds);
   std::vector<Route> candidates(unsigned size_class, Route fixed) const;
   bool decided_by_file(unsigned size_class, ClassState& cs,
                        const std::vector<Route>& list, MPI_Comm comm);
-  void decide(unsigned size_class, ClassState& cs, MPI_Comm comm, double* agreement_seconds);
+  void agree(unsigned size_class, ClassState& cs, MPI_Comm comm, double* agreement_seconds);
 
   const Team& team_;
   tuning::Layout layout_;

@@ -56,7 +56,11 @@ std::string decisions_json(const std::vector<RankStats>& ranks) {
   std::map<Decision, std::vector<double>> agreements;
   std::map<Decision, const Decision*> first;
   for (const RankStats& r : ranks) {
+    // A rank counts once per entry: it may decide the same class alike on
+    // several communicators of one size.
+    std::set<Decision> seen;
     for (const Decision& d : r.decisions) {
+      if (!seen.insert(d).second) continue;
       agreements[d].push_back(d.agreement_seconds);
       first.emplace(d, &d);
     }

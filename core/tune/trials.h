@@ -1,20 +1,10 @@
-// Trials: the measurement of one size class on one team (MPI-free).
-//
-// The first calls of the class are served by the candidates in turn
-// (interleaved: call i by candidates[i % n], so slow phases of a noisy machine
-// hit every candidate alike) until each has `samples` timings. The caller then
-// agrees on the per-candidate medians across ranks (MAX: a path is as slow as
-// its slowest rank) and passes the agreed medians to choose().
-//
-// Every rank builds the same Trials (same candidates in the same order, same
-// samples) and calls next()/record() once per call of the class, so all ranks
-// are at the same trial at every call: complete() turns true at the same call
-// everywhere, which is where the agreement happens.
-//
-// Not thread-safe: owned by one team, whose calls MPI serialises.
+// Measured selection's pure helpers (MPI-free): how many samples a class
+// takes, the round order of the trials, medians and quartiles, and the choice
+// from agreed numbers. The per-class state machine is core/tune/class_tuner.h.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -25,41 +15,28 @@ namespace mlxa2a::core::tuning {
 // Keep PMPI unless a path is at least this much faster (issue 12: 5%).
 inline constexpr double kMargin = 0.05;
 
-class Trials {
- public:
-  // candidates: non-empty, no duplicates, the fixed rule's choice first;
-  // samples > 0.
-  Trials(std::span<const Route> candidates, unsigned samples);
-
-  bool complete() const { return calls_ == total(); }
-  // The candidate that serves the next call; only while !complete().
-  Route next() const { return candidates_[calls_ % candidates_.size()]; }
-  // The duration of the call next() named, in seconds.
-  void record(double seconds);
-  unsigned calls() const { return calls_; }
-  unsigned total() const { return static_cast<unsigned>(candidates_.size()) * samples_; }
-
-  std::span<const Route> candidates() const { return candidates_; }
-  // Per candidate (in candidates() order) the median of its samples; only
-  // when complete().
-  std::vector<double> medians() const;
-
- private:
-  std::vector<Route> candidates_;
-  unsigned samples_;
-  unsigned calls_ = 0;
-  std::vector<double> times_;  // [candidate * samples + sample]
-};
-
 // Samples per candidate for a size class, given MLXA2A_TUNE_SAMPLES. Calls
 // below 8 KiB per peer cost microseconds, where one preemption by another
 // process (milliseconds) outweighs many calls: they take 4 times as many
 // samples (at most 64), so that their medians survive a few such outliers.
 // 8 KiB is also where OSU-style benchmarks drop from 100 warm-up calls to 10.
+// The most a class takes: early stop (class_tuner.h) usually ends sooner.
 unsigned samples_for(unsigned size_class, unsigned samples);
+
+// The order in which round `round` of a class's trials serves its n
+// candidates: a permutation of 0..n-1 drawn from a PRNG seeded by (seed,
+// round) alone, so it is the same on every rank, and changes from round to
+// round, so no program period (say, in-place and normal calls alternating)
+// locks onto one candidate. n <= 8.
+void round_order(std::uint64_t seed, unsigned round, std::span<std::uint8_t> order);
+// A pseudo-random number that depends on (seed, i) alone (SplitMix64's mix).
+std::uint64_t draw(std::uint64_t seed, std::uint64_t i);
 
 // The median of v (mean of the middle two for an even count); v non-empty.
 double median(std::vector<double> v);
+// The q-quantile (0 <= q <= 1) of v: the sample at rank q(n-1), rounded to
+// the nearest, halves away from the median; v non-empty.
+double quantile(std::vector<double> v, double q);
 
 // The index of the winner: the fastest candidate, unless it is not at least
 // `margin` faster than pmpi (when pmpi is a candidate), then pmpi. Ties go to

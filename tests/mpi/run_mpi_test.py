@@ -47,7 +47,8 @@ Options for special cases:
   --same-decisions     every call on MPI_COMM_WORLD took the same path on every
                        rank, tuning trials and measured decisions included
                        (the decision word of "tuned: X", "tune file: X" and
-                       "tuning: trial of X"), and some call there was tuned
+                       "tuning: trial of X", "tuning: probe of X"), and some
+                       call there was tuned
 Measured selection (MLXA2A_TUNE_SAMPLES) times real calls, so its decisions
 vary from run to run; unless the test's environment sets MLXA2A_TUNE_SAMPLES
 (usually with MLXA2A_DEBUG_TUNE_TIMES, whose made-up timings decide
@@ -446,7 +447,7 @@ def check_runs(args, prof_dir):
             if args.same_decisions:
                 world = re.findall(r"\] coll: \S+ comm=MPI_COMM_WORLD id=\d+ call=(\d+) .* "
                                    r"path=(\S+) reason=(.*)$", text, re.M)
-                word = re.compile(r"^(?:tuned|tune file|tuning: trial of):? (\w+)")
+                word = re.compile(r"^(?:tuned|tune file|tuning: (?:trial|probe) of):? (\w+)")
                 world_paths[rank] = {int(c): (m.group(1) if (m := word.match(r)) else p)
                                      for c, p, r in world}
                 if not any(r.startswith("tuned: ") for _, _, r in world):

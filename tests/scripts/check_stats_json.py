@@ -139,7 +139,9 @@ def validate_against_trace(rep, trace):
             want = spread_of([v[i] for v in ranks.values()])
             check(c[k] == want, f"{key}.{k}: report {c[k]} != trace {want}")
     got = {(t["comm_size"], t["bytes_per_peer_from"], t["path"]) for t in rep.get("tuning", [])}
-    check(got == decided, f"tuning decisions: report {sorted(got)} != trace {sorted(decided)}")
+    # A class decided at its last call has no later call to trace "tuned:":
+    # every traced decision is reported, not every reported one traced.
+    check(decided <= got, f"tuning decisions: trace {sorted(decided - got)} not in the report")
     return len(decided)
 
 

@@ -90,5 +90,15 @@ TEST(JobReport, FabricOfEachLeaderRoundTripsAndIsReported) {
   EXPECT_EQ(RankStats::parse("fabric node7 nothing\n").unreadable, 1u);
 }
 
+// A rank that decided the same class alike on two communicators of one
+// size counts once (measured selection stops early, so short runs decide
+// more classes on more communicators).
+TEST(JobReport, ARankCountsOncePerDecision) {
+  RankStats twice = sample();
+  twice.decisions.push_back(twice.decisions.front());
+  const std::string json = render_job_report("mlxa2a test", {twice, sample()});
+  EXPECT_NE(json.find("\"path\": \"copy\", \"ranks\": 2"), std::string::npos) << json;
+}
+
 }  // namespace
 }  // namespace mlxa2a::core::stats

@@ -1,6 +1,7 @@
-// Measured selection, MPI-free parts (core/tune): the trial schedule, medians,
-// the margin rule, the agreement across skewed ranks, the tune file and the
-// test clock, plus the switches that configure them.
+// Measured selection, MPI-free parts (core/tune): samples, medians and
+// quartiles, the margin rule, the tune file and the test clock, plus the
+// switches that configure them. The per-class state machine (trial order,
+// early stop, revisions, skewed ranks): class_tuner_test.cc.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -41,23 +42,6 @@ TEST(Tuning, CandidateNamesRoundTrip) {
   EXPECT_FALSE(concrete_route_from_string("shm"));
 }
 
-TEST(Tuning, TrialsInterleaveCandidatesUntilEachHasItsSamples) {
-  const C list[] = {C::copy, C::pmpi, C::line};
-  Trials t(list, 2);
-  std::vector<C> order;
-  double seconds = 1;
-  while (!t.complete()) {
-    order.push_back(t.next());
-    t.record(seconds++);
-  }
-  EXPECT_EQ(order, (std::vector<C>{C::copy, C::pmpi, C::line, C::copy, C::pmpi, C::line}));
-  EXPECT_EQ(t.calls(), 6u);
-  // copy took 1 and 4, pmpi 2 and 5, line 3 and 6.
-  EXPECT_EQ(t.medians(), (std::vector<double>{2.5, 3.5, 4.5}));
-  t.record(100);  // past the end: ignored
-  EXPECT_EQ(t.medians(), (std::vector<double>{2.5, 3.5, 4.5}));
-}
-
 TEST(Tuning, CheapClassesTakeMoreSamples) {
   EXPECT_EQ(samples_for(0, 3), 12u);
   EXPECT_EQ(samples_for(12, 3), 12u);  // 4 KiB .. 8 KiB - 1
@@ -91,30 +75,16 @@ TEST(Tuning, PmpiStaysUnlessBeatenByTheMargin) {
   EXPECT_EQ(no_pmpi[choose(no_pmpi, close)], C::copy);
 }
 
-// Ranks with skewed clocks: each times the same calls differently, and a
-// rank alone would pick another path; the MAX agreement gives every rank the
-// same medians and so the same choice.
-TEST(Tuning, SkewedRanksAgreeThroughTheMaximumOfMedians) {
-  const C list[] = {C::line, C::pmpi, C::copy, C::cma};
-  const FakeClock clock =
-      *FakeClock::parse("pmpi=10,line=2,copy=3,cma=4;1:line=20;2:copy=1,cma=30");
-  constexpr int kRanks = 3;
-  std::vector<std::vector<double>> medians;
-  std::vector<C> alone;
-  for (int rank = 0; rank < kRanks; ++rank) {
-    Trials t(list, 3);
-    while (!t.complete()) t.record(*clock.seconds(rank, t.next()));
-    medians.push_back(t.medians());
-    alone.push_back(list[choose(list, medians.back())]);
-  }
-  EXPECT_EQ(alone, (std::vector<C>{C::line, C::copy, C::copy}));
-  std::vector<double> agreed(std::size(list), 0.0);
-  for (const auto& m : medians) {
-    for (std::size_t i = 0; i < m.size(); ++i) agreed[i] = std::max(agreed[i], m[i]);
-  }
-  const double expected[] = {20e-6, 10e-6, 3e-6, 30e-6};
-  for (std::size_t i = 0; i < agreed.size(); ++i) EXPECT_DOUBLE_EQ(agreed[i], expected[i]) << i;
-  EXPECT_EQ(list[choose(list, agreed)], C::copy);
+TEST(Tuning, QuantilesTakeTheNearestRank) {
+  EXPECT_EQ(quantile({2, 1}, 0.25), 1);
+  EXPECT_EQ(quantile({2, 1}, 0.75), 2);
+  EXPECT_EQ(quantile({3, 1, 2}, 0.25), 1);  // halves away from the median
+  EXPECT_EQ(quantile({3, 1, 2}, 0.75), 3);
+  EXPECT_EQ(quantile({4, 1, 3, 2}, 0.25), 2);
+  EXPECT_EQ(quantile({4, 1, 3, 2}, 0.75), 3);
+  EXPECT_EQ(quantile({8, 1, 7, 2, 6, 3, 5, 4}, 0.25), 3);
+  EXPECT_EQ(quantile({8, 1, 7, 2, 6, 3, 5, 4}, 0.75), 6);
+  EXPECT_EQ(quantile({5}, 0.75), 5);
 }
 
 TEST(Tuning, FakeClockPerRankOverridesEveryRank) {

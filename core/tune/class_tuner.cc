@@ -1,0 +1,193 @@
+#include "core/tune/class_tuner.h"
+
+#include <algorithm>
+#include <bit>
+#include <cassert>
+
+namespace mlxa2a::core::tuning {
+
+namespace {
+
+constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+
+double stat(std::span<const double> s, std::size_t cand, std::size_t which) {
+  return s[cand * ClassTuner::kStats + which];
+}
+double q25(std::span<const double> s, std::size_t c) { return stat(s, c, 0); }
+double med(std::span<const double> s, std::size_t c) { return stat(s, c, 1); }
+double q75(std::span<const double> s, std::size_t c) { return stat(s, c, 2); }
+
+// a is clearly ahead of b: its median at least the margin below b's, and
+// the spread of both does not overlap (a's upper quartile below b's lower).
+bool ahead(std::span<const double> s, std::size_t a, std::size_t b) {
+  return med(s, a) <= (1.0 - kMargin) * med(s, b) && q75(s, a) < q25(s, b);
+}
+
+}  // namespace
+
+ClassTuner::ClassTuner(std::span<const Route> candidates, unsigned samples, int prior,
+                       std::uint64_t seed)
+    : candidates_(candidates.begin(), candidates.end()),
+      seed_(seed),
+      samples_(samples),
+      times_(candidates.size()),
+      medians_(candidates.size(), 0.0) {
+  assert(candidates.size() >= 2 && candidates.size() <= kMaxCandidates);
+  set_prior(prior);
+}
+
+// Without a prior: a first look after 4 rounds, then every 4 (at most 3
+// agreements at 12 samples). A prior halves the rounds and looks every 2.
+void ClassTuner::set_prior(int prior) {
+  if (trial_calls_ != 0) return;
+  prior_ = prior;
+  const unsigned step = prior >= 0 ? 2 : 4;
+  max_rounds_ = prior >= 0 ? std::max(1u, samples_ / 2) : samples_;
+  min_rounds_ = std::min(step, max_rounds_);
+  check_every_ = step;
+}
+
+ClassTuner::Step ClassTuner::next(std::uint64_t call) {
+  last_call_ = call;
+  if (!decided_) {
+    const unsigned round = trial_calls_ / n(), pos = trial_calls_ % n();
+    pending_ = trial_order(round)[pos];
+    return {candidates_[pending_], true, true};
+  }
+  if (call < next_event_) return {path(), false, false};
+  if (events_ % 2 == 0) {
+    pending_ = chosen_;
+    return {path(), true, false};
+  }
+  // The others in turn, skipping the decided one.
+  std::size_t other = (events_ / 2) % (n() - 1);
+  if (other >= chosen_) ++other;
+  pending_ = other;
+  return {candidates_[pending_], true, true};
+}
+
+// Odd rounds reverse the round before: in each pair a candidate serves at
+// positions p and n-1-p, calls whose indices differ by an odd number.
+std::array<std::uint8_t, ClassTuner::kMaxCandidates> ClassTuner::trial_order(
+    unsigned round) const {
+  std::array<std::uint8_t, kMaxCandidates> order{};
+  const unsigned count = n();
+  round_order(seed_, round & ~1u, std::span(order.data(), count));
+  if (round < 2 && prior_ >= 0) {  // the prior first
+    unsigned at = 0;
+    while (at + 1 < count && order[at] != prior_) ++at;
+    for (; at > 0; --at) std::swap(order[at], order[at - 1]);
+  }
+  if (round % 2 == 1) {
+    for (unsigned i = 0; i < count / 2; ++i) std::swap(order[i], order[count - 1 - i]);
+  }
+  return order;
+}
+
+bool ClassTuner::record(double seconds) {
+  times_[pending_].push_back(seconds);
+  if (!decided_) {
+    ++trial_calls_;
+    return agreement_due_trying();
+  }
+  ++events_;
+  schedule_event(last_call_);
+  for (std::size_t c = 0; c < n(); ++c) {
+    if (c != chosen_ && times_[c].size() < kWindow) return false;
+  }
+  return true;
+}
+
+bool ClassTuner::agreement_due_trying() const {
+  if (trial_calls_ % n() != 0) return false;
+  const unsigned r = rounds_done();
+  return r >= max_rounds_ || (r >= min_rounds_ && (r - min_rounds_) % check_every_ == 0);
+}
+
+std::vector<double> ClassTuner::local_stats() const {
+  std::vector<double> out;
+  out.reserve(n() * kStats);
+  for (const auto& t : times_) {
+    if (t.empty()) {
+      out.insert(out.end(), kStats, 0.0);
+      continue;
+    }
+    out.push_back(quantile(t, 0.25));
+    out.push_back(median(t));
+    out.push_back(quantile(t, 0.75));
+  }
+  return out;
+}
+
+ClassTuner::Outcome ClassTuner::agree(std::span<const double> agreed) {
+  ++agreements_;
+  for (std::size_t c = 0; c < n(); ++c) medians_[c] = med(agreed, c);
+  if (!decided_) {
+    const std::size_t w = clear_winner(agreed, kNone);
+    if (w != kNone) {
+      settle(w, agreed, last_call_);
+    } else if (rounds_done() >= max_rounds_) {
+      settle(choose(candidates_, medians_), agreed, last_call_);
+    } else {
+      return Outcome::undecided;
+    }
+    return Outcome::decided;
+  }
+  const std::size_t w = clear_winner(agreed, chosen_);
+  const bool revise = w != kNone;
+  settle(revise ? w : chosen_, agreed, last_call_);
+  revisions_ += revise;
+  return revise ? Outcome::revised : Outcome::kept;
+}
+
+// against == kNone: the fastest candidate if it is clearly ahead of every
+// other or close (median within the margin) to it - picking among close ones
+// costs less than the margin - except that it must be clearly ahead of pmpi
+// to displace it. Otherwise: the fastest candidate but `against`, if
+// clearly ahead of it.
+std::size_t ClassTuner::clear_winner(std::span<const double> s, std::size_t against) const {
+  std::size_t best = kNone;
+  for (std::size_t c = 0; c < n(); ++c) {
+    if (c != against && (best == kNone || med(s, c) < med(s, best))) best = c;
+  }
+  if (against != kNone) return ahead(s, best, against) ? best : kNone;
+  for (std::size_t c = 0; c < n(); ++c) {
+    if (c == best || ahead(s, best, c)) continue;
+    const bool close = med(s, c) <= (1.0 + kMargin) * med(s, best);
+    if (!close || (candidates_[c] == Route::pmpi && candidates_[best] != Route::pmpi)) {
+      return kNone;
+    }
+  }
+  return best;
+}
+
+// Decided on `chosen`: the probes' spacing follows from the agreed medians,
+// so that the probes (a slower candidate instead of the decided one) and the
+// agreements each cost at most kSteadyBudget of the class's time.
+void ClassTuner::settle(std::size_t chosen, std::span<const double> agreed, std::uint64_t call) {
+  decided_ = true;
+  chosen_ = chosen;
+  for (auto& t : times_) t.clear();
+  const double mine = med(agreed, chosen);
+  double spacing = static_cast<double>(kMaxProbeSpacing);
+  if (mine > 0) {
+    double worst = 1;
+    for (std::size_t c = 0; c < n(); ++c) worst = std::max(worst, med(agreed, c) / mine);
+    const double for_probes = (worst - 1) / kSteadyBudget;
+    const double for_agreements =
+        kAgreementSeconds / (kSteadyBudget * (n() - 1) * kWindow * mine);
+    spacing = std::max(for_probes, for_agreements);
+  }
+  spacing = std::clamp(spacing, static_cast<double>(kMinProbeSpacing),
+                       static_cast<double>(kMaxProbeSpacing));
+  spacing_ = std::bit_ceil(static_cast<std::uint64_t>(spacing));
+  schedule_event(call);
+}
+
+// Events fall on average every spacing_/2 calls, at a distance drawn alike on
+// every rank: a fixed one could alias with a program's period.
+void ClassTuner::schedule_event(std::uint64_t call) {
+  next_event_ = call + 1 + draw(seed_, events_ + (std::uint64_t{revisions_} << 32)) % spacing_;
+}
+
+}  // namespace mlxa2a::core::tuning
