@@ -152,7 +152,7 @@ Status HierEngine::counted(Status st) noexcept {
 Route HierEngine::default_route(std::size_t bytes) const noexcept {
   if (!rdma_) return Route::hier;
   // Zero-copy from MLXA2A_NET_ZCOPY_THRESHOLD up (an all-equal switch).
-  const std::uint64_t from = settings_.zcopy_threshold;
+  const std::uint64_t from = settings_.net.zcopy_threshold;
   return zcopy_on_ && from != 0 && bytes >= from ? Route::zcopy : Route::rdma;
 }
 
@@ -230,7 +230,7 @@ bool HierEngine::setup(const EngineRequest& req) noexcept {
   // knows rdma_ alike); without it the team does not use RDMA.
   if (!s.steps.failed_here() && rdma_) {
     s.steps.agree([&](const SetupOutcome&) -> SetupOutcome {
-      int armed = containment_.arm(req.comm, settings_.net_timeout_ms) ? 1 : 0, all_armed = 0;
+      int armed = containment_.arm(req.comm, settings_.net.timeout_ms) ? 1 : 0, all_armed = 0;
       if (PMPI_Allreduce(&armed, &all_armed, 1, MPI_INT, MPI_MIN, req.comm) != MPI_SUCCESS ||
           !all_armed) {
         rdma_why_ = "containment set-up failed";
@@ -310,7 +310,7 @@ void HierEngine::try_transports(Setup& s) {
     s.rdma_failed = 0;  // only leaders have a say
   }
   zcopy_why_ = "MLXA2A_NET_ZCOPY_THRESHOLD is 0";
-  if (settings_.zcopy_threshold == 0) return;
+  if (settings_.net.zcopy_threshold == 0) return;
   zcopy_why_ = several_leaders(map);
   if (!zcopy_why_.empty()) return;
   const int node = map.node_of(s.rank);
@@ -355,7 +355,7 @@ bool HierEngine::build(Setup& s) {
     MLXA2A_LOG_LIMITED(Warn, "hierarchical engine set-up failed (%s)", to_string(st));
     return false;
   }
-  hier_->set_pipeline(settings_.pipeline);  // all-equal: alike on every rank
+  hier_->set_pipeline(settings_.net.pipeline);  // all-equal: alike on every rank
   return true;
 }
 
@@ -383,17 +383,7 @@ bool HierEngine::try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank,
                           std::unique_ptr<hier::LeaderTransport>* out) noexcept {
 #if MLXA2A_HAVE_VERBS
   try {
-    const EngineSettings& s = settings_;
-    mlx5::NetOptions opt;
-    for (const config::Device& d : s.net_devices) opt.devices.push_back({d.name, d.port});
-    opt.gid_index = s.net_gid_index;
-    opt.timeout_ms = s.net_timeout_ms;
-    opt.qp_timeout = s.net_qp_timeout;
-    opt.retry_count = s.net_retry_count;
-    opt.traffic_class = s.net_traffic_class;
-    opt.service_level = s.net_service_level;
-    opt.pkey = s.net_pkey;
-    opt.verbs_library = s.net_verbs_library;
+    mlx5::NetOptions opt(settings_.net);
     opt.oversubscribed = oversubscribed;
     // Not the team's communicator: a leader waiting for another node makes
     // no MPI call, yet a local peer may need this rank's MPI progress.
@@ -433,7 +423,7 @@ bool HierEngine::try_zcopy(MPI_Comm node_comm, const hier::NodeMap& map, int ran
 #if MLXA2A_HAVE_VERBS
   try {
     const EngineSettings& s = settings_;
-    const mlx5::Verbs* v = mlx5::load_verbs(s.net_verbs_library.c_str());
+    const mlx5::Verbs* v = mlx5::load_verbs(s.net.verbs_library.c_str());
     std::shared_ptr<mlx5::Device> dev;
     const int node = map.node_of(rank);
     if (map.leaders(node)[0] == map.index_in_node(rank) && rdma_ok) {
@@ -454,7 +444,7 @@ bool HierEngine::try_zcopy(MPI_Comm node_comm, const hier::NodeMap& map, int ran
     }
     mlx5::SharedPdOptions pd_opt;
     pd_opt.leader = leader;
-    pd_opt.timeout_ms = static_cast<int>(std::min<std::uint32_t>(s.net_timeout_ms, 60000));
+    pd_opt.timeout_ms = static_cast<int>(std::min<std::uint32_t>(s.net.timeout_ms, 60000));
     MpiGroupBootstrap boot(node_comm);
     std::unique_ptr<mlx5::ZeroCopySender> sender;
     const bool fits = dev != nullptr;

@@ -19,7 +19,8 @@ RULES = {
     "core/tune/": (BELOW_CONFIG + ("core/tune/", "core/route/"), False),
     "core/shm/": (("core/shm/",) + SHARED, False),
     "core/hier/": (("core/hier/", "core/shm/") + SHARED, False),
-    "core/mlx5/": (("core/mlx5/", "core/hier/", "rcache/") + SHARED, False),
+    # core/config/net.h: the MLXA2A_NET_* switches as plain data (no includes).
+    "core/mlx5/": (("core/mlx5/", "core/hier/", "rcache/", "core/config/net.h") + SHARED, False),
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
