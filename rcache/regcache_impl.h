@@ -94,6 +94,9 @@ class RegCache::Impl {
   // Takes live regions out of the index; deregisters the unreferenced ones now and the
   // others at their last release.
   void drop_locked(std::vector<uint32_t>& ids);
+  // A new region (bounds, access and key set): into the index within the
+  // limits, else private (dies with its last Ref).
+  void admit_locked(uint32_t id, const MemoryKey& key);
   void drop_all_locked();
   void collect_overlapping(uintptr_t start, uintptr_t end, std::vector<uint32_t>* out) const;
   void evict_locked(size_t need_bytes);

@@ -259,9 +259,17 @@ Ref RegCache::Impl::slow_get(RegCache* owner, PinTable* pins, uintptr_t p, size_
   r->key = key;
   stats_.merges += merged.size();
   drop_locked(merged);
-  const bool cache_it = caching_ok_ && regions_ + 1 <= max_regions_ && bytes_ + (me - ms) <= max_bytes_;
   PinTable::bump(pins->at(id).taken);
-  if (cache_it) {
+  admit_locked(id, key);
+  return make_ref(owner, pins, id, p, len, detail::kNoSeq);
+}
+
+void RegCache::Impl::admit_locked(uint32_t id, const MemoryKey& key) {
+  Region* r = slot(id);
+  const uintptr_t ms = r->start.load(std::memory_order_relaxed);
+  const uintptr_t me = r->end.load(std::memory_order_relaxed);
+  const unsigned macc = r->access.load(std::memory_order_relaxed);
+  if (caching_ok_ && regions_ + 1 <= max_regions_ && bytes_ + (me - ms) <= max_bytes_) {
     begin_write();
     index_.insert({ms, me, macc, id, key.lkey, key.rkey, key.iova != ms});
     r->state.store(kLive, std::memory_order_relaxed);
@@ -275,7 +283,6 @@ Ref RegCache::Impl::slow_get(RegCache* owner, PinTable* pins, uintptr_t p, size_
     dead_.push_back(id);
     ++stats_.uncached;
   }
-  return make_ref(owner, pins, id, p, len, detail::kNoSeq);
 }
 
 void RegCache::Impl::purge() {

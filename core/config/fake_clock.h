@@ -6,10 +6,8 @@
 // with RANK (an MPI_COMM_WORLD rank) overrides it for that rank. A candidate
 // no group names is timed for real. Example: "pmpi=5,copy=2;1:copy=50".
 // Empty: no fake timings.
-//
-// A switch's syntax, so it lives with the switches (core/config), which check
-// it when they load; measured selection (core/mpi/tuning) reads the clock.
-// Immutable after parse; lookups are thread-safe.
+// A switch's syntax, so it lives with the switches (checked at load);
+// core/mpi/tuning reads the clock. Immutable after parse; thread-safe.
 #pragma once
 
 #include <array>

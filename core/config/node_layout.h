@@ -1,10 +1,6 @@
-// MLXA2A_DEBUG_NODE_SIZE: virtual nodes, a developer switch for tests only.
-//
-// It makes mlxa2a pretend that the ranks of one host sit on several nodes, so
-// that multi-node logic (team node maps, fall-through for multi-node teams,
-// later the inter-node engine) runs on one machine. Never set it in
-// production: it only makes nodes smaller than they are (a virtual node is
-// always intersected with the real one) and therefore only slower.
+// MLXA2A_DEBUG_NODE_SIZE (tests only): the ranks of one host pretend to sit on
+// several nodes, so the multi-node engines run on one machine. A virtual node
+// is always intersected with the real one: it can only make jobs slower.
 //
 // Syntax (ranks are MPI_COMM_WORLD ranks, so a process keeps its virtual node
 // in every communicator, like a real one):

@@ -97,9 +97,9 @@ std::optional<std::vector<Device>> parse_devices(std::string_view text) {
     const std::string_view item = trim(rest.substr(0, comma));
     const std::size_t colon = item.find(':');
     Device d;
-    d.name = std::string(item.substr(0, colon));
-    if (d.name.empty() ||
-        !std::all_of(d.name.begin(), d.name.end(), [](unsigned char c) {
+    d.device = std::string(item.substr(0, colon));
+    if (d.device.empty() ||
+        !std::all_of(d.device.begin(), d.device.end(), [](unsigned char c) {
           return std::isalnum(c) || c == '_' || c == '-' || c == '.';
         })) {
       return std::nullopt;
@@ -198,7 +198,7 @@ std::string format_value(const Spec& spec, const Value& value) {
       std::string out;
       for (const Device& d : devs) {
         if (!out.empty()) out += ',';
-        out += d.name;
+        out += d.device;
         if (d.port) {
           out += ':';
           out += std::to_string(d.port);

@@ -6,9 +6,8 @@
 // value. MLXA2A_* names that match no switch are warned about (typos), with the
 // nearest known name when one is close.
 //
-// Thread safety: load() is not thread-safe; after it returns, all const methods
-// may be called concurrently. The registry does not print: callers decide where
-// warnings go (the runtime logs them; mlxa2a_info prints them).
+// Thread safety: load() is not; after it, the const methods are. The registry
+// never prints: the runtime logs its warnings, mlxa2a_info prints them.
 #pragma once
 
 #include <cstdint>

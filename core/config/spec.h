@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/config/net.h"
 #include "core/config/tune.h"
 
 namespace mlxa2a::core::config {
@@ -26,12 +27,8 @@ enum class Scope : std::uint8_t { Local, AllEqual };
 // Where a value came from, lowest precedence first.
 enum class Source : std::uint8_t { Default, File, Env };
 
-// One NIC port from MLXA2A_NET_DEVICES ("mlx5_0:1"); port 0 means any port.
-struct Device {
-  std::string name;
-  int port = 0;
-  friend bool operator==(const Device&, const Device&) = default;
-};
+using Device = NetPort;  // one port of MLXA2A_NET_DEVICES (core/config/net.h)
+struct Settings;        // core/config/switches.h
 
 using Value = std::variant<bool, std::int64_t, std::uint64_t, std::string,
                            std::vector<Device>, tune::Table>;
@@ -60,6 +57,9 @@ struct Spec {
   // docs/mpit.md); the next call follows it. Only Local switches whose
   // readers take each value as it comes qualify.
   bool runtime_writable = false;
+  // Stores the value into its field of Settings (settings_from); null for
+  // switches whose readers convert it themselves.
+  void (*store)(const Value&, Settings&) = nullptr;
 };
 
 std::string_view to_string(Type t);

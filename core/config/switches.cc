@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <type_traits>
+#include <variant>
+
 #include "core/config/fake_clock.h"
 #include "core/config/node_layout.h"
 #include "core/config/parse.h"
@@ -58,6 +61,27 @@ std::string check_fake_clock(const Value& v) {
 std::string check_node_layout(const Value& v) {
   return NodeLayout::parse(std::get<std::string>(v)) ? std::string()
                                                      : std::string(kNodeLayoutSyntax);
+}
+
+// A row's store: its value into its field of Settings::net (integers are
+// range-checked by the row, so the narrowing casts keep every value).
+template <class T>
+void assign(T& field, const Value& v) {
+  std::visit(
+      [&field](const auto& x) {
+        using X = std::decay_t<decltype(x)>;
+        if constexpr (std::is_arithmetic_v<T> && std::is_arithmetic_v<X>) {
+          field = static_cast<T>(x);
+        } else if constexpr (std::is_same_v<T, X>) {
+          field = x;
+        }
+      },
+      v);
+}
+
+template <auto Field>
+void net(const Value& v, Settings& s) {
+  assign(s.net.*Field, v);
 }
 
 constexpr Spec kSwitches[] = {
@@ -137,7 +161,8 @@ constexpr Spec kSwitches[] = {
                     "takes the ACTIVE port nearest its cores by hwloc NUMA locality; leaders "
                     "of a node on one NUMA node spread over its HCAs), or a list such as "
                     "mlx5_0:1,mlx5_1:1, tried in that order.",
-     .scope = Scope::AllEqual},
+     .scope = Scope::AllEqual,
+     .store = net<&NetSwitches::devices>},
     {.name = "NET_ZCOPY_THRESHOLD",
      .type = Type::Size,
      .default_text = "0",
@@ -149,7 +174,8 @@ constexpr Spec kSwitches[] = {
                     "default, because on fakeverbs no size saves the ranks CPU on every layout "
                     "(bench/results/zerocopy.md); measure on a ConnectX before setting it.",
      .verbosity = Verbosity::Tuner,
-     .scope = Scope::AllEqual},
+     .scope = Scope::AllEqual,
+     .store = net<&NetSwitches::zcopy_threshold>},
     {.name = "NET_PIPELINE",
      .type = Type::Bool,
      .default_text = "y",
@@ -158,7 +184,8 @@ constexpr Spec kSwitches[] = {
                     "is in flight (docs/hier.md, 'Pipelined rounds'). n = one round after the "
                     "other. A protocol choice, so all-equal.",
      .verbosity = Verbosity::Tuner,
-     .scope = Scope::AllEqual},
+     .scope = Scope::AllEqual,
+     .store = net<&NetSwitches::pipeline>},
     {.name = "NET_GID_INDEX",
      .type = Type::Int,
      .default_text = "-1",
@@ -166,7 +193,8 @@ constexpr Spec kSwitches[] = {
                     "v2 entry (IPv4-mapped, else IPv6) on a subnet every leader shares.",
      .verbosity = Verbosity::Tuner,
      .min = -1,
-     .max = 255},
+     .max = 255,
+     .store = net<&NetSwitches::gid_index>},
     {.name = "NET_TIMEOUT",
      .type = Type::Int,
      .default_text = "120000",
@@ -177,7 +205,8 @@ constexpr Spec kSwitches[] = {
      .verbosity = Verbosity::Tuner,
      .scope = Scope::AllEqual,
      .min = 1,
-     .max = 86400000},
+     .max = 86400000,
+     .store = net<&NetSwitches::timeout_ms>},
     {.name = "NET_QP_TIMEOUT",
      .type = Type::Int,
      .default_text = "18",
@@ -187,14 +216,16 @@ constexpr Spec kSwitches[] = {
                     "is not allowed.",
      .verbosity = Verbosity::Tuner,
      .min = 1,
-     .max = 31},
+     .max = 31,
+     .store = net<&NetSwitches::qp_timeout>},
     {.name = "NET_RETRY_COUNT",
      .type = Type::Int,
      .default_text = "7",
      .description = "RDMA queue pairs: transport retries before a write fails.",
      .verbosity = Verbosity::Tuner,
      .min = 0,
-     .max = 7},
+     .max = 7,
+     .store = net<&NetSwitches::retry_count>},
     {.name = "NET_TRAFFIC_CLASS",
      .type = Type::Int,
      .default_text = "-1",
@@ -205,7 +236,8 @@ constexpr Spec kSwitches[] = {
      .verbosity = Verbosity::Tuner,
      .scope = Scope::AllEqual,
      .min = -1,
-     .max = 255},
+     .max = 255,
+     .store = net<&NetSwitches::traffic_class>},
     {.name = "NET_SL",
      .type = Type::Int,
      .default_text = "0",
@@ -214,7 +246,8 @@ constexpr Spec kSwitches[] = {
      .verbosity = Verbosity::Tuner,
      .scope = Scope::AllEqual,
      .min = 0,
-     .max = 15},
+     .max = 15,
+     .store = net<&NetSwitches::service_level>},
     {.name = "NET_PKEY",
      .type = Type::Int,
      .default_text = "-1",
@@ -225,14 +258,16 @@ constexpr Spec kSwitches[] = {
      .verbosity = Verbosity::Tuner,
      .scope = Scope::AllEqual,
      .min = -1,
-     .max = 0xffff},
+     .max = 0xffff,
+     .store = net<&NetSwitches::pkey>},
     {.name = "NET_VERBS_LIBRARY",
      .type = Type::String,
      .default_text = "libibverbs.so.1",
      .description = "The verbs library to dlopen for the inter-node engine (a path, or a name "
                     "the loader searches). For tests: a software provider such as fakeverbs.",
      .verbosity = Verbosity::Developer,
-     .check = check_nonempty},
+     .check = check_nonempty,
+     .store = net<&NetSwitches::verbs_library>},
     {.name = "RCACHE_ALIGN",
      .type = Type::Size,
      .default_text = "16",
@@ -379,6 +414,9 @@ CollTrace coll_trace_of(const Registry& r) {
 
 Settings settings_from(const Registry& r) {
   Settings s;
+  for (const Registry::Entry& e : r.entries()) {
+    if (e.spec->store != nullptr) e.spec->store(e.value, s);
+  }
   s.enable = r.get_bool("ENABLE");
   s.log_level = log_level_of(r);
   s.log_file = r.get_string("LOG_FILE");
@@ -393,17 +431,6 @@ Settings settings_from(const Registry& r) {
   s.tune_samples = static_cast<unsigned>(r.get_int("TUNE_SAMPLES"));
   s.tune_file = r.get_string("TUNE_FILE");
   s.debug_tune_times = r.get_string("DEBUG_TUNE_TIMES");
-  s.net_devices = r.get_devices("NET_DEVICES");
-  s.net_gid_index = static_cast<int>(r.get_int("NET_GID_INDEX"));
-  s.net_timeout_ms = static_cast<std::uint32_t>(r.get_int("NET_TIMEOUT"));
-  s.net_qp_timeout = static_cast<std::uint8_t>(r.get_int("NET_QP_TIMEOUT"));
-  s.net_retry_count = static_cast<std::uint8_t>(r.get_int("NET_RETRY_COUNT"));
-  s.net_traffic_class = static_cast<int>(r.get_int("NET_TRAFFIC_CLASS"));
-  s.net_service_level = static_cast<int>(r.get_int("NET_SL"));
-  s.net_pkey = static_cast<int>(r.get_int("NET_PKEY"));
-  s.net_zcopy_threshold = r.get_size("NET_ZCOPY_THRESHOLD");
-  s.net_pipeline = r.get_bool("NET_PIPELINE");
-  s.net_verbs_library = r.get_string("NET_VERBS_LIBRARY");
   s.rcache_align = r.get_size("RCACHE_ALIGN");
   s.rcache_max_regions = r.get_int("RCACHE_MAX_REGIONS");
   s.rcache_max_bytes = r.get_size("RCACHE_MAX_BYTES");

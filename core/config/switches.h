@@ -1,9 +1,8 @@
-// The switch table: every MLXA2A_* variable mlxa2a understands, in one place, so
-// that mlxa2a_info, the README and the runtime cannot disagree. A module that
-// needs a new switch adds a row here and a field to Settings.
-//
-// Settings is the typed snapshot the runtime reads on the hot path (no string
-// lookups); it is built once from a loaded Registry and then only read.
+// The switch table (switches.cc): every MLXA2A_* variable, in one place, so
+// that mlxa2a_info, the README and the runtime cannot disagree. Settings is
+// its typed snapshot for the hot path, built once from a loaded Registry and
+// then only read; a row with a `store` fills its field itself (the network
+// switches: one row and one NetSwitches field each, core/config/net.h).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "core/config/leaders.h"
+#include "core/config/net.h"
 #include "core/config/node_layout.h"
 #include "core/config/registry.h"
 #include "core/config/spec.h"
@@ -40,21 +40,7 @@ struct Settings {
   unsigned tune_samples = 3;         // MLXA2A_TUNE_SAMPLES; 0 = no measurement
   std::string tune_file;             // MLXA2A_TUNE_FILE; empty = none
   std::string debug_tune_times;      // MLXA2A_DEBUG_TUNE_TIMES (tests only)
-  std::vector<Device> net_devices;  // empty: all
-  // The RDMA leader exchange (core/mlx5/options.h).
-  int net_gid_index = -1;
-  std::uint32_t net_timeout_ms = 120000;
-  std::uint8_t net_qp_timeout = 18;
-  std::uint8_t net_retry_count = 7;
-  int net_traffic_class = -1;  // MLXA2A_NET_TRAFFIC_CLASS; -1: 106 on RoCE, 0 on IB
-  int net_service_level = 0;   // MLXA2A_NET_SL
-  int net_pkey = -1;           // MLXA2A_NET_PKEY; -1: first full-member entry
-  std::string net_verbs_library = "libibverbs.so.1";
-  // Zero-copy send side (docs/zerocopy.md): bytes per peer from which the
-  // fixed rules take it; 0 = never, and no shared PD is set up.
-  std::uint64_t net_zcopy_threshold = 0;
-  // Pipelined rounds of the hierarchical engine (docs/hier.md).
-  bool net_pipeline = true;
+  NetSwitches net;  // MLXA2A_NET_*: the RDMA leader exchange, zero-copy, pipelining
   // Registration cache (rcache/), see docs/rcache.md.
   std::uint64_t rcache_align = 16;
   std::int64_t rcache_max_regions = 0;

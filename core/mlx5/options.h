@@ -1,5 +1,6 @@
-// What the RDMA engine is told by its caller (core/mpi builds it from the
-// MLXA2A_NET_* switches; tests fill it directly). MPI-free.
+// What the RDMA engine is told by its caller: the MLXA2A_NET_* switches as the
+// switch table filled them (core/config/net.h; tests fill them directly), and
+// what this leader's team adds. MPI-free.
 #pragma once
 
 #include <cstdint>
@@ -7,23 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "core/config/net.h"
+
 namespace mlxa2a::mlx5 {
 
-struct NetOptions {
-  struct Port {
-    std::string device;  // e.g. "mlx5_0"
-    int port = 0;        // 0: the device's first ACTIVE port
-  };
-  std::string verbs_library = "libibverbs.so.1";  // MLXA2A_NET_VERBS_LIBRARY
-  std::vector<Port> devices;  // MLXA2A_NET_DEVICES; empty: first ACTIVE port of any device
-  int gid_index = -1;         // MLXA2A_NET_GID_INDEX; -1: matched by subnet (gid_choice.h)
-  std::uint32_t timeout_ms = 120000;  // MLXA2A_NET_TIMEOUT: an arrival awaited longer fails
-  std::uint8_t qp_timeout = 18;       // MLXA2A_NET_QP_TIMEOUT: 4.096 us * 2^n per retry
-  std::uint8_t retry_count = 7;       // MLXA2A_NET_RETRY_COUNT
-  // The fabric's QoS and partition (core/mlx5/qos.h), UCX's defaults:
-  int traffic_class = -1;  // MLXA2A_NET_TRAFFIC_CLASS; -1: 106 on RoCE, 0 on InfiniBand
-  int service_level = 0;   // MLXA2A_NET_SL
-  int pkey = -1;           // MLXA2A_NET_PKEY; -1: the first full-member P_Key
+struct NetOptions : core::config::NetSwitches {
+  using Port = core::config::NetPort;  // port 0: the device's first ACTIVE port
+  NetOptions() = default;
+  explicit NetOptions(const core::config::NetSwitches& s) : NetSwitches(s) {}
   // This leader's index among its node's leaders: without MLXA2A_NET_DEVICES,
   // leaders sharing a NUMA node spread over its HCAs (core/mlx5/hca_choice.h).
   int leader_slot = 0;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/collective_setup.h"
 #include "core/log.h"
 #include "core/mlx5/fd_passing.h"
 #include "core/mlx5/verbs_registrar.h"
@@ -16,9 +17,7 @@
 
 namespace mlxa2a::mlx5 {
 
-namespace {
-
-struct Hello {
+struct SharedPd::Hello {
   std::int32_t pid = 0;
   std::uint8_t can_import = 0;  // members: the import verbs are there
   std::uint8_t leader_ready = 0;
@@ -27,14 +26,28 @@ struct Hello {
   SocketName name;
 };
 
+namespace {
+
 struct Outcome {
   std::int32_t status = 0;  // Status
   char why[180] = {};
 };
 
-void copy_why(Outcome* o, Status s, const std::string& why) {
-  o->status = static_cast<std::int32_t>(s);
-  std::snprintf(o->why, sizeof o->why, "%s", why.c_str());
+// Step 3, the agreement: every member's outcome; the first failing member's
+// (by rank), or bootstrap_failed when the allgather itself failed.
+SetupOutcome first_failure(GroupBootstrap& node, const SetupOutcome& here) {
+  Outcome mine;
+  mine.status = static_cast<std::int32_t>(here.status);
+  std::snprintf(mine.why, sizeof mine.why, "%s", here.why.c_str());
+  std::vector<Outcome> all(static_cast<std::size_t>(node.size()));
+  if (!node.allgather(&mine, all.data(), sizeof mine)) {
+    return {Status::bootstrap_failed, "node bootstrap failed while agreeing on the shared PD"};
+  }
+  for (int r = 0; r < node.size(); ++r) {
+    const Outcome& o = all[static_cast<std::size_t>(r)];
+    if (o.status != 0) return {static_cast<Status>(o.status), "member " + std::to_string(r) + ": " + o.why};
+  }
+  return {};
 }
 
 bool has_import(const Verbs* v) {
@@ -71,6 +84,51 @@ SharedPd::~SharedPd() {
   }
 }
 
+// Step 1's local half: what this member tells the node (its pid; the
+// leader's socket and PD handle, or a member's import verbs).
+SharedPd::Hello SharedPd::offer(const Verbs* v, const Device* dev, bool leader, FdServer& server,
+                      CollectiveSetup& setup) {
+  Hello mine;
+  mine.pid = static_cast<std::int32_t>(getpid());
+  std::string why;
+  if (leader) {
+    if (!v || !dev) {
+      setup.fail(Status::unavailable, v ? "the leader has no device" : verbs_unavailable_reason());
+    } else if (server.open(&mine.name, &why)) {
+      mine.leader_ready = 1;
+      mine.pd_handle = dev->pd()->handle;
+    } else {
+      setup.fail(Status::unavailable, why);
+    }
+    mine.can_import = 1;  // the leader imports nothing
+  } else {
+    mine.can_import = has_import(v) ? 1 : 0;
+    if (!v) setup.fail(Status::unavailable, verbs_unavailable_reason());
+    else if (!mine.can_import)
+      setup.fail(Status::unavailable, "the verbs library lacks ibv_import_device/ibv_import_pd");
+  }
+  return mine;
+}
+
+// Step 2 on a member: the leader's command fd, then its device and PD, then
+// (unless told not to) one registration on it.
+void SharedPd::import(const Hello& lead, const SharedPdOptions& opt, CollectiveSetup& setup) {
+  std::string why;
+  UniqueFd fd;
+  if (!receive_fd(lead.name, opt.timeout_ms, &fd, &why)) {
+    setup.fail(Status::unavailable, why);
+  } else if ((ctx_ = v_->import_device(fd.get())) == nullptr) {
+    setup.fail(Status::unavailable, std::string("ibv_import_device: ") + std::strerror(errno));
+  } else {
+    fd.release();  // ibv_close_device closes it (man ibv_import_device)
+    if ((pd_ = v_->import_pd(ctx_, lead.pd_handle)) == nullptr) {
+      setup.fail(Status::unavailable, std::string("ibv_import_pd: ") + std::strerror(errno));
+    } else if (opt.probe_registration && !probe(*v_, pd_, &why)) {
+      setup.fail(Status::unavailable, why);
+    }
+  }
+}
+
 Status SharedPd::setup(const Verbs* v, GroupBootstrap& node, std::shared_ptr<Device> dev,
                        const SharedPdOptions& opt, std::unique_ptr<SharedPd>* out,
                        std::string* why) noexcept {
@@ -79,28 +137,10 @@ Status SharedPd::setup(const Verbs* v, GroupBootstrap& node, std::shared_ptr<Dev
     const bool leader = node.rank() == opt.leader;
     std::unique_ptr<SharedPd> self(new SharedPd);
     self->v_ = v;
+    CollectiveSetup setup;
     FdServer server;
-    Hello mine;
-    mine.pid = static_cast<std::int32_t>(getpid());
-    Outcome result;
-    std::string local_why;
-    if (leader) {
-      if (!v || !dev) {
-        copy_why(&result, Status::unavailable, v ? "the leader has no device" : verbs_unavailable_reason());
-      } else if (server.open(&mine.name, &local_why)) {
-        mine.leader_ready = 1;
-        mine.pd_handle = dev->pd()->handle;
-      } else {
-        copy_why(&result, Status::unavailable, local_why);
-      }
-      mine.can_import = 1;  // the leader imports nothing
-    } else {
-      mine.can_import = has_import(v) ? 1 : 0;
-      if (!v) copy_why(&result, Status::unavailable, verbs_unavailable_reason());
-      else if (!mine.can_import)
-        copy_why(&result, Status::unavailable, "the verbs library lacks ibv_import_device/ibv_import_pd");
-    }
     std::vector<Hello> all(static_cast<std::size_t>(n));
+    const Hello mine = offer(v, dev.get(), leader, server, setup);
     if (!node.allgather(&mine, all.data(), sizeof mine)) {
       *why = "node bootstrap failed while sharing the PD";
       return Status::bootstrap_failed;
@@ -116,37 +156,18 @@ Status SharedPd::setup(const Verbs* v, GroupBootstrap& node, std::shared_ptr<Dev
       self->dev_ = dev;
       self->ctx_ = dev->context();
       self->pd_ = dev->pd();
+      std::string local_why;
       if (!server.serve(dev->context()->cmd_fd, n - 1, ranks, opt.timeout_ms, &local_why)) {
-        copy_why(&result, Status::unavailable, local_why);
+        setup.fail(Status::unavailable, local_why);
       }
     } else if (go) {
-      UniqueFd fd;
-      if (!receive_fd(lead.name, opt.timeout_ms, &fd, &local_why)) {
-        copy_why(&result, Status::unavailable, local_why);
-      } else if ((self->ctx_ = v->import_device(fd.get())) == nullptr) {
-        copy_why(&result, Status::unavailable,
-                 std::string("ibv_import_device: ") + std::strerror(errno));
-      } else {
-        fd.release();  // ibv_close_device closes it (man ibv_import_device)
-        if ((self->pd_ = v->import_pd(self->ctx_, lead.pd_handle)) == nullptr) {
-          copy_why(&result, Status::unavailable,
-                   std::string("ibv_import_pd: ") + std::strerror(errno));
-        } else if (opt.probe_registration && !probe(*v, self->pd_, &local_why)) {
-          copy_why(&result, Status::unavailable, local_why);
-        }
-      }
+      self->import(lead, opt, setup);
     }
-    std::vector<Outcome> outcomes(static_cast<std::size_t>(n));
-    if (!node.allgather(&result, outcomes.data(), sizeof result)) {
-      *why = "node bootstrap failed while agreeing on the shared PD";
-      return Status::bootstrap_failed;
-    }
-    for (int r = 0; r < n; ++r) {
-      const Outcome& o = outcomes[static_cast<std::size_t>(r)];
-      if (o.status != 0) {
-        *why = "member " + std::to_string(r) + ": " + o.why;
-        return static_cast<Status>(o.status);
-      }
+    const SetupOutcome& agreed = setup.agree(
+        [&](const SetupOutcome& here) { return first_failure(node, here); });
+    if (!agreed.ok()) {
+      *why = agreed.why;
+      return agreed.status;
     }
     if (!go) {  // nobody failed locally, yet step 2 was skipped: cannot happen
       *why = "the leader did not share its PD";

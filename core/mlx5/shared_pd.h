@@ -15,7 +15,8 @@
 //   3. allgather: each member's outcome. The result is the same on every
 //      member: ok, or unavailable with the first failing member's reason
 //      (the caller keeps the staged path and traces it), or bootstrap_failed.
-// Every member runs both allgathers whatever happens locally.
+// Every member runs both allgathers whatever happens locally (CollectiveSetup,
+// core/collective_setup.h: step 3 is its agreement).
 //
 // Contract
 // * Blocking, set-up only, one thread; every wait bounded by timeout_ms.
@@ -35,7 +36,13 @@
 #include "core/mlx5/verbs.h"
 #include "core/status.h"
 
+namespace mlxa2a {
+class CollectiveSetup;
+}
+
 namespace mlxa2a::mlx5 {
+
+class FdServer;
 
 struct SharedPdOptions {
   int leader = 0;             // the node group's member that owns the device
@@ -63,7 +70,10 @@ class SharedPd {
 
  private:
   SharedPd() = default;
-  struct Import;  // the rank side of step 2
+  struct Hello;  // step 1's message
+  static Hello offer(const Verbs* v, const Device* dev, bool leader, FdServer& server,
+                     CollectiveSetup& setup);
+  void import(const Hello& lead, const SharedPdOptions& opt, CollectiveSetup& setup);
   const Verbs* v_ = nullptr;
   std::shared_ptr<Device> dev_;  // leader: the owner
   ibv_context* ctx_ = nullptr;   // rank: imported (owned) / leader: dev_'s

@@ -153,7 +153,7 @@ void trace_team(const CommState& st, const char* how) {
   // no-zcopy-because: only where zero-copy was asked for (threshold not 0)
   // and refused at set-up (a derived team decides at its first call).
   const bool zcopy_refused = st.caps.rdma && !st.caps.zcopy && !st.team->zcopy_why().empty() &&
-                             Runtime::instance().settings().net_zcopy_threshold != 0;
+                             Runtime::instance().settings().net.zcopy_threshold != 0;
 #if MLXA2A_HAVE_VERBS
   // fabric: this process's device, port and QoS, on leaders that opened one.
   const std::string fabric = st.caps.rdma ? mlx5::fabric_summary() : std::string();

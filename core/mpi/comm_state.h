@@ -1,11 +1,8 @@
-// CommState: what mlxa2a keeps per communicator, stored as an MPI attribute
-// (keyval + delete callback) — never in a map keyed by handle values, which MPI
-// reuses after MPI_Comm_free.
-//
-// Ownership: the attribute owns the CommState; MPI calls the delete callback
-// when the communicator is freed (or at MPI_Finalize for the predefined ones).
-// Thread safety: one CommState is used only by calls on its communicator, which
-// MPI requires to be serialised.
+// CommState: mlxa2a's state per communicator, an MPI attribute (keyval +
+// delete callback), never a map keyed by handles, which MPI reuses after
+// MPI_Comm_free. The attribute owns it; the delete callback runs at
+// MPI_Comm_free (MPI_Finalize for the predefined ones). No locking: MPI
+// serialises the calls on one communicator.
 #pragma once
 
 #include <mpi.h>
@@ -40,12 +37,12 @@ struct CommState {
   // stays null when the team has nothing to choose (tuning_off then).
   std::unique_ptr<TeamTuning> tuning;
   bool tuning_off = false;
-  // The signature of the last call the engine ran with plain named types
-  // (is_plain_named, core/mpi/engine_call.h) and separate buffers (core/mpi/dispatch.cc). A later call with the same types
-  // and counts has the same size, hence the same path on every rank (tuning
-  // table and capabilities do not change once the team is set up, and a
-  // measured decision holds until its class's next steady-state sample), so
-  // it goes straight to that path. bytes == 0: nothing recorded.
+  // The last engine call with plain named types (engine_call.h
+  // is_plain_named) and separate buffers. A later call with the same types
+  // and counts has the same size, hence the same path on every rank (the
+  // tune table and the caps are final once set up; a measured decision holds
+  // until its class's next steady-state sample), so it goes straight there.
+  // bytes == 0: nothing recorded.
   struct Repeat {
     MPI_Datatype sendtype{};
     MPI_Datatype recvtype{};

@@ -16,17 +16,7 @@ EngineSettings EngineSettings::from(const config::Settings& s) {
   e.slot_size = s.shm_slot_size;
   e.slot_size_oversubscribed = s.shm_slot_size_oversubscribed;
   e.leaders = s.leaders;
-  e.net_devices = s.net_devices;
-  e.net_gid_index = s.net_gid_index;
-  e.net_timeout_ms = s.net_timeout_ms;
-  e.net_qp_timeout = s.net_qp_timeout;
-  e.net_retry_count = s.net_retry_count;
-  e.net_traffic_class = s.net_traffic_class;
-  e.net_service_level = s.net_service_level;
-  e.net_pkey = s.net_pkey;
-  e.net_verbs_library = s.net_verbs_library;
-  e.zcopy_threshold = s.net_zcopy_threshold;
-  e.pipeline = s.net_pipeline;
+  e.net = s.net;
   // The error is set only if the switch table and rcache disagree, which a
   // unit test rules out; the defaults then stand.
   std::string error;

@@ -85,19 +85,9 @@ struct EngineSettings {
   std::uint64_t slot_size = 0;  // also the hierarchical engine's staging bytes per rank
   std::uint64_t slot_size_oversubscribed = 0;
   // Hierarchical engine.
-  config::LeaderPolicy leaders;                // MLXA2A_LEADERS
-  std::vector<config::Device> net_devices;     // MLXA2A_NET_DEVICES; empty: all
-  int net_gid_index = -1;
-  std::uint32_t net_timeout_ms = 0;
-  std::uint8_t net_qp_timeout = 0;
-  std::uint8_t net_retry_count = 0;
-  int net_traffic_class = -1;  // MLXA2A_NET_TRAFFIC_CLASS / _SL / _PKEY
-  int net_service_level = 0;
-  int net_pkey = -1;
-  std::string net_verbs_library;
-  std::uint64_t zcopy_threshold = 0;  // MLXA2A_NET_ZCOPY_THRESHOLD; 0: no zero-copy
-  bool pipeline = false;              // MLXA2A_NET_PIPELINE (all-equal)
-  rcache::Options rcache;             // zero-copy's registration cache
+  config::LeaderPolicy leaders;  // MLXA2A_LEADERS
+  config::NetSwitches net;       // MLXA2A_NET_*, whole (core/config/net.h)
+  rcache::Options rcache;        // zero-copy's registration cache
 
   static EngineSettings from(const config::Settings& s);
 };

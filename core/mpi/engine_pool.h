@@ -6,36 +6,25 @@
 // teams) every time (issue 11, item 4; docs/shm.md, "Engine pool").
 //
 // Contract
-// * An engine is kept under its PoolKey (core/mpi/engine.h; Team computes
-//   it). Only a communicator with exactly this key, on every rank, may take
-//   it: then its ranks are the processes the engine was built for, each at
-//   its rank.
-// * give(): takes an engine whose team is gone (Team's destructor). Kept idle
-//   if it is poolable() with a pool_id() (LocalEngine never is), the key is
-//   not empty, the pool holds fewer than capacity() engines and MPI is not
-//   finalising; otherwise destroyed at once. The oldest idle engine goes
-//   when the pool is full. Local, never blocks, never throws. An engine
-//   destroyed while its peers keep theirs idle is harmless: no rank can take
-//   an engine unless every rank proposes it.
-// * acquire(): collective over comm (one PMPI_Allreduce of two uint64) when
-//   capacity() > 0 (MLXA2A_SHM_POOL is all-equal, so every rank agrees on
-//   whether to call it); returns nullptr without communicating otherwise.
-//   Every rank proposes its idle engine kept under the same key (the lowest
-//   id if several); if every rank proposes the same id, every rank takes its
-//   engine out of the pool, rebinds it to opt's abort callback (the new
-//   communicator's), marks it reused and returns it; otherwise every rank
-//   returns nullptr and the proposals stay idle. The reused engine continues
-//   its call numbering, equal on all its ranks since every rank completed
-//   the same calls on the freed communicator, so reuse is as safe as
-//   back-to-back calls. What a multi-node engine owns besides its segment
-//   (its leaders' communicator, the containment's duplicate, the transport
-//   and its registrations) was made from the freed communicator's group,
-//   which is the new one's: it serves the new one as it served the old.
+// * An engine is kept under its PoolKey (core/mpi/engine.h): only a
+//   communicator with exactly that key on every rank may take it - its ranks
+//   are then the processes the engine was built for, each at its rank.
+// * give() (Team's destructor): keeps a poolable() engine with a pool_id()
+//   and a key while fewer than capacity() are idle and MPI is not finalising
+//   (the oldest goes when full); else destroys it. Local, never throws. One
+//   rank destroying while its peers keep theirs is harmless: an engine is
+//   taken only when every rank proposes it.
+// * acquire(): collective over comm (one PMPI_Allreduce) when capacity() > 0
+//   (MLXA2A_SHM_POOL is all-equal); nullptr without communicating otherwise.
+//   Each rank proposes its idle engine under the key (lowest id); only if
+//   all propose the same id does every rank take it, rebind it to opt's abort
+//   callback and mark it reused. Its call numbering goes on, equal on all
+//   ranks, so reuse is as safe as back-to-back calls; what it owns was made
+//   from the freed communicator's group, which is the new one's.
 // * clear(): destroys every idle engine and refuses later ones (MPI_Finalize,
 //   before the RDMA endpoint pool goes).
 // * Thread-safe: one mutex, not held across the allreduce; an engine under
-//   proposal is reserved, so concurrent acquire()s (other communicators) on
-//   other threads never take the same one.
+//   proposal is reserved for its caller.
 #pragma once
 
 #include <mpi.h>

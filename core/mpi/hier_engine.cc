@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstdio>
 #include <new>
+#include <optional>
 
+#include "core/collective_setup.h"
 #include "core/log.h"
 #include "core/mpi/group_bootstrap.h"
 #include "core/mpi/leader_transport.h"
@@ -150,7 +152,7 @@ Status HierEngine::counted(Status st) noexcept {
 Route HierEngine::default_route(std::size_t bytes) const noexcept {
   if (!rdma_) return Route::hier;
   // Zero-copy from MLXA2A_NET_ZCOPY_THRESHOLD up (an all-equal switch).
-  const std::uint64_t from = settings_.zcopy_threshold;
+  const std::uint64_t from = settings_.net.zcopy_threshold;
   return zcopy_on_ && from != 0 && bytes >= from ? Route::zcopy : Route::rdma;
 }
 
@@ -180,139 +182,186 @@ bool HierEngine::contained_call(std::size_t bytes) noexcept {
          Containment::Outcome::pmpi;
 }
 
-bool HierEngine::setup(const EngineRequest& req) noexcept {
-  // Every step below runs on every rank whatever happened before, so that no
-  // rank skips a collective its peers are in; the Allreduce at the end agrees.
-  const MPI_Comm comm = req.comm, node_comm = req.node_comm;
-  const int size = req.size;
-  const std::vector<int>& node_ids = *req.node_ids;
-  std::size_t stage_bytes = settings_.slot_size;
-  int failed = 0;
-  try {
-    int rank = 0, local_rank = 0, local_size = 1;
-    PMPI_Comm_rank(comm, &rank);
-    if (PMPI_Comm_rank(node_comm, &local_rank) != MPI_SUCCESS ||
-        PMPI_Comm_size(node_comm, &local_size) != MPI_SUCCESS) {
-      failed = 1;
-    }
-    bool ok = true;
-    const bool lead = choose_leadership(settings_.leaders, node_comm, local_rank, local_size, &ok);
-    failed |= !ok;
-    // One Allgather: who leads (the transport addresses every node's leaders)
-    // and the staging size, which sets the rounds and so must be the same on
-    // every rank although the switch is node-local (the largest wins).
-    const std::uint64_t mine[2] = {lead ? 1u : 0u, stage_bytes};
-    std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(size));
-    if (PMPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, comm) != MPI_SUCCESS) {
-      failed = 1;
-    }
-    std::vector<int> leads(static_cast<std::size_t>(size));
-    for (int r = 0; r < size; ++r) {
-      leads[r] = all[2 * r] != 0;
-      stage_bytes = std::max<std::size_t>(stage_bytes, all[2 * r + 1]);
-    }
-    const hier::NodeMap map(node_ids, leads);
+// What set-up's steps hand on to each other (this rank's view).
+struct HierEngine::Setup {
+  explicit Setup(const EngineRequest& r, std::size_t slot) : req(r), stage_bytes(slot) {}
+  const EngineRequest& req;
+  CollectiveSetup steps;
+  int rank = 0, local_rank = 0, local_size = 1;
+  bool lead = false;
+  std::size_t stage_bytes;
+  std::vector<int> leads;
+  std::optional<hier::NodeMap> map;
+  std::unique_ptr<shm::NodeStage> stage;
+  OwnedComm leaders;           // ordered by node, then by leader index
+  std::vector<int> first_rank;  // per node: its first leader's rank in `leaders`
+  std::unique_ptr<hier::LeaderTransport> rdma;
+  int rdma_failed = 1, zcopy_failed = 1;  // this rank's say (non-leaders: none on RDMA)
+};
 
-    std::unique_ptr<shm::NodeStage> stage;
-    const shm::Options opt = shm_options(settings_, comm, req.oversubscribed);
-    const std::size_t area = hier::HierAlltoall::area_bytes(size, local_size, stage_bytes);
-    MpiBootstrap boot(node_comm, local_rank, local_size);
-    if (const Status st = shm::NodeStage::create(boot, opt, area, area, stage);
-        st != Status::ok) {
-      MLXA2A_LOG_LIMITED(Warn, "hierarchical staging set-up failed (%s)", to_string(st));
-      failed = 1;
-    }
-    // The leaders' communicator, ordered by node, then by leader index.
-    const int node = map.node_of(rank);
-    OwnedComm leaders;
-    if (mpi_own().comm_split(comm, lead ? 0 : MPI_UNDEFINED, map.ranks_before(node) + local_rank,
-                        leaders.out()) != MPI_SUCCESS) {
-      failed = 1;
-    }
-    std::vector<int> first_rank;
-    for (int m = 0, at = 0; m < map.nodes(); ++m) {
-      first_rank.push_back(at);
-      at += map.leader_count(m);
-    }
-    // The RDMA transport: tried by every leader whatever failed before (its
-    // set-up is collective over the leaders), then agreed on by every rank
-    // together with the other failures, so all ranks pick the same transport.
-    std::unique_ptr<hier::LeaderTransport> rdma;
-    int flags[3] = {failed, 1, 1};  // {set-up failed, RDMA failed, zero-copy failed}
-    if (lead && leaders.get() != MPI_COMM_NULL) {
-      flags[1] = try_rdma(leaders.get(), map, rank, req.oversubscribed, stage.get(), first_rank,
-                          &rdma)
-                     ? 0
-                     : 1;
-    } else if (!lead) {
-      flags[1] = 0;  // only leaders have a say
-    }
-    // Zero-copy (docs/zerocopy.md): switch not 0 and one leader on every
-    // node. Every rank knows every node's leaders, so all refuse alike
-    // without setting up shared PDs a node with several leaders would make
-    // useless (a rank would need a registration on each of its leaders' PDs).
-    zcopy_why_ = "MLXA2A_NET_ZCOPY_THRESHOLD is 0";
-    if (settings_.zcopy_threshold != 0) {
-      zcopy_why_ = several_leaders(map);
-      if (zcopy_why_.empty()) {
-        flags[2] = try_zcopy(node_comm, map, rank, map.leaders(node)[0], lead && flags[1] == 0)
-                       ? 0
-                       : 1;
-      }
-    }
-    int any[3] = {1, 1, 1};
-    if (PMPI_Allreduce(flags, any, 3, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) failed = 1;
-    failed |= any[0];
-    rdma_ = !any[1];
-    if (any[1] && rdma_why_.empty()) rdma_why_ = "RDMA unavailable on another leader";
-    zcopy_on_ = rdma_ && !any[2];
-    if (zcopy_on_) {
-      zcopy_why_.clear();
-    } else {
-      zcopy_.reset();
-      if (!rdma_) zcopy_why_ = "no RDMA";
-      else if (!flags[2] && zcopy_why_.empty()) zcopy_why_ = "unavailable on another node";
-    }
-    if (!failed) {
-      std::unique_ptr<hier::LeaderTransport> transport;
-      if (lead && rdma_) {
-        transport = std::move(rdma);
-      } else if (lead) {
-        transport = std::make_unique<MpiLeaderTransport>(std::move(leaders), std::move(first_rank),
-                                                         req.oversubscribed);
-      }
-      const Status st =
-          hier::HierAlltoall::create(node_ids, leads, rank, stage_bytes, std::move(stage),
-                                     std::move(transport), hier_);
-      if (st != Status::ok) {
-        MLXA2A_LOG_LIMITED(Warn, "hierarchical engine set-up failed (%s)", to_string(st));
-        failed = 1;
-      } else {
-        hier_->set_pipeline(settings_.pipeline);  // all-equal: alike on every rank
-      }
-    }
-  } catch (...) {  // allocation only
-    failed = 1;
+bool HierEngine::setup(const EngineRequest& req) noexcept {
+  // Every step runs on every rank whatever happened before, so that no rank
+  // skips a collective its peers are in (core/collective_setup.h).
+  std::optional<Setup> st;
+  try {
+    st.emplace(req, settings_.slot_size);
+  } catch (...) {
+    return false;  // allocation only, as in create()
   }
+  Setup& s = *st;
+  s.steps.step([&] { return agree_leaders(s); })
+      .step([&] { return make_stage(s); })
+      .step([&] { return split_leaders(s); })
+      .step([&] { try_transports(s); });
+  // One Allreduce agrees on {set-up failed, RDMA failed, zero-copy failed}.
+  s.steps.agree([&](const SetupOutcome& here) { return agree_transports(s, here); });
+  if (!s.steps.failed_here()) s.steps.step([&] { return build(s); });
   // With the outcome, the engine's name for the pool, equal on every rank:
   // the largest of the ranks' random proposals (core/mpi/engine_pool.h).
-  std::uint64_t outcome[2] = {failed ? 1u : 0u, pool_proposal()}, agreed[2] = {1, 0};
-  if (PMPI_Allreduce(outcome, agreed, 2, MPI_UINT64_T, MPI_MAX, comm) != MPI_SUCCESS) {
-    agreed[0] = 1;
-  }
-  int any_failed = agreed[0] != 0 ? 1 : 0;
-  pool_id_ = agreed[1] != 0 ? agreed[1] : 1;
+  s.steps.agree([&](const SetupOutcome& here) -> SetupOutcome {
+    std::uint64_t outcome[2] = {here.ok() ? 0u : 1u, pool_proposal()}, agreed[2] = {1, 0};
+    if (PMPI_Allreduce(outcome, agreed, 2, MPI_UINT64_T, MPI_MAX, req.comm) != MPI_SUCCESS) {
+      agreed[0] = 1;
+    }
+    pool_id_ = agreed[1] != 0 ? agreed[1] : 1;
+    return {agreed[0] != 0 ? Status::create_failed : Status::ok, ""};
+  });
   // The containment agreement's communicator (RDMA teams only; every rank
   // knows rdma_ alike); without it the team does not use RDMA.
-  if (!any_failed && rdma_) {
-    int armed = containment_.arm(comm, settings_.net_timeout_ms) ? 1 : 0, all_armed = 0;
-    if (PMPI_Allreduce(&armed, &all_armed, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS ||
-        !all_armed) {
-      any_failed = 1;
-      rdma_why_ = "containment set-up failed";
-    }
+  if (!s.steps.failed_here() && rdma_) {
+    s.steps.agree([&](const SetupOutcome&) -> SetupOutcome {
+      int armed = containment_.arm(req.comm, settings_.net.timeout_ms) ? 1 : 0, all_armed = 0;
+      if (PMPI_Allreduce(&armed, &all_armed, 1, MPI_INT, MPI_MIN, req.comm) != MPI_SUCCESS ||
+          !all_armed) {
+        rdma_why_ = "containment set-up failed";
+        return {Status::create_failed, ""};
+      }
+      return {};
+    });
   }
-  if (any_failed) {
+  return finish(!s.steps.failed_here());
+}
+
+// This rank's place, whether it leads its node (MLXA2A_LEADERS) and one
+// Allgather: who leads (the transport addresses every node's leaders) and the
+// staging size, which sets the rounds and so must be the same on every rank
+// although the switch is node-local (the largest wins).
+bool HierEngine::agree_leaders(Setup& s) {
+  bool ok = true;
+  PMPI_Comm_rank(s.req.comm, &s.rank);
+  if (PMPI_Comm_rank(s.req.node_comm, &s.local_rank) != MPI_SUCCESS ||
+      PMPI_Comm_size(s.req.node_comm, &s.local_size) != MPI_SUCCESS) {
+    ok = false;
+  }
+  s.lead = choose_leadership(settings_.leaders, s.req.node_comm, s.local_rank, s.local_size, &ok);
+  const std::uint64_t mine[2] = {s.lead ? 1u : 0u, s.stage_bytes};
+  std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(s.req.size));
+  if (PMPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, s.req.comm) !=
+      MPI_SUCCESS) {
+    ok = false;
+  }
+  s.leads.resize(static_cast<std::size_t>(s.req.size));
+  for (int r = 0; r < s.req.size; ++r) {
+    s.leads[r] = all[2 * r] != 0;
+    s.stage_bytes = std::max<std::size_t>(s.stage_bytes, all[2 * r + 1]);
+  }
+  s.map.emplace(*s.req.node_ids, s.leads);
+  for (int m = 0, at = 0; m < s.map->nodes(); ++m) {
+    s.first_rank.push_back(at);
+    at += s.map->leader_count(m);
+  }
+  return ok;
+}
+
+// The node's staging segment, collective over the node communicator.
+bool HierEngine::make_stage(Setup& s) {
+  const shm::Options opt = shm_options(settings_, s.req.comm, s.req.oversubscribed);
+  const std::size_t area = hier::HierAlltoall::area_bytes(s.req.size, s.local_size, s.stage_bytes);
+  MpiBootstrap boot(s.req.node_comm, s.local_rank, s.local_size);
+  if (const Status st = shm::NodeStage::create(boot, opt, area, area, s.stage); st != Status::ok) {
+    MLXA2A_LOG_LIMITED(Warn, "hierarchical staging set-up failed (%s)", to_string(st));
+    return false;
+  }
+  return true;
+}
+
+// The leaders' communicator, ordered by node, then by leader index.
+bool HierEngine::split_leaders(Setup& s) {
+  const int key = s.map ? s.map->ranks_before(s.map->node_of(s.rank)) + s.local_rank : 0;
+  return mpi_own().comm_split(s.req.comm, s.lead && s.map ? 0 : MPI_UNDEFINED, key,
+                              s.leaders.out()) == MPI_SUCCESS;
+}
+
+// The RDMA transport: tried by every leader whatever failed before (its
+// set-up is collective over the leaders); then zero-copy (docs/zerocopy.md):
+// switch not 0 and one leader on every node. Every rank knows every node's
+// leaders, so all refuse alike without setting up shared PDs a node with
+// several leaders would make useless (a rank would need a registration on
+// each of its leaders' PDs).
+void HierEngine::try_transports(Setup& s) {
+  if (!s.map) return;
+  const hier::NodeMap& map = *s.map;
+  if (s.lead && s.leaders.get() != MPI_COMM_NULL) {
+    s.rdma_failed = try_rdma(s.leaders.get(), map, s.rank, s.req.oversubscribed, s.stage.get(),
+                             s.first_rank, &s.rdma)
+                        ? 0
+                        : 1;
+  } else if (!s.lead) {
+    s.rdma_failed = 0;  // only leaders have a say
+  }
+  zcopy_why_ = "MLXA2A_NET_ZCOPY_THRESHOLD is 0";
+  if (settings_.net.zcopy_threshold == 0) return;
+  zcopy_why_ = several_leaders(map);
+  if (!zcopy_why_.empty()) return;
+  const int node = map.node_of(s.rank);
+  s.zcopy_failed =
+      try_zcopy(s.req.node_comm, map, s.rank, map.leaders(node)[0], s.lead && s.rdma_failed == 0)
+          ? 0
+          : 1;
+}
+
+// The agreement on the transports, with every failure so far: all ranks pick
+// the same transport (RDMA where every leader has it) and zero-copy alike.
+SetupOutcome HierEngine::agree_transports(Setup& s, const SetupOutcome& here) {
+  int flags[3] = {here.ok() ? 0 : 1, s.rdma_failed, s.zcopy_failed}, any[3] = {1, 1, 1};
+  const bool reduced =
+      PMPI_Allreduce(flags, any, 3, MPI_INT, MPI_MAX, s.req.comm) == MPI_SUCCESS;
+  rdma_ = !any[1];
+  if (any[1] && rdma_why_.empty()) rdma_why_ = "RDMA unavailable on another leader";
+  zcopy_on_ = rdma_ && !any[2];
+  if (zcopy_on_) {
+    zcopy_why_.clear();
+  } else {
+    zcopy_.reset();
+    if (!rdma_) zcopy_why_ = "no RDMA";
+    else if (!flags[2] && zcopy_why_.empty()) zcopy_why_ = "unavailable on another node";
+  }
+  if (!here.ok()) return here;
+  return {reduced && !any[0] ? Status::ok : Status::create_failed, ""};
+}
+
+// The engine over the agreed transport (PMPI leaders when RDMA is off).
+bool HierEngine::build(Setup& s) {
+  std::unique_ptr<hier::LeaderTransport> transport;
+  if (s.lead && rdma_) {
+    transport = std::move(s.rdma);
+  } else if (s.lead) {
+    transport = std::make_unique<MpiLeaderTransport>(std::move(s.leaders), std::move(s.first_rank),
+                                                     s.req.oversubscribed);
+  }
+  const Status st = hier::HierAlltoall::create(*s.req.node_ids, s.leads, s.rank, s.stage_bytes,
+                                               std::move(s.stage), std::move(transport), hier_);
+  if (st != Status::ok) {
+    MLXA2A_LOG_LIMITED(Warn, "hierarchical engine set-up failed (%s)", to_string(st));
+    return false;
+  }
+  hier_->set_pipeline(settings_.net.pipeline);  // all-equal: alike on every rank
+  return true;
+}
+
+// After the last agreement: no engine anywhere, or say what is off.
+bool HierEngine::finish(bool ok) noexcept {
+  if (!ok) {
     hier_.reset();
     zcopy_.reset();
     rdma_ = false;
@@ -334,17 +383,7 @@ bool HierEngine::try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank,
                           std::unique_ptr<hier::LeaderTransport>* out) noexcept {
 #if MLXA2A_HAVE_VERBS
   try {
-    const EngineSettings& s = settings_;
-    mlx5::NetOptions opt;
-    for (const config::Device& d : s.net_devices) opt.devices.push_back({d.name, d.port});
-    opt.gid_index = s.net_gid_index;
-    opt.timeout_ms = s.net_timeout_ms;
-    opt.qp_timeout = s.net_qp_timeout;
-    opt.retry_count = s.net_retry_count;
-    opt.traffic_class = s.net_traffic_class;
-    opt.service_level = s.net_service_level;
-    opt.pkey = s.net_pkey;
-    opt.verbs_library = s.net_verbs_library;
+    mlx5::NetOptions opt(settings_.net);
     opt.oversubscribed = oversubscribed;
     // Not the team's communicator: a leader waiting for another node makes
     // no MPI call, yet a local peer may need this rank's MPI progress.
@@ -384,7 +423,7 @@ bool HierEngine::try_zcopy(MPI_Comm node_comm, const hier::NodeMap& map, int ran
 #if MLXA2A_HAVE_VERBS
   try {
     const EngineSettings& s = settings_;
-    const mlx5::Verbs* v = mlx5::load_verbs(s.net_verbs_library.c_str());
+    const mlx5::Verbs* v = mlx5::load_verbs(s.net.verbs_library.c_str());
     std::shared_ptr<mlx5::Device> dev;
     const int node = map.node_of(rank);
     if (map.leaders(node)[0] == map.index_in_node(rank) && rdma_ok) {
@@ -405,7 +444,7 @@ bool HierEngine::try_zcopy(MPI_Comm node_comm, const hier::NodeMap& map, int ran
     }
     mlx5::SharedPdOptions pd_opt;
     pd_opt.leader = leader;
-    pd_opt.timeout_ms = static_cast<int>(std::min<std::uint32_t>(s.net_timeout_ms, 60000));
+    pd_opt.timeout_ms = static_cast<int>(std::min<std::uint32_t>(s.net.timeout_ms, 60000));
     MpiGroupBootstrap boot(node_comm);
     std::unique_ptr<mlx5::ZeroCopySender> sender;
     const bool fits = dev != nullptr;

@@ -30,6 +30,7 @@
 #include <memory>
 #include <string>
 
+#include "core/collective_setup.h"
 #include "core/hier/hier_alltoall.h"
 #include "core/hier/zero_copy.h"
 #include "core/mpi/containment.h"
@@ -77,8 +78,17 @@ class HierEngine final : public Engine, public SizeAgreement {
   // The status of a numbered call, containing it when it failed.
   Status counted(Status st) noexcept;
   explicit HierEngine(const EngineSettings& s);
-  // create()'s body; false if it failed on any rank.
+  // create()'s body; false if it failed on any rank. Its steps, each run on
+  // every rank whatever failed before (core/collective_setup.h):
+  struct Setup;
   bool setup(const EngineRequest& req) noexcept;
+  bool agree_leaders(Setup& s);
+  bool make_stage(Setup& s);
+  bool split_leaders(Setup& s);
+  void try_transports(Setup& s);
+  SetupOutcome agree_transports(Setup& s, const SetupOutcome& here);
+  bool build(Setup& s);
+  bool finish(bool ok) noexcept;
   // A leader's half of the RDMA transport's set-up, collective over the
   // leaders' communicator; false (rdma_why_ says why) if it failed here.
   bool try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank, bool oversubscribed,

@@ -134,9 +134,7 @@ void Runtime::load_settings(std::uint64_t* all_equal_hash, std::string* all_equa
   // other: said once per job (RDMA then falls back to PMPI leaders, as it
   // would silently). Probed only when the user named one.
   if (settings_.enable) {
-    mlx5::NetOptions net;
-    net.verbs_library = settings_.net_verbs_library;
-    for (const config::Device& d : settings_.net_devices) net.devices.push_back({d.name, d.port});
+    const mlx5::NetOptions net(settings_.net);
     const config::Registry::Entry* lib = registry.find("NET_VERBS_LIBRARY");
     const bool lib_set = lib != nullptr && lib->source != config::Source::Default;
     for (std::string& w : mlx5::unmatched_net_switches(net, lib_set)) {

@@ -1,15 +1,14 @@
-// Runtime: mlxa2a's process-wide state inside an MPI process (one per process).
+// Runtime: mlxa2a's process-wide state (one per process).
 //
-// Life cycle: Uninitialised -> (after PMPI_Init*, from our MPI_Init* wrappers in C
-// or Fortran) Active or Inactive -> (MPI_Finalize, through a delete callback on
-// MPI_COMM_SELF, which MPI runs first during finalize whichever language called
-// it) Finalised. Initialisation loads the switches and compares the all-equal
-// ones across MPI_COMM_WORLD with one allreduce, so every rank reaches the same
-// Active/Inactive verdict; nothing else in mlxa2a makes a world-wide collective.
+// Life cycle: Uninitialised -> Active or Inactive (after PMPI_Init*: the
+// switches are loaded and the all-equal ones compared with one allreduce over
+// MPI_COMM_WORLD, so every rank gets the same verdict - mlxa2a's only
+// world-wide collective) -> Finalised (a delete callback on MPI_COMM_SELF,
+// which MPI runs first in MPI_Finalize whichever language called it).
 //
-// Thread safety: after_init()/before_finalize() run under a mutex; state() and
-// settings() are safe from any thread once state() != Uninitialised (settings
-// are written before the state is published with release ordering).
+// Thread safety: after_init()/before_finalize() hold a mutex; state() and
+// settings() are safe from any thread once state() != Uninitialised
+// (settings are written before the state is published, release ordering).
 #pragma once
 
 #include <mpi.h>
@@ -19,7 +18,6 @@
 #include <mutex>
 #include <string>
 #include <vector>
-#include <string>
 
 #include "core/config/switches.h"
 

@@ -1,44 +1,26 @@
-// Team: what mlxa2a knows about one intracommunicator to run engines on it —
-// its node map, the agreed capabilities, and its Engine (core/mpi/engine.h),
-// built by make_engine: the shared-memory alltoall when the communicator lies
-// on one node, the hierarchical one when it spans several.
+// Team: one intracommunicator's node map, agreed capabilities and Engine
+// (core/mpi/engine.h; docs/ARCHITECTURE.md step 3).
 //
 // Contract
-// * Team::create() is collective over comm: every rank calls it at the same
-//   alltoall call (the first one on comm that may use an engine). It always
-//   ends with ONE PMPI_Allgather over comm of (node id, set-up failed) that
-//   gives every rank the whole node map and the same caps even when set-up
-//   failed on some rank; it never throws. A multi-node team then builds its
-//   hierarchical engine, collectively (core/mpi/hier_engine.h: agreed on
-//   every rank). The node communicator used for set-up is freed before it
-//   returns. A communicator of one rank makes no MPI call at all.
-// * Settings: the engine switches are copied (EngineSettings) when the team
-//   is created or its set-up completed; engines never read the Runtime.
-// * Team::derive() builds the team of a communicator made by MPI_Comm_split
-//   from an ancestor's Origin (a copy of its node map, taken once with
-//   split_origin()) and the ancestor's group, without communication
-//   (PMPI_Group_translate_ranks): node map, node count and caps follow from
-//   the ancestor's map. Any ancestor gives the same team: a split only
-//   restricts the node partition. A single-node
-//   child still needs its shared-memory segment: complete_setup() creates it,
-//   collectively over the child communicator itself (which then *is* the node
-//   communicator), at the child's first call that selects shm. A multi-node
-//   child builds its hierarchical engine there too (its node communicator is
-//   a PMPI_Comm_split of the child by the derived node ids). Every rank of
-//   the child derives alike (the parent's team exists on all its ranks or on
-//   none), so every rank reaches complete_setup() at the same call.
-// * Ownership: CommState owns the Team; the comm keyval's delete callback
-//   destroys it. A derived team's healthy engine then goes to the pool
-//   (core/mpi/engine_pool.h), where a later derived team of the same
-//   processes in the same order may take it at complete_setup(); any other
-//   engine is destroyed, which unmaps its segment (its name was already
-//   unlinked during set-up, so nothing is left in /dev/shm).
-// * Thread safety: none needed — a Team is used only by collective calls on its
-//   communicator, which MPI requires to be serialised.
-// * Containment: when a run() (or abandon()) of a team whose leaders exchange
-//   over RDMA fails, its engine starts an agreement with all its ranks
-//   (core/mpi/containment.h); every later call the selection sends to the
-//   engine then goes through contained_call() instead.
+// * create() is collective over comm, at the same (first engine) call on
+//   every rank, and never throws: it ends with ONE PMPI_Allgather of (node
+//   id, set-up failed), so every rank gets the same map and caps even when
+//   set-up failed somewhere; a multi-node team then builds its engine (agreed,
+//   core/mpi/hier_engine.h). One rank: no MPI call at all.
+// * derive() builds a split or dup child from an ancestor's Origin with no
+//   communication (PMPI_Group_translate_ranks): a split only restricts the
+//   node partition, so any ancestor gives the same team. What needs the
+//   child's own collective (a segment, the hierarchical engine, or a pooled
+//   engine, core/mpi/engine_pool.h) comes at complete_setup(), which every
+//   rank reaches at the same call.
+// * Engines get the switches as EngineSettings, copied at set-up: they never
+//   read the Runtime.
+// * CommState owns the Team; at its delete callback a healthy derived engine
+//   goes to the pool, any other is destroyed (its segment name was unlinked at
+//   set-up: nothing stays in /dev/shm).
+// * No locking: MPI serialises a communicator's collective calls.
+// * After a failed RDMA run() the engine's containment (core/mpi/containment.h)
+//   serves later calls through contained_call().
 #pragma once
 
 #include <mpi.h>
@@ -110,25 +92,20 @@ class Team {
   // Ranks on the team's largest node (0 when the node map is unknown).
   int ranks_per_node() const noexcept;
 
-  // After the engine returned Status::size_mismatch - which every rank of
-  // the team then gets in the same call (NodeAlltoall's and HierAlltoall's
-  // contracts) - agrees on the engine's restart point (the single-node engine:
-  // one PMPI_Allreduce over comm; the hierarchical one needs none), so that
-  // correct calls work afterwards. Collective. False if MPI failed; the engine
-  // is then abandoned (later calls report an error instead of waiting).
+  // After a size_mismatch (every rank gets it in the same call): agrees on
+  // the engine's restart point so correct calls work afterwards. Collective.
+  // False if MPI failed; the engine is then abandoned (later calls fail
+  // instead of waiting).
   [[nodiscard]] bool resync(MPI_Comm comm) noexcept;
-  // Whether the engine compares every rank's size in each call it takes part
-  // in (the single-node and hierarchical engines): then a 0-byte call still
-  // enters run() (the hierarchical engine returns at once there), and a call
-  // this rank serves through PMPI runs beside the engine's check
-  // (Engine::beside_pmpi), so that a peer called with another size, or sent
-  // to the engine, is found rather than left waiting.
+  // Whether the engine compares every rank's size in each call: then a 0-byte
+  // call still enters run(), and a call this rank serves through PMPI runs
+  // beside the engine's check (SizeAgreement::beside_pmpi), so a peer with
+  // another size, or in the engine, is found rather than left waiting.
   bool compares_sizes() const noexcept { return engine_ && engine_->sizes(); }
   // The engine's size agreement (engine.h); nullptr unless compares_sizes().
   SizeAgreement* sizes() const noexcept { return engine_ ? engine_->sizes() : nullptr; }
-  // How many size mismatches resync() has agreed on (every rank alike): a
-  // caller tells by it whether a failed call was a mismatch, which every rank
-  // saw, rather than a local failure.
+  // Size mismatches resync() agreed on (alike on every rank): tells a failed
+  // call that every rank saw from a local failure.
   std::uint64_t resyncs() const noexcept { return resyncs_; }
   // Whether the engine failed on some rank (RDMA teams; containment.h).
   bool contained() const noexcept { return engine_ && engine_->contained(); }

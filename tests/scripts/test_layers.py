@@ -8,18 +8,19 @@ import sys
 
 # Per folder: (project headers it may include, by path prefix; may it include <mpi.h>?)
 BELOW_CONFIG = ("core/config/", "core/route/route.h", "core/log.h", "core/status.h")
+# What every engine layer shares (core/*.h, MPI-free).
+SHARED = ("core/status.h", "core/arch.h", "core/bootstrap.h", "core/collective_setup.h",
+          "core/wait_cpu.h", "core/log.h")
 RULES = {
     "rcache/": (("rcache/",), False),
     "core/route/route": (("core/route/route.h",), False),
     "core/config/": (BELOW_CONFIG, False),
     "core/route/": (BELOW_CONFIG + ("core/route/", "core/selection.h"), False),
     "core/tune/": (BELOW_CONFIG + ("core/tune/", "core/route/"), False),
-    "core/shm/": (("core/shm/", "core/status.h", "core/arch.h", "core/bootstrap.h",
-                   "core/wait_cpu.h", "core/log.h"), False),
-    "core/hier/": (("core/hier/", "core/shm/", "core/status.h", "core/arch.h",
-                    "core/bootstrap.h", "core/wait_cpu.h", "core/log.h"), False),
-    "core/mlx5/": (("core/mlx5/", "core/hier/", "core/status.h", "core/arch.h",
-                    "core/bootstrap.h", "core/wait_cpu.h", "core/log.h", "rcache/"), False),
+    "core/shm/": (("core/shm/",) + SHARED, False),
+    "core/hier/": (("core/hier/", "core/shm/") + SHARED, False),
+    # core/config/net.h: the MLXA2A_NET_* switches as plain data (no includes).
+    "core/mlx5/": (("core/mlx5/", "core/hier/", "rcache/", "core/config/net.h") + SHARED, False),
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 

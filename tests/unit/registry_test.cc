@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "core/config/registry.h"
 #include "core/config/switches.h"
@@ -85,7 +86,7 @@ TEST(Registry, ZeroCopyThresholdRejectsBadSizes) {
   Registry r(all_switches());
   r.load({{"MLXA2A_NET_ZCOPY_THRESHOLD", "1"}});
   EXPECT_TRUE(r.warnings().empty());
-  EXPECT_EQ(settings_from(r).net_zcopy_threshold, 1u);
+  EXPECT_EQ(settings_from(r).net.zcopy_threshold, 1u);
 }
 
 TEST(Registry, NetPipelineRejectsBadValues) {
@@ -93,12 +94,53 @@ TEST(Registry, NetPipelineRejectsBadValues) {
     Registry r(all_switches());
     r.load({{"MLXA2A_NET_PIPELINE", bad}});
     EXPECT_TRUE(has_warning(r, "MLXA2A_NET_PIPELINE=")) << bad;
-    EXPECT_EQ(settings_from(r).net_pipeline, true) << bad;  // the default stands
+    EXPECT_EQ(settings_from(r).net.pipeline, true) << bad;  // the default stands
   }
   Registry r(all_switches());
   r.load({{"MLXA2A_NET_PIPELINE", "n"}});
   EXPECT_TRUE(r.warnings().empty());
-  EXPECT_FALSE(settings_from(r).net_pipeline);
+  EXPECT_FALSE(settings_from(r).net.pipeline);
+}
+
+TEST(Registry, NetSwitchDefaultsAreTheRowsDefaults) {
+  Registry r(all_switches());
+  r.load({});
+  EXPECT_TRUE(settings_from(r).net == NetSwitches{});
+}
+
+// Every MLXA2A_NET_* row stores into Settings::net on its own (its `store`):
+// a value other than the default reaches the field, nothing else changes.
+TEST(Registry, EveryNetSwitchReachesItsField) {
+  const std::pair<const char*, void (*)(NetSwitches&)> cases[] = {
+      {"NET_DEVICES=mlx5_3:2", [](NetSwitches& n) { n.devices = {{"mlx5_3", 2}}; }},
+      {"NET_ZCOPY_THRESHOLD=4K", [](NetSwitches& n) { n.zcopy_threshold = 4096; }},
+      {"NET_PIPELINE=n", [](NetSwitches& n) { n.pipeline = false; }},
+      {"NET_GID_INDEX=3", [](NetSwitches& n) { n.gid_index = 3; }},
+      {"NET_TIMEOUT=86400000", [](NetSwitches& n) { n.timeout_ms = 86400000; }},
+      {"NET_QP_TIMEOUT=31", [](NetSwitches& n) { n.qp_timeout = 31; }},
+      {"NET_RETRY_COUNT=0", [](NetSwitches& n) { n.retry_count = 0; }},
+      {"NET_TRAFFIC_CLASS=255", [](NetSwitches& n) { n.traffic_class = 255; }},
+      {"NET_SL=15", [](NetSwitches& n) { n.service_level = 15; }},
+      {"NET_PKEY=0x8001", [](NetSwitches& n) { n.pkey = 0x8001; }},
+      {"NET_VERBS_LIBRARY=/x/libibverbs.so", [](NetSwitches& n) { n.verbs_library = "/x/libibverbs.so"; }},
+  };
+  std::size_t net_rows = 0;
+  for (const Spec& spec : all_switches()) {
+    if (spec.name.rfind("NET_", 0) != 0) continue;
+    ++net_rows;
+    EXPECT_NE(spec.store, nullptr) << spec.name;
+  }
+  EXPECT_EQ(net_rows, std::size(cases));  // a new NET_ row needs a case here
+  for (const auto& [text, expect] : cases) {
+    const std::string t(text);
+    const std::string name = t.substr(0, t.find('='));
+    Registry r(all_switches());
+    r.load({{"MLXA2A_" + name, t.substr(t.find('=') + 1)}});
+    ASSERT_TRUE(r.warnings().empty()) << text;
+    NetSwitches want;
+    expect(want);
+    EXPECT_TRUE(settings_from(r).net == want) << text;
+  }
 }
 
 TEST(Registry, UnknownNamesAreWarnedWithASuggestion) {
@@ -153,8 +195,8 @@ TEST(Registry, SettingsSnapshotIsTyped) {
   EXPECT_FALSE(s.enable);
   EXPECT_EQ(s.log_level, log::Level::Trace);
   EXPECT_EQ(s.coll_trace, CollTrace::Info);
-  ASSERT_EQ(s.net_devices.size(), 1u);
-  EXPECT_EQ(s.net_devices[0].name, "mlx5_2");
+  ASSERT_EQ(s.net.devices.size(), 1u);
+  EXPECT_EQ(s.net.devices[0].device, "mlx5_2");
   EXPECT_EQ(s.rcache_max_bytes, 1ull << 30);
 }
 

@@ -1,0 +1,42 @@
+// The MLXA2A_NET_* switches as one plain struct: filled once from the switch
+// table (each row of core/config/switches.cc names its field here), carried
+// whole by Settings and EngineSettings, and the base of what the RDMA
+// transport is given (mlx5::NetOptions, core/mlx5/options.h). A new network
+// switch is its row, its field and its use: no copies in between.
+//
+// Plain data with no project includes, so core/mlx5 may include it (the one
+// config header it may; the layers test checks).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlxa2a::core::config {
+
+// One NIC port from MLXA2A_NET_DEVICES ("mlx5_0:1"); port 0 means any port.
+struct NetPort {
+  std::string device;
+  int port = 0;
+  friend bool operator==(const NetPort&, const NetPort&) = default;
+};
+
+// Defaults equal the rows' default texts (a unit test compares them).
+struct NetSwitches {
+  std::string verbs_library = "libibverbs.so.1";  // MLXA2A_NET_VERBS_LIBRARY
+  std::vector<NetPort> devices;  // MLXA2A_NET_DEVICES; empty: first ACTIVE port of any device
+  int gid_index = -1;            // MLXA2A_NET_GID_INDEX; -1: matched by subnet (core/mlx5/gid_choice.h)
+  std::uint32_t timeout_ms = 120000;  // MLXA2A_NET_TIMEOUT: an arrival awaited longer fails
+  std::uint8_t qp_timeout = 18;       // MLXA2A_NET_QP_TIMEOUT: 4.096 us * 2^n per retry
+  std::uint8_t retry_count = 7;       // MLXA2A_NET_RETRY_COUNT
+  // The fabric's QoS and partition (core/mlx5/qos.h), UCX's defaults:
+  int traffic_class = -1;  // MLXA2A_NET_TRAFFIC_CLASS; -1: 106 on RoCE, 0 on InfiniBand
+  int service_level = 0;   // MLXA2A_NET_SL
+  int pkey = -1;           // MLXA2A_NET_PKEY; -1: the first full-member P_Key
+  // The hierarchical engine's (core/mpi/hier_engine.cc):
+  std::uint64_t zcopy_threshold = 0;  // MLXA2A_NET_ZCOPY_THRESHOLD; 0: no zero-copy
+  bool pipeline = true;               // MLXA2A_NET_PIPELINE (all-equal)
+  friend bool operator==(const NetSwitches&, const NetSwitches&) = default;
+};
+
+}  // namespace mlxa2a::core::config
