@@ -281,7 +281,7 @@ bool TeamTuning::quiet(std::uint64_t call, MPI_Comm comm, bool trace) noexcept {
 }
 
 bool TeamTuning::quiet_serves(std::uint64_t bytes, const char** reason) noexcept {
-  const ClassState& cs = classes_[tuning::size_class(bytes)];
+  ClassState& cs = classes_[tuning::size_class(bytes)];
   if (cs.phase == ClassState::Phase::decided && cs.path == Route::pmpi) {
     *reason = cs.reason().c_str();
     return true;
