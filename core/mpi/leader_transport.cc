@@ -29,6 +29,17 @@ constexpr std::size_t kBounceMax = 8192;
 std::atomic<std::uint64_t> g_sends{0};     // PMPI_Isend calls
 std::atomic<std::uint64_t> g_messages{0};  // hier::Messages sent (partner-rounds)
 
+// Room for every small send's copy of header + data (kBounceMax).
+std::size_t bounce_bytes(std::span<const hier::Message> messages) noexcept {
+  std::size_t bounce = 0;
+  for (const hier::Message& m : messages) {
+    if (m.head_send && m.bytes > 0 && m.bytes <= kBounceMax) {
+      bounce += sizeof(hier::Header) + m.bytes;
+    }
+  }
+  return bounce;
+}
+
 }  // namespace
 
 LeaderMessageCounts leader_message_counts() noexcept {
@@ -62,71 +73,15 @@ Status MpiLeaderTransport::post(std::span<const hier::Message> messages) noexcep
   // local rank's failure ended it) left requests behind; waiting for them
   // could wait forever, so they are cancelled and released.
   abandon_posted();
-  // Posts every message's receives (send = false) or sends: its bytes in
-  // pieces, the header in the first piece's message (one message per partner
-  // and round below 1 GiB; docs/hier.md "Header inside the data message"). A
-  // receive's last piece takes up to recv_capacity, so that a partner called
-  // with another size (an erroneous program) sends no message longer than
-  // its buffer: the engine finds the mismatch in the headers
-  // (core/hier/transport.h). Messages of more than one piece on either side
-  // with such a partner are not covered (docs/hier.md).
-  std::size_t bounce_at = 0;  // next free byte of bounce_
-  auto post_all = [&](bool send) {
-    for (const hier::Message& m : messages) {
-      const int peer = first_rank_[static_cast<std::size_t>(m.node)] + m.leader;
-      // At least one data message, also for 0 bytes (a check call's): the
-      // partner may be in a real round, which posts one (core/hier/transport.h).
-      for (std::size_t at = 0; at == 0 || at < m.bytes; at += kPiece) {
-        std::size_t len = m.bytes - at < kPiece ? m.bytes - at : kPiece;
-        if (!send && at + len == m.bytes && m.recv_capacity > m.bytes) {
-          const std::size_t room = m.recv_capacity - at;
-          len = room < kPiece ? room : kPiece;
-        }
-        char* data = send ? const_cast<char*>(m.send) + at : m.recv + at;
-        void* buf = data;
-        int count = static_cast<int>(len);
-        MPI_Datatype type = MPI_BYTE;
-        if (at == 0 && m.head_send) {
-          void* head = send ? const_cast<hier::Header*>(m.head_send) : m.head_recv;
-          if (len == 0) {  // the header alone: same signature as a 0-byte data block
-            buf = head;
-            count = kHeadBytes;
-          } else if (send && len <= kBounceMax) {
-            char* b = bounce_.data() + bounce_at;
-            std::memcpy(b, head, sizeof(hier::Header));
-            std::memcpy(b + sizeof(hier::Header), data, len);
-            bounce_at += sizeof(hier::Header) + len;
-            buf = b;
-            count = static_cast<int>(sizeof(hier::Header) + len);
-          } else {
-            buf = MPI_BOTTOM;
-            count = 1;
-            type = types_.get(head, data, len);
-            if (type == MPI_DATATYPE_NULL) return false;
-          }
-        }
-        MPI_Request& r = requests_.emplace_back(MPI_REQUEST_NULL);
-        const int rc = send ? PMPI_Isend(buf, count, type, peer, kTag, comm_.get(), &r)
-                            : PMPI_Irecv(buf, count, type, peer, kTag, comm_.get(), &r);
-        if (rc != MPI_SUCCESS) return false;
-        if (send) g_sends.fetch_add(1, std::memory_order_relaxed);
-      }
-      if (send) g_messages.fetch_add(1, std::memory_order_relaxed);
-    }
-    return true;
-  };
   try {
     requests_.reserve(requests_.size() + 2 * messages.size());
     // Room for every small send's copy, before any send points into it.
-    std::size_t bounce = 0;
-    for (const hier::Message& m : messages) {
-      if (m.head_send && m.bytes > 0 && m.bytes <= kBounceMax) {
-        bounce += sizeof(hier::Header) + m.bytes;
-      }
+    if (const std::size_t bounce = bounce_bytes(messages); bounce_.size() < bounce) {
+      bounce_.resize(bounce);
     }
-    if (bounce_.size() < bounce) bounce_.resize(bounce);
     // Receives first, so that an eager message finds its buffer posted.
-    if (!post_all(false) || !post_all(true)) {
+    std::size_t bounce_at = 0;  // next free byte of bounce_
+    if (!post_side(messages, false, bounce_at) || !post_side(messages, true, bounce_at)) {
       abandon_posted();
       return Status::transport_failed;
     }
@@ -145,6 +100,60 @@ Status MpiLeaderTransport::post(std::span<const hier::Message> messages) noexcep
   }
   if (done) requests_.clear();
   return Status::ok;
+}
+
+// Posts every message's receives (send = false) or sends: its bytes in
+// pieces, the header in the first piece's message (one message per partner
+// and round below 1 GiB; docs/hier.md "Header inside the data message"). A
+// receive's last piece takes up to recv_capacity, so that a partner called
+// with another size (an erroneous program) sends no message longer than its
+// buffer: the engine finds the mismatch in the headers
+// (core/hier/transport.h). Messages of more than one piece on either side
+// with such a partner are not covered (docs/hier.md).
+bool MpiLeaderTransport::post_side(std::span<const hier::Message> messages, bool send,
+                                   std::size_t& bounce_at) {
+  for (const hier::Message& m : messages) {
+    const int peer = first_rank_[static_cast<std::size_t>(m.node)] + m.leader;
+    // At least one data message, also for 0 bytes (a check call's): the
+    // partner may be in a real round, which posts one (core/hier/transport.h).
+    for (std::size_t at = 0; at == 0 || at < m.bytes; at += kPiece) {
+      std::size_t len = m.bytes - at < kPiece ? m.bytes - at : kPiece;
+      if (!send && at + len == m.bytes && m.recv_capacity > m.bytes) {
+        const std::size_t room = m.recv_capacity - at;
+        len = room < kPiece ? room : kPiece;
+      }
+      char* data = send ? const_cast<char*>(m.send) + at : m.recv + at;
+      void* buf = data;
+      int count = static_cast<int>(len);
+      MPI_Datatype type = MPI_BYTE;
+      if (at == 0 && m.head_send) {
+        void* head = send ? const_cast<hier::Header*>(m.head_send) : m.head_recv;
+        if (len == 0) {  // the header alone: same signature as a 0-byte data block
+          buf = head;
+          count = kHeadBytes;
+        } else if (send && len <= kBounceMax) {
+          char* b = bounce_.data() + bounce_at;
+          std::memcpy(b, head, sizeof(hier::Header));
+          std::memcpy(b + sizeof(hier::Header), data, len);
+          bounce_at += sizeof(hier::Header) + len;
+          buf = b;
+          count = static_cast<int>(sizeof(hier::Header) + len);
+        } else {
+          buf = MPI_BOTTOM;
+          count = 1;
+          type = types_.get(head, data, len);
+          if (type == MPI_DATATYPE_NULL) return false;
+        }
+      }
+      MPI_Request& r = requests_.emplace_back(MPI_REQUEST_NULL);
+      const int rc = send ? PMPI_Isend(buf, count, type, peer, kTag, comm_.get(), &r)
+                          : PMPI_Irecv(buf, count, type, peer, kTag, comm_.get(), &r);
+      if (rc != MPI_SUCCESS) return false;
+      if (send) g_sends.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (send) g_messages.fetch_add(1, std::memory_order_relaxed);
+  }
+  return true;
 }
 
 Status MpiLeaderTransport::complete() noexcept {

@@ -58,6 +58,9 @@ class MpiLeaderTransport final : public hier::LeaderTransport {
   OwnedComm comm_;
   std::vector<int> first_rank_;  // per node: its leader 0's rank in comm_
   hier::NetSpin spin_;  // complete()'s spin budget, from its recent waits
+  // post()'s half for every receive (send = false) or every send; false on
+  // an MPI error. Throws only allocation (bounce_ is sized before).
+  bool post_side(std::span<const hier::Message> messages, bool send, std::size_t& bounce_at);
   // Cancels what is still posted after an MPI error and releases it.
   void abandon_posted() noexcept;
   std::vector<MPI_Request> requests_;  // posted and not yet complete
