@@ -1,7 +1,8 @@
 // The leaders' exchange over RDMA: one RDMA write with immediate per remote
 // node per round, straight from this node's in-area into the partner
 // leader's registered out-area at the receiver's offset (docs/hier.md,
-// "The RDMA exchange").
+// "The RDMA exchange"). Set-up in rdma_setup.cc, the data path in
+// rdma_transport.cc.
 //
 // Contract
 // * create() is collective over boot's members, which must be exactly the
@@ -84,11 +85,12 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   RdmaLeaderTransport(EndpointPool* pool, const hier::StageAreas& areas, const NetOptions& opt)
       : pool_(pool), areas_(areas), opt_(opt), spin_(opt.oversubscribed) {}
   Status post(const Peer& peer, const hier::Message& m) noexcept;
+  struct Setup;  // create()'s steps and what they hand on (rdma_setup.cc)
   // Set-up: what our end does with the pair to process `id` once both ends'
-  // links are known (link_rule.h). false: this team cannot use it (*why set
-  // when `report`, a connect failure always). Pool mutex held.
+  // links are known (link_rule.h). false: this team cannot use it (*why
+  // says why). Pool mutex held.
   bool settle(const ProcessId& id, const PortAddress& addr, const Link& m, const Link& r,
-              bool report, Peer* peer, std::string* why) noexcept;
+              Peer* peer, std::string* why) noexcept;
   // The repair round's first half: an Existing end is replaced by a new QP
   // (*link says New, or Failed if none could be made). Pool mutex held.
   void renew(const ProcessId& id, Peer* peer, Link* link, std::vector<int>* created) noexcept;

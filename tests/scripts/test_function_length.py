@@ -20,7 +20,6 @@ FOLDERS = ("core", "shim", "rcache")
 CONCURRENT = "owned by a concurrent change"
 ALLOWED = {
     "core/hier/hier_alltoall.cc": {"HierAlltoall::run_pipelined": CONCURRENT},
-    "core/mlx5/rdma_transport.cc": {"RdmaLeaderTransport::create": CONCURRENT},
 }
 
 # One pass, so that a quote inside a comment or a comment marker inside a

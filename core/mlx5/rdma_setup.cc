@@ -1,0 +1,381 @@
+// RdmaLeaderTransport::create: the leaders' collective set-up, as its steps
+// (core/collective_setup.h): every leader runs every round whatever failed
+// before, so that nobody skips an allgather its partners are in.
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "core/collective_setup.h"
+#include "core/log.h"
+#include "core/mlx5/gid_choice.h"
+#include "core/mlx5/link_layer.h"
+#include "core/mlx5/link_rule.h"
+#include "core/mlx5/rdma_transport.h"
+
+namespace mlxa2a::mlx5 {
+
+namespace {
+
+// What every leader publishes in the first allgather.
+struct Card {
+  ProcessId id;
+  PortAddress addr;
+  std::uint32_t ok = 0;
+  std::uint32_t slot = 0;
+  std::uint64_t out_addr[2] = {0, 0};
+  std::uint32_t rkey[2] = {0, 0};
+  std::uint64_t out_bytes = 0;
+  GidList gids;  // RoCE: the GIDs this leader may use (gid_choice.h)
+};
+
+// Round 0: the link layers each leader's ports offer; the team takes one
+// they all have (link_layer.h), so no leader opens a port the other nodes
+// cannot reach. Collective: one allgather whatever happens.
+EndpointPool* open_pool(GroupBootstrap& boot, const NetOptions& opt, std::string* why) noexcept {
+  const std::uint32_t offer = EndpointPool::link_layers(opt);
+  std::vector<std::uint32_t> offers;
+  try {
+    offers.resize(static_cast<std::size_t>(boot.size()));
+  } catch (...) {
+    offers.clear();
+  }
+  const bool got = !offers.empty() && boot.allgather(&offer, offers.data(), sizeof offer);
+  if (offer == 0) return EndpointPool::get(opt, why);  // says why this process has no RDMA
+  if (!got) {
+    *why = "set-up allgather failed";
+    return nullptr;
+  }
+  NetOptions net = opt;
+  net.link_layers = agree_link_layer(offers.data(), boot.size());
+  if (net.link_layers == 0) {
+    *why = std::string("no link layer in common with the other nodes' leaders (here: ") +
+           link_layer_name(offer) + ")";
+    MLXA2A_LOG(Info, "RDMA: %s", why->c_str());
+    return nullptr;
+  }
+  if (offer != net.link_layers) {
+    net.link_matched = true;
+    MLXA2A_LOG(Info, "RDMA: %s ports skipped: the other nodes' leaders have only %s",
+               link_layer_name(offer & ~net.link_layers), link_layer_name(net.link_layers));
+  }
+  return EndpointPool::get(net, why);
+}
+
+// Which GID each RoCE member uses, the same on every member (gid_choice.h):
+// ours is applied to the pool (once), the partners' replace their cards'
+// addresses, so both ends of every pair agree.
+void choose_gids(EndpointPool* pool, int me, std::vector<Card>* cards) noexcept {
+  const int n = static_cast<int>(cards->size());
+  std::vector<GidList> lists;
+  try {
+    lists.resize(cards->size());
+  } catch (...) {
+    return;  // addresses as published: the first GIDs
+  }
+  for (int m = 0; m < n; ++m) {
+    const Card& c = (*cards)[static_cast<std::size_t>(m)];
+    if (c.ok && c.addr.roce) lists[static_cast<std::size_t>(m)] = c.gids;
+  }
+  std::lock_guard<std::mutex> lock(pool->mutex());
+  for (int m = 0; m < n; ++m) {
+    bool matched = false;
+    const int k = choose_gid(lists.data(), n, m, &matched);
+    if (k < 0) continue;
+    if (m == me) {
+      pool->use_gid(k, matched);
+      continue;
+    }
+    PortAddress& a = (*cards)[static_cast<std::size_t>(m)].addr;
+    const GidCandidate& g = lists[static_cast<std::size_t>(m)].e[k];
+    std::memcpy(a.gid, g.raw, sizeof a.gid);
+  }
+}
+
+}  // namespace
+
+// create()'s state, handed from step to step (this leader's view).
+struct RdmaLeaderTransport::Setup {
+  Setup(GroupBootstrap& b, const hier::StageAreas& a, std::span<const int> p, const NetOptions& o)
+      : boot(b), areas(a), peers(p), opt(o), size(b.size()), me(b.rank()) {
+    const std::size_t n = static_cast<std::size_t>(size);
+    all_ok.resize(n);
+    cards.resize(n);
+    links.resize(n);
+    all_links.resize(n * n);
+    repaired.resize(n);
+  }
+  GroupBootstrap& boot;
+  const hier::StageAreas& areas;
+  std::span<const int> peers;
+  const NetOptions& opt;
+  const int size, me;
+  CollectiveSetup steps{Status::unavailable};
+  EndpointPool* pool = nullptr;
+  std::unique_ptr<RdmaLeaderTransport> t;
+  Card mine;  // mine.ok: our card is out, so we act on the pairs
+  std::vector<Card> cards;
+  std::vector<Link> links, all_links;  // ours per member; every member's
+  std::vector<std::uint32_t> all_ok;
+  std::vector<char> repaired;  // per member: its pair is renewed in the repair round
+  std::vector<int> created;    // members we made a new QP for
+  bool repair = false;         // the same on every member (from all_links)
+
+  bool is_member(int p) const { return p >= 0 && p < size; }
+  // What member i's end says about its pair with us.
+  const Link& theirs(std::size_t i) const {
+    return all_links[i * static_cast<std::size_t>(size) + static_cast<std::size_t>(me)];
+  }
+  void open();
+  void register_areas(std::span<const int> first_rank);
+  void publish_cards();
+  void claim_ends();
+  void publish_links();
+  void settle_ends();
+  void repair_round();
+  void hear_partners();
+  void settle_end(std::size_t i, const Link& mine_link);
+};
+
+Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas& areas,
+                                   std::span<const int> first_rank, std::span<const int> peers,
+                                   const NetOptions& opt,
+                                   std::unique_ptr<RdmaLeaderTransport>* out,
+                                   std::string* why) noexcept {
+  out->reset();
+  std::optional<Setup> st;
+  try {
+    st.emplace(boot, areas, peers, opt);
+  } catch (...) {
+    *why = "out of memory";
+    return Status::create_failed;  // cannot take part: an out-of-memory job is lost anyway
+  }
+  Setup& s = *st;
+  s.steps.step([&] { s.open(); })  // round 0: a link layer all leaders have
+      .step([&] { s.register_areas(first_rank); })
+      .step([&] { s.publish_cards(); })  // round 1: addresses and keys
+      .step([&] { s.claim_ends(); })     // our end of every pair
+      .step([&] { s.publish_links(); })  // round 2: every end's state
+      .step([&] { s.settle_ends(); })
+      .step([&] { s.repair_round(); })    // when needs_repair() says so
+      .step([&] { s.hear_partners(); });  // round 3: all in RTR, and how it went
+  if (const SetupOutcome& o = s.steps.outcome(); !o.ok()) {
+    if (!o.why.empty()) *why = o.why;
+    return o.status;
+  }
+  *out = std::move(s.t);
+  return Status::ok;
+}
+
+void RdmaLeaderTransport::Setup::open() {
+  std::string why;
+  pool = open_pool(boot, opt, &why);
+  if (!pool) steps.fail(Status::unavailable, why);
+}
+
+// The transport, its areas registered (in: local reads, out: remote
+// writes), and the card this leader publishes.
+void RdmaLeaderTransport::Setup::register_areas(std::span<const int> first_rank) {
+  if (!pool) return;
+  t.reset(new RdmaLeaderTransport(pool, areas, opt));
+  t->first_rank_.assign(first_rank.begin(), first_rank.end());
+  t->peers_.resize(static_cast<std::size_t>(size));
+  t->pending_.reserve(t->peers_.size());  // post() never allocates
+  std::lock_guard<std::mutex> lock(pool->mutex());
+  const std::shared_ptr<Device>& dev = pool->device();
+  bool ok = areas.bytes > 0;
+  for (int p = 0; p < 2 && ok; ++p) {
+    ok = MemoryRegion::create(dev, areas.in[p], areas.bytes, IBV_ACCESS_LOCAL_WRITE,
+                              &t->in_mr_[p]) == Status::ok &&
+         MemoryRegion::create(dev, areas.out[p], areas.bytes,
+                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+                              &t->out_mr_[p]) == Status::ok;
+  }
+  if (!ok) {
+    steps.fail(Status::unavailable, "registering the staging areas failed");
+    return;
+  }
+  t->slot_id_ = pool->add_slot(&t->slot_);
+  mine.id = pool->self();
+  mine.addr = dev->address();
+  mine.slot = t->slot_id_;
+  for (int p = 0; p < 2; ++p) {
+    mine.out_addr[p] = reinterpret_cast<std::uintptr_t>(areas.out[p]);
+    mine.rkey[p] = t->out_mr_[p]->rkey();
+  }
+  mine.out_bytes = areas.bytes;
+  mine.gids = pool->gid_offer();
+  mine.ok = 1;
+}
+
+void RdmaLeaderTransport::Setup::publish_cards() {
+  if (!boot.allgather(&mine, cards.data(), sizeof mine)) {
+    steps.fail(Status::unavailable, "set-up allgather failed");
+    mine.ok = 0;
+  }
+}
+
+// Our end of every pair: an existing endpoint or a new one, announced to all.
+void RdmaLeaderTransport::Setup::claim_ends() {
+  if (!mine.ok) return;
+  choose_gids(pool, me, &cards);
+  std::lock_guard<std::mutex> lock(pool->mutex());
+  for (int p : peers) {
+    const Card& c = cards[static_cast<std::size_t>(p)];
+    Link& l = links[static_cast<std::size_t>(p)];
+    std::shared_ptr<Endpoint> ep;
+    bool is_new = false;
+    if (!is_member(p) || p == me || !c.ok || c.addr.roce != mine.addr.roce ||
+        pool->endpoint(c.id, &ep, &is_new) != Status::ok) {
+      l.state = Link::Failed;
+      steps.fail(Status::unavailable,
+                 c.ok ? "no queue pair to a partner leader" : "a partner leader has no RDMA");
+      continue;
+    }
+    Peer& peer = t->peers_[static_cast<std::size_t>(p)];
+    for (int q = 0; q < 2; ++q) {
+      peer.out_addr[q] = c.out_addr[q];
+      peer.rkey[q] = c.rkey[q];
+    }
+    peer.out_bytes = c.out_bytes;
+    peer.slot = c.slot;
+    const std::uint32_t state = is_new          ? Link::New
+                                : ep->connected ? Link::Existing
+                                                : Link::Pending;
+    l = Link{state, ep->qp->qpn(), ep->psn, ep->remote_qpn};
+    peer.ep = std::move(ep);
+    if (is_new) created.push_back(p);
+  }
+}
+
+void RdmaLeaderTransport::Setup::publish_links() {
+  if (!boot.allgather(links.data(), all_links.data(), links.size() * sizeof(Link))) {
+    steps.fail(Status::unavailable, "set-up allgather failed");
+    return;
+  }
+  // Every member decides alike (from all_links) whether a repair round follows.
+  repair = needs_repair(all_links.data(), size);
+}
+
+// Connect, keep or drop each pair as both ends' links say (link_rule.h); the
+// pairs the repair round renews get their new QP instead.
+void RdmaLeaderTransport::Setup::settle_ends() {
+  if (!mine.ok) return;
+  std::lock_guard<std::mutex> lock(pool->mutex());
+  for (int p : peers) {
+    if (!is_member(p)) continue;
+    const std::size_t i = static_cast<std::size_t>(p);
+    Peer& peer = t->peers_[i];
+    if (!peer.ep) continue;
+    if (repair && repairable(links[i], theirs(i))) {
+      repaired[i] = 1;
+      t->renew(cards[i].id, &peer, &links[i], &created);
+      continue;
+    }
+    settle_end(i, links[i]);
+  }
+}
+
+void RdmaLeaderTransport::Setup::settle_end(std::size_t i, const Link& mine_link) {
+  std::string why;
+  if (!t->settle(cards[i].id, cards[i].addr, mine_link, theirs(i), &t->peers_[i], &why)) {
+    steps.fail(Status::unavailable, why);
+  }
+}
+
+// The repair round: the replaced ends' new QPs, then both ends connect.
+void RdmaLeaderTransport::Setup::repair_round() {
+  if (!repair) return;
+  if (!boot.allgather(links.data(), all_links.data(), links.size() * sizeof(Link))) {
+    steps.fail(Status::unavailable, "set-up allgather failed");
+    return;
+  }
+  if (!mine.ok) return;
+  std::lock_guard<std::mutex> lock(pool->mutex());
+  for (int p : peers) {
+    const std::size_t i = static_cast<std::size_t>(p);
+    if (!is_member(p) || !repaired[i]) continue;
+    if (!t->peers_[i].ep) {
+      steps.fail(Status::unavailable, "no queue pair to a partner leader");
+    } else {
+      settle_end(i, links[i]);
+    }
+  }
+}
+
+// Nobody writes before every partner's end is in RTR (a write reaching a QP
+// not yet in RTR is dropped, and the requester retries only until its retry
+// count runs out), and every leader learns whether its partners' set-ups
+// worked. Not an agreement of the team's: the caller makes that one.
+void RdmaLeaderTransport::Setup::hear_partners() {
+  if (t) t->qps_created_ = static_cast<int>(created.size());
+  const std::uint32_t mine_ok = steps.failed_here() ? 0 : 1;
+  if (!boot.allgather(&mine_ok, all_ok.data(), sizeof mine_ok)) {
+    steps.fail(Status::unavailable, "set-up allgather failed");
+    return;
+  }
+  for (int p : peers) {
+    if (is_member(p) && all_ok[static_cast<std::size_t>(p)] == 0) {
+      steps.fail(Status::unavailable, "a partner leader's RDMA set-up failed");
+    }
+  }
+}
+
+bool RdmaLeaderTransport::settle(const ProcessId& id, const PortAddress& addr, const Link& m,
+                                 const Link& r, Peer* peer, std::string* why) noexcept {
+  switch (pair_action(m, r)) {
+    case LinkAction::connect:
+      if (pool_->connect(*peer->ep, addr, r.qpn, r.psn) == Status::ok) return true;
+      *why = "connecting a queue pair failed";
+      if (!peer->ep->connected) {  // dropped: both ends are made anew next time
+        pool_->discard(id);
+        peer->ep = nullptr;
+      }
+      return false;
+    case LinkAction::use:
+      return true;
+    case LinkAction::leave:
+      // Another team's set-up owns the pair on one end: only this team
+      // falls back; the pair is left to that team.
+      *why = "a queue pair to a partner is being set up by another team";
+      return false;
+    case LinkAction::discard:
+      // A pair the two ends see differently is replaced at the next
+      // set-up on both ends, so they converge.
+      *why = r.state == Link::Pending ? "a queue pair to a partner is being set up by another team"
+                                      : "partners disagree on whether they are connected";
+      pool_->discard(id);
+      peer->ep = nullptr;
+      return false;
+    case LinkAction::mark_failed:
+      *why = m.state == Link::Existing && r.state == Link::Existing
+                 ? "a partner's queue pair is connected elsewhere"
+                 : "partners disagree on whether they are connected";
+      peer->ep->failed = true;
+      return false;
+  }
+  return false;
+}
+
+void RdmaLeaderTransport::renew(const ProcessId& id, Peer* peer, Link* link,
+                                std::vector<int>* created) noexcept {
+  if (link->state == Link::New) return;  // ours is fresh already
+  const int p = static_cast<int>(peer - peers_.data());
+  MLXA2A_LOG(Info, "RDMA: the queue pair %u to leader %d is replaced on both ends", link->qpn, p);
+  pool_->discard(id);
+  std::shared_ptr<Endpoint> ep;
+  bool is_new = false;
+  if (pool_->endpoint(id, &ep, &is_new) != Status::ok || !is_new) {
+    link->state = Link::Failed;  // the partner drops its new end (LinkAction::discard)
+    peer->ep = nullptr;
+    return;
+  }
+  *link = Link{Link::New, ep->qp->qpn(), ep->psn, 0};
+  peer->ep = std::move(ep);
+  try {
+    created->push_back(p);
+  } catch (...) {  // only the count of created QPs is lost
+  }
+}
+
+}  // namespace mlxa2a::mlx5
