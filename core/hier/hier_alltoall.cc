@@ -350,74 +350,90 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
 // after exactly one round (finished, so the next call's waits hold). This
 // costs no overlap a leader could use: it posts round 1 only once every
 // local rank finished round 0, which comes after the verdict anyway.
-shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_t bytes,
-                                        const GatherSource* mine) noexcept {
-  const Plan& p = plan_;
-  const std::size_t max = p.max_chunk();
-  const std::size_t rounds = (bytes + max - 1) / max;
-  auto chunk_of = [&](std::size_t i) { return std::min(max, bytes - i * max); };
-  auto before = [](std::uint64_t k, std::uint64_t d) { return k > d ? k - d : 0; };
+// One pipelined call's state and its two steps, shared by its rounds.
+struct HierAlltoall::Pipelined {
+  Pipelined(HierAlltoall& self, const char* s, std::size_t b, const GatherSource* m,
+            std::size_t per_round) noexcept
+      : a(self), send(s), bytes(b), mine(m), max(per_round) {}
+  HierAlltoall& a;
+  const char* send;
+  std::size_t bytes;
+  const GatherSource* mine;
+  std::size_t max;  // bytes per peer per round
   std::size_t copied = 0;
   phases::Lap lap;
+  bool posted = false;        // leader: the last post() had messages
+  std::uint64_t verdict = 0;  // leader, first round: another size seen
+
+  std::size_t chunk_of(std::size_t i) const { return std::min(max, bytes - i * max); }
+  static std::uint64_t before(std::uint64_t k, std::uint64_t d) { return k > d ? k - d : 0; }
 
   // Fills round i's in-area (sequence k) and arrives with this rank's size.
-  auto fill = [&](std::size_t i, std::uint64_t k) {
-    if (shm::Status st = stage_->wait_finished(all_local_, before(k, 2)); st != shm::Status::ok) {
+  shm::Status fill(std::size_t i, std::uint64_t k) noexcept {
+    if (shm::Status st = a.stage_->wait_finished(a.all_local_, before(k, 2));
+        st != shm::Status::ok) {
       return st;
     }
     lap.mark(phases::kNodeWait);
-    copied += fan_in(stage_->in_area(static_cast<int>(k & 1)), send, bytes, i * max, chunk_of(i),
-                     mine);
-    const shm::Status st = stage_->arrive_at(k, bytes);
+    copied += a.fan_in(a.stage_->in_area(static_cast<int>(k & 1)), send, bytes, i * max,
+                       chunk_of(i), mine);
+    const shm::Status st = a.stage_->arrive_at(k, bytes);
     lap.mark(phases::kFanIn);
     return st;
-  };
+  }
+
   // Leader: round i's writes, once its fan-in is in and round k-1 was read.
-  bool posted = false;
-  std::uint64_t verdict = 0;  // leader, first round: another size seen
-  auto post = [&](std::size_t i, std::uint64_t k) {
-    if (shm::Status st = stage_->wait_arrived(all_local_, k); st != shm::Status::ok) return st;
-    if (shm::Status st = stage_->wait_finished(all_local_, before(k, 1)); st != shm::Status::ok) {
+  shm::Status post(std::size_t i, std::uint64_t k) noexcept {
+    if (shm::Status st = a.stage_->wait_arrived(a.all_local_, k); st != shm::Status::ok) return st;
+    if (shm::Status st = a.stage_->wait_finished(a.all_local_, before(k, 1));
+        st != shm::Status::ok) {
       return st;
     }
     lap.mark(phases::kNodeWait);
-    if (i == 0) verdict = local_verdict(bytes);
+    if (i == 0) verdict = a.local_verdict(bytes);
     const int par = static_cast<int>(k & 1);
-    build_messages(stage_->in_area(par), stage_->out_area(par), par, bytes, i * max, chunk_of(i),
-                   mine != nullptr, i == 0 ? verdict : 0);
-    posted = !messages_.empty();
-    if (posted && transport_->post(messages_) != shm::Status::ok) {
+    a.build_messages(a.stage_->in_area(par), a.stage_->out_area(par), par, bytes, i * max,
+                     chunk_of(i), mine != nullptr, i == 0 ? verdict : 0);
+    posted = !a.messages_.empty();
+    if (posted && a.transport_->post(a.messages_) != shm::Status::ok) {
       return shm::Status::transport_failed;
     }
     lap.mark(phases::kPost);
     return shm::Status::ok;
-  };
+  }
+};
+
+shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_t bytes,
+                                        const GatherSource* mine) noexcept {
+  const Plan& p = plan_;
+  Pipelined c(*this, send, bytes, mine, p.max_chunk());
+  const std::size_t rounds = (bytes + c.max - 1) / c.max;
 
   std::uint64_t k = stage_->begin();
-  if (shm::Status st = fill(0, k); st != shm::Status::ok) return fail(st);
+  if (shm::Status st = c.fill(0, k); st != shm::Status::ok) return fail(st);
   if (p.leader()) {
-    if (shm::Status st = post(0, k); st != shm::Status::ok) return fail(st);
+    if (shm::Status st = c.post(0, k); st != shm::Status::ok) return fail(st);
   }
   for (std::size_t i = 0; i < rounds; ++i, ++k) {
     const bool more = i + 1 < rounds;
     if (more && i > 0) {
       const std::uint64_t next = stage_->begin();  // == k + 1
-      if (shm::Status st = fill(i + 1, next); st != shm::Status::ok) return fail(st);
+      if (shm::Status st = c.fill(i + 1, next); st != shm::Status::ok) return fail(st);
     }
     if (p.leader()) {
-      if (posted && transport_->complete() != shm::Status::ok) {
+      if (c.posted && transport_->complete() != shm::Status::ok) {
         return fail(shm::Status::transport_failed);
       }
-      lap.mark(phases::kNetWait);
-      if (i == 0) verdict |= remote_verdict(bytes);
-      if (shm::Status st = stage_->release_at(k, i == 0 ? verdict : 0); st != shm::Status::ok) {
+      c.lap.mark(phases::kNetWait);
+      if (i == 0) c.verdict |= remote_verdict(bytes);
+      if (shm::Status st = stage_->release_at(k, i == 0 ? c.verdict : 0); st != shm::Status::ok) {
         return fail(st);
       }
     }
     if (shm::Status st = stage_->wait_released(leaders_, k); st != shm::Status::ok) {
       return fail(st);
     }
-    lap.mark(phases::kReleaseWait);
+    c.lap.mark(phases::kReleaseWait);
     if (i == 0) {
       if (const std::uint64_t v = released_verdict(); v != 0) {
         if (shm::Status st = stage_->finish_at(k); st != shm::Status::ok) return fail(st);
@@ -425,20 +441,20 @@ shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_
       }
       if (more) {
         const std::uint64_t next = stage_->begin();  // == k + 1
-        if (shm::Status st = fill(1, next); st != shm::Status::ok) return fail(st);
+        if (shm::Status st = c.fill(1, next); st != shm::Status::ok) return fail(st);
       }
     }
     const int par = static_cast<int>(k & 1);
-    copied += fan_out(stage_->in_area(par), stage_->out_area(par), recv, bytes, i * max,
-                      chunk_of(i));
+    c.copied += fan_out(stage_->in_area(par), stage_->out_area(par), recv, bytes, i * c.max,
+                        c.chunk_of(i));
     if (shm::Status st = stage_->finish_at(k); st != shm::Status::ok) return fail(st);
-    lap.mark(phases::kFanOut);
-    lap.round();
+    c.lap.mark(phases::kFanOut);
+    c.lap.round();
     if (more && p.leader()) {
-      if (shm::Status st = post(i + 1, k + 1); st != shm::Status::ok) return fail(st);
+      if (shm::Status st = c.post(i + 1, k + 1); st != shm::Status::ok) return fail(st);
     }
   }
-  count(node_copy_counters().copied, copied);
+  count(node_copy_counters().copied, c.copied);
   return shm::Status::ok;
 }
 

@@ -124,6 +124,7 @@ class HierAlltoall {
                          const GatherSource* mine) noexcept;
   shm::Status run_pipelined(const char* send, char* recv, std::size_t bytes,
                             const GatherSource* mine) noexcept;
+  struct Pipelined;  // run_pipelined()'s state and steps (hier_alltoall.cc)
   // The steps of a round over the areas `in`/`out` of its parity; the copies
   // return the bytes they copied.
   std::size_t fan_in(char* in, const char* send, std::size_t bytes, std::size_t off,
