@@ -221,11 +221,15 @@ void RdmaLeaderTransport::Setup::claim_ends() {
   choose_gids(pool, me, &cards);
   std::lock_guard<std::mutex> lock(pool->mutex());
   for (int p : peers) {
+    if (!is_member(p)) {  // the caller's plan names members only; never index outside
+      steps.fail(Status::unavailable, "a partner leader is not in the leaders' group");
+      continue;
+    }
     const Card& c = cards[static_cast<std::size_t>(p)];
     Link& l = links[static_cast<std::size_t>(p)];
     std::shared_ptr<Endpoint> ep;
     bool is_new = false;
-    if (!is_member(p) || p == me || !c.ok || c.addr.roce != mine.addr.roce ||
+    if (p == me || !c.ok || c.addr.roce != mine.addr.roce ||
         pool->endpoint(c.id, &ep, &is_new) != Status::ok) {
       l.state = Link::Failed;
       steps.fail(Status::unavailable,
