@@ -63,8 +63,9 @@ std::string check_node_layout(const Value& v) {
                                                      : std::string(kNodeLayoutSyntax);
 }
 
-// A row's store: its value into its field of Settings::net (integers are
-// range-checked by the row, so the narrowing casts keep every value).
+// A row's store: its value into its field of one of Settings' switch structs
+// (integers are range-checked by the row, so the narrowing casts keep every
+// value).
 template <class T>
 void assign(T& field, const Value& v) {
   std::visit(
@@ -79,10 +80,17 @@ void assign(T& field, const Value& v) {
       v);
 }
 
-template <auto Field>
-void net(const Value& v, Settings& s) {
-  assign(s.net.*Field, v);
+template <auto Part, auto Field>
+void store_into(const Value& v, Settings& s) {
+  assign(s.*Part.*Field, v);
 }
+
+template <auto Field>
+constexpr auto net = &store_into<&Settings::net, Field>;
+template <auto Field>
+constexpr auto shm = &store_into<&Settings::shm, Field>;
+template <auto Field>
+constexpr auto rcache = &store_into<&Settings::rcache, Field>;
 
 constexpr Spec kSwitches[] = {
     {.name = "ENABLE",
@@ -274,7 +282,8 @@ constexpr Spec kSwitches[] = {
      .description = "Registration cache alignment: requests are rounded out to this power "
                     "of two (16 bytes to the page size), never past the buffer's mapping.",
      .verbosity = Verbosity::Tuner,
-     .check = check_align},
+     .check = check_align,
+     .store = rcache<&RcacheSwitches::align>},
     {.name = "RCACHE_MAX_REGIONS",
      .type = Type::Int,
      .default_text = "65536",
@@ -282,14 +291,16 @@ constexpr Spec kSwitches[] = {
                     "evicted oldest first (CLOCK), never one that is in use.",
      .verbosity = Verbosity::Tuner,
      .min = 1,
-     .max = 1 << 20},
+     .max = 1 << 20,
+     .store = rcache<&RcacheSwitches::max_regions>},
     {.name = "RCACHE_MAX_BYTES",
      .type = Type::Size,
      .default_text = "64G",
      .description = "Registration cache: most bytes kept registered (inf: no limit); "
                     "also capped at half of RLIMIT_MEMLOCK.",
      .verbosity = Verbosity::Tuner,
-     .check = check_nonzero_size},
+     .check = check_nonzero_size,
+     .store = rcache<&RcacheSwitches::max_bytes>},
     {.name = "RCACHE_INVALIDATION",
      .type = Type::Enum,
      .default_text = "auto",
@@ -300,7 +311,8 @@ constexpr Spec kSwitches[] = {
                     "userfaultfd events, which see raw system calls; slower) or none (only "
                     "for programs that never unmap communication buffers).",
      .verbosity = Verbosity::Tuner,
-     .choices = kInvalidation},
+     .choices = kInvalidation,
+     .store = rcache<&RcacheSwitches::invalidation>},
     {.name = "SHM_CMA_THRESHOLD",
      .type = Type::Size,
      .default_text = "64K",
@@ -308,14 +320,16 @@ constexpr Spec kSwitches[] = {
                     "blocks straight from its peers' send buffers (process_vm_readv, one "
                     "copy) instead of copying through the shared segment (two copies); 0 = "
                     "never. Used when ranks do not outnumber cores; node rank 0's value wins.",
-     .verbosity = Verbosity::Tuner},
+     .verbosity = Verbosity::Tuner,
+     .store = shm<&ShmSwitches::cma_threshold>},
     {.name = "SHM_CMA_THRESHOLD_OVERSUBSCRIBED",
      .type = Type::Size,
      .default_text = "0",
      .description = "The same threshold when a node's ranks outnumber its cores (0 = never, "
                     "the default): each read then competes for a core with the peer it reads "
                     "from, and copying through a large slot measured faster.",
-     .verbosity = Verbosity::Tuner},
+     .verbosity = Verbosity::Tuner,
+     .store = shm<&ShmSwitches::cma_threshold_oversubscribed>},
     {.name = "SHM_SLOT_SIZE",
      .type = Type::Size,
      .default_text = "128K",
@@ -325,7 +339,8 @@ constexpr Spec kSwitches[] = {
                     "round; there the largest value of the team wins. At most 1G.",
      .verbosity = Verbosity::Tuner,
      .size_max = kSlotSizeMax,
-     .check = check_slot_size},
+     .check = check_slot_size,
+     .store = shm<&ShmSwitches::slot_size>},
     {.name = "SHM_SLOT_SIZE_OVERSUBSCRIBED",
      .type = Type::Size,
      .default_text = "512K",
@@ -334,7 +349,8 @@ constexpr Spec kSwitches[] = {
                     "larger rounds win. Node rank 0's value wins. At most 1G.",
      .verbosity = Verbosity::Tuner,
      .size_max = kSlotSizeMax,
-     .check = check_slot_size},
+     .check = check_slot_size,
+     .store = shm<&ShmSwitches::slot_size_oversubscribed>},
     {.name = "SHM_POOL",
      .type = Type::Int,
      .default_text = "2",
@@ -347,7 +363,8 @@ constexpr Spec kSwitches[] = {
      .verbosity = Verbosity::Tuner,
      .scope = Scope::AllEqual,
      .min = 0,
-     .max = 64},
+     .max = 64,
+     .store = shm<&ShmSwitches::pool>},
     {.name = "LEADERS",
      .type = Type::String,
      .default_text = "node",
@@ -431,15 +448,6 @@ Settings settings_from(const Registry& r) {
   s.tune_samples = static_cast<unsigned>(r.get_int("TUNE_SAMPLES"));
   s.tune_file = r.get_string("TUNE_FILE");
   s.debug_tune_times = r.get_string("DEBUG_TUNE_TIMES");
-  s.rcache_align = r.get_size("RCACHE_ALIGN");
-  s.rcache_max_regions = r.get_int("RCACHE_MAX_REGIONS");
-  s.rcache_max_bytes = r.get_size("RCACHE_MAX_BYTES");
-  s.rcache_invalidation = r.get_string("RCACHE_INVALIDATION");
-  s.shm_cma_threshold = r.get_size("SHM_CMA_THRESHOLD");
-  s.shm_cma_threshold_oversubscribed = r.get_size("SHM_CMA_THRESHOLD_OVERSUBSCRIBED");
-  s.shm_slot_size = r.get_size("SHM_SLOT_SIZE");
-  s.shm_slot_size_oversubscribed = r.get_size("SHM_SLOT_SIZE_OVERSUBSCRIBED");
-  s.shm_pool = static_cast<unsigned>(r.get_int("SHM_POOL"));
   s.leaders = LeaderPolicy::parse(r.get_string("LEADERS")).value_or(LeaderPolicy{});
   s.node_layout = NodeLayout::parse(r.get_string("DEBUG_NODE_SIZE")).value_or(NodeLayout{});
   return s;

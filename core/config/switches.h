@@ -1,8 +1,9 @@
 // The switch table (switches.cc): every MLXA2A_* variable, in one place, so
 // that mlxa2a_info, the README and the runtime cannot disagree. Settings is
 // its typed snapshot for the hot path, built once from a loaded Registry and
-// then only read; a row with a `store` fills its field itself (the network
-// switches: one row and one NetSwitches field each, core/config/net.h).
+// then only read; a row with a `store` fills its field itself (the network,
+// shared-memory and registration-cache switches: one row and one field each of
+// NetSwitches, ShmSwitches and RcacheSwitches, core/config/{net,shm,rcache}.h).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,9 @@
 #include "core/config/leaders.h"
 #include "core/config/net.h"
 #include "core/config/node_layout.h"
+#include "core/config/rcache.h"
 #include "core/config/registry.h"
+#include "core/config/shm.h"
 #include "core/config/spec.h"
 #include "core/config/tune.h"
 #include "core/log.h"
@@ -41,17 +44,8 @@ struct Settings {
   std::string tune_file;             // MLXA2A_TUNE_FILE; empty = none
   std::string debug_tune_times;      // MLXA2A_DEBUG_TUNE_TIMES (tests only)
   NetSwitches net;  // MLXA2A_NET_*: the RDMA leader exchange, zero-copy, pipelining
-  // Registration cache (rcache/), see docs/rcache.md.
-  std::uint64_t rcache_align = 16;
-  std::int64_t rcache_max_regions = 0;
-  std::uint64_t rcache_max_bytes = 0;
-  std::string rcache_invalidation;
-  // Shared-memory alltoall (core/shm/options.h); 0 threshold = never CMA.
-  std::uint64_t shm_cma_threshold = 65536;
-  std::uint64_t shm_cma_threshold_oversubscribed = 0;
-  std::uint64_t shm_slot_size = 131072;
-  std::uint64_t shm_slot_size_oversubscribed = 524288;
-  unsigned shm_pool = 2;  // MLXA2A_SHM_POOL: idle segments kept per process
+  RcacheSwitches rcache;  // MLXA2A_RCACHE_*: zero-copy's registration cache (docs/rcache.md)
+  ShmSwitches shm;        // MLXA2A_SHM_*: the shared-memory stage and the engine pool
   LeaderPolicy leaders;    // MLXA2A_LEADERS
   NodeLayout node_layout;  // MLXA2A_DEBUG_NODE_SIZE (tests only)
 };

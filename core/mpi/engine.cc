@@ -11,16 +11,13 @@ namespace mlxa2a::core::mpi {
 
 EngineSettings EngineSettings::from(const config::Settings& s) {
   EngineSettings e;
-  e.cma_threshold = s.shm_cma_threshold;
-  e.cma_threshold_oversubscribed = s.shm_cma_threshold_oversubscribed;
-  e.slot_size = s.shm_slot_size;
-  e.slot_size_oversubscribed = s.shm_slot_size_oversubscribed;
+  e.shm = s.shm;
   e.leaders = s.leaders;
   e.net = s.net;
   // The error is set only if the switch table and rcache disagree, which a
   // unit test rules out; the defaults then stand.
   std::string error;
-  e.rcache = rcache_options(s, &error);
+  e.rcache = rcache_options(s.rcache, &error);
   return e;
 }
 
@@ -35,14 +32,9 @@ bool drive_mpi_progress(MPI_Comm comm) noexcept {
   return false;
 }
 
-shm::Options shm_options(const EngineSettings& s, MPI_Comm comm, bool oversubscribed) {
-  shm::Options opt;
+shm::Options shm_options(const config::ShmSwitches& s, MPI_Comm comm, bool oversubscribed) {
+  shm::Options opt = shm::options_from(s);
   opt.oversubscribed = oversubscribed;
-  opt.cma_threshold = s.cma_threshold;
-  opt.cma_threshold_oversubscribed = s.cma_threshold_oversubscribed;
-  // The segment holds 2 x ranks x slot bytes: memory per communicator.
-  opt.slot_capacity = s.slot_size;
-  opt.slot_capacity_oversubscribed = s.slot_size_oversubscribed;
   opt.abort_requested = [comm] { return drive_mpi_progress(comm); };
   return opt;
 }

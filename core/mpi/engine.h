@@ -79,11 +79,7 @@ struct EngineProps {
 
 // The switches engines read, copied from config::Settings at team creation.
 struct EngineSettings {
-  // Shared memory (core/shm/options.h).
-  std::uint64_t cma_threshold = 0;
-  std::uint64_t cma_threshold_oversubscribed = 0;
-  std::uint64_t slot_size = 0;  // also the hierarchical engine's staging bytes per rank
-  std::uint64_t slot_size_oversubscribed = 0;
+  config::ShmSwitches shm;  // MLXA2A_SHM_*, whole (core/config/shm.h)
   // Hierarchical engine.
   config::LeaderPolicy leaders;  // MLXA2A_LEADERS
   config::NetSwitches net;       // MLXA2A_NET_*, whole (core/config/net.h)
@@ -198,7 +194,7 @@ bool drive_mpi_progress(MPI_Comm comm) noexcept;
 
 // The shared-memory engine's options for a team (abort callback: drives
 // comm's MPI progress while a rank waits).
-shm::Options shm_options(const EngineSettings& s, MPI_Comm comm, bool oversubscribed);
+shm::Options shm_options(const config::ShmSwitches& s, MPI_Comm comm, bool oversubscribed);
 
 // The team's engine: LocalEngine for one rank, ShmEngine for one node,
 // HierEngine for several. nullptr (alike on every rank) when set-up failed.

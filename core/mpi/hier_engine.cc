@@ -204,7 +204,7 @@ bool HierEngine::setup(const EngineRequest& req) noexcept {
   // skips a collective its peers are in (core/collective_setup.h).
   std::optional<Setup> st;
   try {
-    st.emplace(req, settings_.slot_size);
+    st.emplace(req, settings_.shm.slot_size);
   } catch (...) {
     return false;  // allocation only, as in create()
   }
@@ -275,7 +275,7 @@ bool HierEngine::agree_leaders(Setup& s) {
 
 // The node's staging segment, collective over the node communicator.
 bool HierEngine::make_stage(Setup& s) {
-  const shm::Options opt = shm_options(settings_, s.req.comm, s.req.oversubscribed);
+  const shm::Options opt = shm_options(settings_.shm, s.req.comm, s.req.oversubscribed);
   const std::size_t area = hier::HierAlltoall::area_bytes(s.req.size, s.local_size, s.stage_bytes);
   MpiBootstrap boot(s.req.node_comm, s.local_rank, s.local_size);
   if (const Status st = shm::NodeStage::create(boot, opt, area, area, s.stage); st != Status::ok) {

@@ -290,7 +290,7 @@ void Runtime::after_init() {
     set_inactive("MLXA2A_ENABLE=n");
   } else {
     if (!settings_.tune_file.empty()) load_tune_file(settings_.tune_file);
-    EnginePool::instance().set_capacity(settings_.shm_pool);
+    EnginePool::instance().set_capacity(settings_.shm.pool);
     // World's node map, once: communicators without a team of their own
     // derive from it (no discovery per communicator). Not where every size
     // goes to PMPI: no team is ever built then. Collective; agreed.

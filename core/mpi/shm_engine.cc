@@ -19,7 +19,7 @@ std::unique_ptr<ShmEngine> ShmEngine::create(const EngineRequest& req,
   Status st = Status::create_failed;
   std::unique_ptr<shm::NodeAlltoall> node;
   try {
-    const shm::Options opt = shm_options(s, req.comm, req.oversubscribed);
+    const shm::Options opt = shm_options(s.shm, req.comm, req.oversubscribed);
     MpiBootstrap boot(req.node_comm, req.local_rank, req.local_size);
     st = shm::NodeAlltoall::create(boot, opt, node);
     if (st == Status::ok) return std::unique_ptr<ShmEngine>(new ShmEngine(std::move(node)));

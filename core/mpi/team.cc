@@ -199,7 +199,7 @@ bool Team::adopt_pooled(MPI_Comm comm, const config::Settings& settings) noexcep
   shm::Options opt;
   try {
     pool_key_ = {world_ranks_of(comm, size_), node_ids_, oversubscribed_};
-    opt = shm_options(EngineSettings::from(settings), comm, oversubscribed_);
+    opt = shm_options(settings.shm, comm, oversubscribed_);
   } catch (...) {
     // Allocation only: an empty key proposes nothing, and the rank still
     // takes part in the pool's agreement (collective).

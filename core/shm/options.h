@@ -1,5 +1,6 @@
-// Tuning knobs of the shared-memory stage. A plain struct with no config
-// dependency: core/mpi maps the MLXA2A_* switches onto it.
+// Tuning knobs of the shared-memory stage. A plain struct; the MLXA2A_SHM_*
+// switches reach it through options_from() below (core/config/shm.h, plain
+// data: the one config header core/shm may include).
 //
 // Fields marked [layout] decide the segment layout or which path a call takes;
 // they must agree on all local ranks, so the creator's (local rank 0) values
@@ -11,6 +12,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+
+#include "core/config/shm.h"
 
 namespace mlxa2a::shm {
 
@@ -74,5 +77,16 @@ struct Options {
   // true ends the wait with Status::aborted. Optional.
   std::function<bool()> abort_requested;
 };
+
+// The MLXA2A_SHM_* switches (core/config/shm.h) over the defaults above: the
+// one place they become shm options. The segment holds 2 x ranks x slot bytes.
+inline Options options_from(const core::config::ShmSwitches& s) {
+  Options o;
+  o.cma_threshold = static_cast<std::size_t>(s.cma_threshold);
+  o.cma_threshold_oversubscribed = static_cast<std::size_t>(s.cma_threshold_oversubscribed);
+  o.slot_capacity = static_cast<std::size_t>(s.slot_size);
+  o.slot_capacity_oversubscribed = static_cast<std::size_t>(s.slot_size_oversubscribed);
+  return o;
+}
 
 }  // namespace mlxa2a::shm

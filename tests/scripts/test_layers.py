@@ -17,7 +17,8 @@ RULES = {
     "core/config/": (BELOW_CONFIG, False),
     "core/route/": (BELOW_CONFIG + ("core/route/", "core/selection.h"), False),
     "core/tune/": (BELOW_CONFIG + ("core/tune/", "core/route/"), False),
-    "core/shm/": (("core/shm/",) + SHARED, False),
+    # core/config/shm.h: the MLXA2A_SHM_* switches as plain data (no includes).
+    "core/shm/": (("core/shm/", "core/config/shm.h") + SHARED, False),
     "core/hier/": (("core/hier/", "core/shm/") + SHARED, False),
     # core/config/net.h: the MLXA2A_NET_* switches as plain data (no includes).
     "core/mlx5/": (("core/mlx5/", "core/hier/", "rcache/", "core/config/net.h") + SHARED, False),

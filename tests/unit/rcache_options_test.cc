@@ -11,7 +11,7 @@ rcache::Options options_for(const config::Environment& env, std::string* error) 
   config::Registry r(config::all_switches());
   r.load(env);
   EXPECT_TRUE(r.warnings().empty()) << r.warnings().front();
-  return rcache_options(config::settings_from(r), error);
+  return rcache_options(config::settings_from(r).rcache, error);
 }
 
 TEST(RcacheOptions, DefaultsAreValid) {

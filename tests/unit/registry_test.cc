@@ -3,9 +3,12 @@
 
 #include <cstdio>
 #include <fstream>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 
+#include "core/config/parse.h"
 #include "core/config/registry.h"
 #include "core/config/switches.h"
 
@@ -102,45 +105,91 @@ TEST(Registry, NetPipelineRejectsBadValues) {
   EXPECT_FALSE(settings_from(r).net.pipeline);
 }
 
-TEST(Registry, NetSwitchDefaultsAreTheRowsDefaults) {
+// The switch structs a row may store into (Spec::store): each row's value
+// must reach its own field and nothing else in them.
+struct Parts {
+  NetSwitches net;
+  ShmSwitches shm;
+  RcacheSwitches rcache;
+  friend bool operator==(const Parts&, const Parts&) = default;
+};
+
+Parts parts_from(const Environment& env) {
   Registry r(all_switches());
-  r.load({});
-  EXPECT_TRUE(settings_from(r).net == NetSwitches{});
+  r.load(env);
+  EXPECT_TRUE(r.warnings().empty()) << r.warnings().front();
+  const Settings s = settings_from(r);
+  return {s.net, s.shm, s.rcache};
 }
 
-// Every MLXA2A_NET_* row stores into Settings::net on its own (its `store`):
-// a value other than the default reaches the field, nothing else changes.
-TEST(Registry, EveryNetSwitchReachesItsField) {
-  const std::pair<const char*, void (*)(NetSwitches&)> cases[] = {
-      {"NET_DEVICES=mlx5_3:2", [](NetSwitches& n) { n.devices = {{"mlx5_3", 2}}; }},
-      {"NET_ZCOPY_THRESHOLD=4K", [](NetSwitches& n) { n.zcopy_threshold = 4096; }},
-      {"NET_PIPELINE=n", [](NetSwitches& n) { n.pipeline = false; }},
-      {"NET_GID_INDEX=3", [](NetSwitches& n) { n.gid_index = 3; }},
-      {"NET_TIMEOUT=86400000", [](NetSwitches& n) { n.timeout_ms = 86400000; }},
-      {"NET_QP_TIMEOUT=31", [](NetSwitches& n) { n.qp_timeout = 31; }},
-      {"NET_RETRY_COUNT=0", [](NetSwitches& n) { n.retry_count = 0; }},
-      {"NET_TRAFFIC_CLASS=255", [](NetSwitches& n) { n.traffic_class = 255; }},
-      {"NET_SL=15", [](NetSwitches& n) { n.service_level = 15; }},
-      {"NET_PKEY=0x8001", [](NetSwitches& n) { n.pkey = 0x8001; }},
-      {"NET_VERBS_LIBRARY=/x/libibverbs.so", [](NetSwitches& n) { n.verbs_library = "/x/libibverbs.so"; }},
-  };
-  std::size_t net_rows = 0;
+// Each case is "NAME=value" (without MLXA2A_) and what it changes in Parts.
+using Case = std::pair<const char*, void (*)(Parts&)>;
+
+void expect_each_row_reaches_its_field(std::string_view prefix, std::span<const Case> cases) {
+  std::size_t rows = 0;
   for (const Spec& spec : all_switches()) {
-    if (spec.name.rfind("NET_", 0) != 0) continue;
-    ++net_rows;
+    if (!spec.name.starts_with(prefix)) continue;
+    ++rows;
     EXPECT_NE(spec.store, nullptr) << spec.name;
   }
-  EXPECT_EQ(net_rows, std::size(cases));  // a new NET_ row needs a case here
+  EXPECT_EQ(rows, cases.size()) << prefix << ": a new row needs a case here";
   for (const auto& [text, expect] : cases) {
     const std::string t(text);
-    const std::string name = t.substr(0, t.find('='));
-    Registry r(all_switches());
-    r.load({{"MLXA2A_" + name, t.substr(t.find('=') + 1)}});
-    ASSERT_TRUE(r.warnings().empty()) << text;
-    NetSwitches want;
+    const std::size_t eq = t.find('=');
+    Parts want;
     expect(want);
-    EXPECT_TRUE(settings_from(r).net == want) << text;
+    EXPECT_TRUE(parts_from({{"MLXA2A_" + t.substr(0, eq), t.substr(eq + 1)}}) == want) << text;
   }
+}
+
+TEST(Registry, NetSwitchDefaultsAreTheRowsDefaults) {
+  EXPECT_TRUE(parts_from({}).net == NetSwitches{});
+}
+
+TEST(Registry, ShmSwitchDefaultsAreTheRowsDefaults) {
+  EXPECT_TRUE(parts_from({}).shm == ShmSwitches{});
+}
+
+TEST(Registry, RcacheSwitchDefaultsAreTheRowsDefaults) {
+  EXPECT_TRUE(parts_from({}).rcache == RcacheSwitches{});
+}
+
+TEST(Registry, EveryNetSwitchReachesItsField) {
+  const Case cases[] = {
+      {"NET_DEVICES=mlx5_3:2", [](Parts& p) { p.net.devices = {{"mlx5_3", 2}}; }},
+      {"NET_ZCOPY_THRESHOLD=4K", [](Parts& p) { p.net.zcopy_threshold = 4096; }},
+      {"NET_PIPELINE=n", [](Parts& p) { p.net.pipeline = false; }},
+      {"NET_GID_INDEX=3", [](Parts& p) { p.net.gid_index = 3; }},
+      {"NET_TIMEOUT=86400000", [](Parts& p) { p.net.timeout_ms = 86400000; }},
+      {"NET_QP_TIMEOUT=31", [](Parts& p) { p.net.qp_timeout = 31; }},
+      {"NET_RETRY_COUNT=0", [](Parts& p) { p.net.retry_count = 0; }},
+      {"NET_TRAFFIC_CLASS=255", [](Parts& p) { p.net.traffic_class = 255; }},
+      {"NET_SL=15", [](Parts& p) { p.net.service_level = 15; }},
+      {"NET_PKEY=0x8001", [](Parts& p) { p.net.pkey = 0x8001; }},
+      {"NET_VERBS_LIBRARY=/x/libibverbs.so", [](Parts& p) { p.net.verbs_library = "/x/libibverbs.so"; }},
+  };
+  expect_each_row_reaches_its_field("NET_", cases);
+}
+
+TEST(Registry, EveryShmSwitchReachesItsField) {
+  const Case cases[] = {
+      {"SHM_CMA_THRESHOLD=1M", [](Parts& p) { p.shm.cma_threshold = 1 << 20; }},
+      {"SHM_CMA_THRESHOLD_OVERSUBSCRIBED=8K", [](Parts& p) { p.shm.cma_threshold_oversubscribed = 8192; }},
+      {"SHM_SLOT_SIZE=1G", [](Parts& p) { p.shm.slot_size = 1 << 30; }},
+      {"SHM_SLOT_SIZE_OVERSUBSCRIBED=64K", [](Parts& p) { p.shm.slot_size_oversubscribed = 65536; }},
+      {"SHM_POOL=64", [](Parts& p) { p.shm.pool = 64; }},
+  };
+  expect_each_row_reaches_its_field("SHM_", cases);
+}
+
+TEST(Registry, EveryRcacheSwitchReachesItsField) {
+  const Case cases[] = {
+      {"RCACHE_ALIGN=4K", [](Parts& p) { p.rcache.align = 4096; }},
+      {"RCACHE_MAX_REGIONS=1", [](Parts& p) { p.rcache.max_regions = 1; }},
+      {"RCACHE_MAX_BYTES=inf", [](Parts& p) { p.rcache.max_bytes = kSizeInfinite; }},
+      {"RCACHE_INVALIDATION=strict", [](Parts& p) { p.rcache.invalidation = "strict"; }},
+  };
+  expect_each_row_reaches_its_field("RCACHE_", cases);
 }
 
 TEST(Registry, UnknownNamesAreWarnedWithASuggestion) {
@@ -197,7 +246,7 @@ TEST(Registry, SettingsSnapshotIsTyped) {
   EXPECT_EQ(s.coll_trace, CollTrace::Info);
   ASSERT_EQ(s.net.devices.size(), 1u);
   EXPECT_EQ(s.net.devices[0].device, "mlx5_2");
-  EXPECT_EQ(s.rcache_max_bytes, 1ull << 30);
+  EXPECT_EQ(s.rcache.max_bytes, 1ull << 30);
 }
 
 TEST(Registry, SetAtRunTimeParsesAndKeepsTheOldValueOnError) {
