@@ -37,12 +37,14 @@ ClassTuner::ClassTuner(std::span<const Route> candidates, unsigned samples, int 
 }
 
 // Without a prior: a first look after 4 rounds, then every 4 (at most 3
-// agreements at 12 samples). A prior halves the rounds and looks every 2.
+// agreements at 12 samples). A prior halves the rounds (not below
+// kMinSamples) and looks every 2.
 void ClassTuner::set_prior(int prior) {
   if (trial_calls_ != 0) return;
   prior_ = prior;
   const unsigned step = prior >= 0 ? 2 : 4;
-  max_rounds_ = prior >= 0 ? std::max(1u, samples_ / 2) : samples_;
+  max_rounds_ =
+      prior >= 0 ? std::max(samples_ / 2, std::min(samples_, kMinSamples)) : samples_;
   min_rounds_ = std::min(step, max_rounds_);
   check_every_ = step;
 }
@@ -50,8 +52,12 @@ void ClassTuner::set_prior(int prior) {
 ClassTuner::Step ClassTuner::next(std::uint64_t call) {
   last_call_ = call;
   if (!decided_) {
-    const unsigned round = trial_calls_ / n(), pos = trial_calls_ % n();
-    pending_ = trial_order(round)[pos];
+    // The pos_-th active candidate of this round's order: retiring keeps
+    // the others' relative order, so odd rounds still reverse even ones.
+    const auto order = trial_order(round_);
+    for (unsigned i = 0, seen = 0; i < n(); ++i) {
+      if (!retired(order[i]) && seen++ == pos_) pending_ = order[i];
+    }
     return {candidates_[pending_], true, true};
   }
   if (call < next_event_) return {path(), false, false};
@@ -88,6 +94,10 @@ bool ClassTuner::record(double seconds) {
   times_[pending_].push_back(seconds);
   if (!decided_) {
     ++trial_calls_;
+    if (++pos_ == active()) {
+      pos_ = 0;
+      ++round_;
+    }
     return agreement_due_trying();
   }
   ++events_;
@@ -98,8 +108,12 @@ bool ClassTuner::record(double seconds) {
   return true;
 }
 
+unsigned ClassTuner::active() const {
+  return n() - static_cast<unsigned>(std::popcount(retired_));
+}
+
 bool ClassTuner::agreement_due_trying() const {
-  if (trial_calls_ % n() != 0) return false;
+  if (pos_ != 0) return false;
   const unsigned r = rounds_done();
   return r >= max_rounds_ || (r >= min_rounds_ && (r - min_rounds_) % check_every_ == 0);
 }
@@ -128,6 +142,10 @@ ClassTuner::Outcome ClassTuner::agree(std::span<const double> agreed) {
       settle(w, agreed, last_call_);
     } else if (rounds_done() >= max_rounds_) {
       settle(choose(candidates_, medians_), agreed, last_call_);
+    } else if (const std::size_t best = retire_far_behind(agreed); active() == 1) {
+      // Every other is far behind it (then it is mostly clearly ahead too,
+      // and decided above): never serve rounds of one candidate.
+      settle(best, agreed, last_call_);
     } else {
       return Outcome::undecided;
     }
@@ -138,6 +156,20 @@ ClassTuner::Outcome ClassTuner::agree(std::span<const double> agreed) {
   settle(revise ? w : chosen_, agreed, last_call_);
   revisions_ += revise;
   return revise ? Outcome::revised : Outcome::kept;
+}
+
+// Retires the active candidates far behind the fastest active one (by the
+// agreed numbers, so alike on every rank); returns that fastest one.
+std::size_t ClassTuner::retire_far_behind(std::span<const double> s) {
+  std::size_t best = kNone;
+  for (std::size_t c = 0; c < n(); ++c) {
+    if (!retired(c) && (best == kNone || med(s, c) < med(s, best))) best = c;
+  }
+  if (med(s, best) <= 0) return best;  // no timings (a fake clock of 0): nothing to weigh
+  for (std::size_t c = 0; c < n(); ++c) {
+    if (c != best && q25(s, c) >= kFarBehind * med(s, best)) retired_ |= 1u << c;
+  }
+  return best;
 }
 
 // against == kNone: the fastest candidate if it is clearly ahead of every

@@ -14,7 +14,11 @@
 // beaten), it is decided at once (early stop); after max_rounds
 // tuning::choose decides. A prior (a
 // neighbouring class's decision on this team) is served first and halves
-// the rounds.
+// the rounds, but never below kMinSamples: one sample per candidate let a
+// single preempted call decide (issue 26). At a look that decides nothing, a
+// candidate far behind (its lower quartile at least kFarBehind times the
+// best median) is retired: later rounds skip it, so a losing path's trials
+// cost little (its samples still count in the choice; probes still visit it).
 //
 // Decided. The decided path serves the class, and the class keeps sampling
 // at a low rate: at "events" (the first call of the class at or after a
@@ -56,6 +60,12 @@ class ClassTuner {
   static constexpr double kSteadyBudget = 0.01;
   // Stats per candidate in an agreement: lower quartile, median, upper.
   static constexpr std::size_t kStats = 3;
+  // The fewest samples per candidate a prior leaves (the median of 3
+  // survives one outlier), unless MLXA2A_TUNE_SAMPLES asks for fewer.
+  static constexpr unsigned kMinSamples = 3;
+  // Retire a candidate whose agreed lower quartile is this many times the
+  // best agreed median (noise only adds time: its fastest calls are slow).
+  static constexpr double kFarBehind = 2.0;
 
   // candidates: 2..kMaxCandidates distinct routes, the fixed rules' choice
   // first; samples > 0: the most rounds; prior: the index of a neighbouring
@@ -98,8 +108,11 @@ class ClassTuner {
   unsigned revisions() const { return revisions_; }
 
  private:
-  unsigned rounds_done() const { return trial_calls_ / n(); }
+  unsigned rounds_done() const { return round_; }
   unsigned n() const { return static_cast<unsigned>(candidates_.size()); }
+  bool retired(std::size_t c) const { return (retired_ >> c) & 1u; }
+  unsigned active() const;
+  std::size_t retire_far_behind(std::span<const double> agreed);
   bool agreement_due_trying() const;
   std::array<std::uint8_t, kMaxCandidates> trial_order(unsigned round) const;
   std::size_t clear_winner(std::span<const double> agreed, std::size_t against) const;
@@ -116,6 +129,10 @@ class ClassTuner {
   std::vector<std::vector<double>> times_;  // per candidate, this phase's samples
   std::vector<double> medians_;             // agreed, per candidate
   std::size_t pending_ = 0;      // the candidate next() named last
+  // Trying: the round, the position in it (among active candidates), and
+  // the retired candidates (bit c: candidate c).
+  unsigned round_ = 0, pos_ = 0;
+  std::uint32_t retired_ = 0;
   std::uint64_t last_call_ = 0;  // the call next() saw last
   unsigned trial_calls_ = 0, agreements_ = 0, revisions_ = 0;
   // Decided: the spacing of events, the next event, events so far.

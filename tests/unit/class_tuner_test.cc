@@ -189,6 +189,37 @@ TEST(ClassTuner, APriorGoesFirstAndShortensTheTrials) {
   EXPECT_EQ(close.decisions, (std::vector<C>{C::pmpi}));
 }
 
+// Issue 26: from 8 KiB per peer a class takes 3 samples, and a prior
+// halved that to 1, so one preempted call (here copy's first trial on rank
+// 1, 100 times its cost, as a descheduled rank on a loaded node) decided the
+// class for the rest of a short run. A prior still goes first but leaves 3
+// samples, and the median of 3 survives the outlier.
+TEST(ClassTuner, APriorLeavesThreeSamplesSoOnePreemptedCallCannotDecide) {
+  const C list[] = {C::copy, C::pmpi, C::cma};
+  Team team(list, 3, 0, 2);
+  const Cost base = from_clock(*FakeClock::parse("pmpi=10,copy=5,cma=15"));
+  team.run(1, 50, [&](int rank, Route p, std::uint64_t call) {
+    return base(rank, p, call) * (rank == 1 && call == 1 ? 100 : 1);
+  });
+  EXPECT_EQ(team.served[0][0], C::copy);  // the prior first: the preempted call
+  EXPECT_EQ(team.decisions, (std::vector<C>{C::copy}));
+  EXPECT_EQ(team.rank0().trial_calls(), 9u);
+}
+
+// A candidate far behind at a look that decides nothing (cma 4 times slower;
+// copy ahead of pmpi at the first look but not clearly) is not served in the
+// later rounds: its 4 trials of the first look only, and the second look
+// decides: 20 trial calls (before: all 12 rounds, 36 calls, 12 of cma).
+TEST(ClassTuner, ACandidateFarBehindIsNotRepeated) {
+  const C list[] = {C::copy, C::pmpi, C::cma};
+  Team team(list, 12, -1, 2);
+  team.run(1, 60, from_clock(*FakeClock::parse("pmpi=100,copy=98,cma=400"), 0.1));
+  EXPECT_EQ(team.decisions, (std::vector<C>{C::pmpi}));
+  EXPECT_EQ(team.rank0().agreements(), 2u);
+  EXPECT_EQ(team.rank0().trial_calls(), 20u);
+  EXPECT_EQ(std::count(team.served[0].begin(), team.served[0].begin() + 20, C::cma), 4);
+}
+
 // A size mismatch (an erroneous program) records nothing, and may create a
 // class's tuner on one rank before a neighbour is decided: the prior is
 // what holds at the first recorded call, so it may change until then only.
