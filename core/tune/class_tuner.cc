@@ -58,7 +58,7 @@ ClassTuner::Step ClassTuner::next(std::uint64_t call) {
     for (unsigned i = 0, seen = 0; i < n(); ++i) {
       if (!retired(order[i]) && seen++ == pos_) pending_ = order[i];
     }
-    return {candidates_[pending_], true, true, lead_in_at(trial_calls_ + 1)};
+    return {candidates_[pending_], true, true};
   }
   if (call < next_event_) return {path(), false, false};
   if (events_ % 2 == 0) {
@@ -94,12 +94,6 @@ bool ClassTuner::record(double seconds) {
   times_[pending_].push_back(seconds);
   if (!decided_) {
     ++trial_calls_;
-    if (lead_in_at(trial_calls_)) {  // the switch's cost: not kept
-      times_[pending_].pop_back();
-      ++leads_;
-      return false;
-    }
-    leads_ = 0;
     if (++pos_ == active()) {
       pos_ = 0;
       ++round_;
@@ -112,12 +106,6 @@ bool ClassTuner::record(double seconds) {
     if (c != chosen_ && times_[c].size() < kWindow) return false;
   }
   return true;
-}
-
-// A slot's first call is a lead-in, and so is one more at a round's start
-// where needed: kept calls of round r fall on class calls of parity r % 2.
-bool ClassTuner::lead_in_at(unsigned call) const {
-  return leads_ == 0 || call % 2 != round_ % 2;
 }
 
 unsigned ClassTuner::active() const {

@@ -20,16 +20,6 @@
 // best median) is retired: later rounds skip it, so a losing path's trials
 // cost little (its samples still count in the choice; probes still visit it).
 //
-// Lead-in calls. A candidate's first call after a call of another path
-// pays for the switch (on an oversubscribed node the copy path's trials
-// measured 2-60 times its steady state: bench/results/selection.md), which
-// a program that keeps one path never pays. So each trial slot is a lead-in
-// call, timed but not kept, then the kept call; a round after the first adds
-// one more lead-in where needed so that its kept calls fall on the other
-// parity of the class's calls than the round before: with the reversed
-// order, a period-2 program (in-place and normal calls alternating) has
-// every candidate kept on both kinds within each pair of rounds.
-//
 // Decided. The decided path serves the class, and the class keeps sampling
 // at a low rate: at "events" (the first call of the class at or after a
 // communicator call index drawn from a PRNG, equal on every rank) it times
@@ -84,11 +74,8 @@ class ClassTuner {
 
   struct Step {
     Route path;
-    // time it and pass the duration to record() (a lead-in's is not kept,
-    // but its record() is what advances the trials on every rank alike)
-    bool timed;
+    bool timed;  // time it and pass the duration to record()
     bool trial;  // a trial or a probe of another candidate (not the decided path)
-    bool lead_in = false;  // a trial whose duration record() will not keep
   };
   // Until the first record(): the prior may change (a call that ended in a
   // size mismatch records nothing, and the neighbour's decision may come
@@ -146,9 +133,6 @@ class ClassTuner {
   // the retired candidates (bit c: candidate c).
   unsigned round_ = 0, pos_ = 0;
   std::uint32_t retired_ = 0;
-  unsigned leads_ = 0;  // lead-in calls served for the current slot
-  // Whether the class's trial call number `call` (from 1) is a lead-in.
-  bool lead_in_at(unsigned call) const;
   std::uint64_t last_call_ = 0;  // the call next() saw last
   unsigned trial_calls_ = 0, agreements_ = 0, revisions_ = 0;
   // Decided: the spacing of events, the next event, events so far.
