@@ -193,7 +193,8 @@ TeamTuning::Step TeamTuning::begin(std::uint64_t bytes, Route fixed, std::uint64
       // The class index seeds the trial order: equal on every rank, and
       // classes of one team do not all share one order.
       cs.tuner = std::make_unique<tuning::ClassTuner>(list, tuning::samples_for(cls, samples_),
-                                                      prior(cls, list), 0x6d6c7861u + cls);
+                                                      prior(cls, list), 0x6d6c7861u + cls,
+                                                      tuning::lead_ins_for(cls));
       cs.phase = ClassState::Phase::trying;
     } catch (...) {
       // Allocation only (as in create()): out of memory the job is lost

@@ -26,12 +26,13 @@ bool ahead(std::span<const double> s, std::size_t a, std::size_t b) {
 }  // namespace
 
 ClassTuner::ClassTuner(std::span<const Route> candidates, unsigned samples, int prior,
-                       std::uint64_t seed)
+                       std::uint64_t seed, bool lead_ins)
     : candidates_(candidates.begin(), candidates.end()),
       seed_(seed),
       samples_(samples),
       times_(candidates.size()),
-      medians_(candidates.size(), 0.0) {
+      medians_(candidates.size(), 0.0),
+      lead_ins_(lead_ins) {
   assert(candidates.size() >= 2 && candidates.size() <= kMaxCandidates);
   set_prior(prior);
 }
@@ -58,7 +59,7 @@ ClassTuner::Step ClassTuner::next(std::uint64_t call) {
     for (unsigned i = 0, seen = 0; i < n(); ++i) {
       if (!retired(order[i]) && seen++ == pos_) pending_ = order[i];
     }
-    return {candidates_[pending_], true, true};
+    return {candidates_[pending_], true, true, lead_in_at(trial_calls_ + 1)};
   }
   if (call < next_event_) return {path(), false, false};
   if (events_ % 2 == 0) {
@@ -94,6 +95,12 @@ bool ClassTuner::record(double seconds) {
   times_[pending_].push_back(seconds);
   if (!decided_) {
     ++trial_calls_;
+    if (lead_in_at(trial_calls_)) {  // the switch's cost: not kept
+      times_[pending_].pop_back();
+      ++leads_;
+      return false;
+    }
+    leads_ = 0;
     if (++pos_ == active()) {
       pos_ = 0;
       ++round_;
@@ -106,6 +113,12 @@ bool ClassTuner::record(double seconds) {
     if (c != chosen_ && times_[c].size() < kWindow) return false;
   }
   return true;
+}
+
+// A slot's first call is a lead-in, and so is one more at a round's start
+// where needed: kept calls of round r fall on class calls of parity r % 2.
+bool ClassTuner::lead_in_at(unsigned call) const {
+  return lead_ins_ && (leads_ == 0 || call % 2 != round_ % 2);
 }
 
 unsigned ClassTuner::active() const {

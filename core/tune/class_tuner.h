@@ -20,6 +20,17 @@
 // best median) is retired: later rounds skip it, so a losing path's trials
 // cost little (its samples still count in the choice; probes still visit it).
 //
+// Lead-in calls (classes from 8 KiB per peer: tuning::lead_ins_for). A
+// candidate's first call after a call of another path pays for the switch
+// (on an oversubscribed node the copy path's trials measured 2-60 times its
+// steady state: bench/results/selection.md), which a program that keeps one
+// path never pays. So each trial slot is a lead-in call, timed but not
+// kept, then the kept call; a round after the first adds
+// one more lead-in where needed so that its kept calls fall on the other
+// parity of the class's calls than the round before: with the reversed
+// order, a period-2 program (in-place and normal calls alternating) has
+// every candidate kept on both kinds within each pair of rounds.
+//
 // Decided. The decided path serves the class, and the class keeps sampling
 // at a low rate: at "events" (the first call of the class at or after a
 // communicator call index drawn from a PRNG, equal on every rank) it times
@@ -69,13 +80,18 @@ class ClassTuner {
 
   // candidates: 2..kMaxCandidates distinct routes, the fixed rules' choice
   // first; samples > 0: the most rounds; prior: the index of a neighbouring
-  // class's decision in candidates, or -1; seed: equal on every rank.
-  ClassTuner(std::span<const Route> candidates, unsigned samples, int prior, std::uint64_t seed);
+  // class's decision in candidates, or -1; seed: equal on every rank;
+  // lead_ins: precede each kept trial call by a lead-in (above).
+  ClassTuner(std::span<const Route> candidates, unsigned samples, int prior, std::uint64_t seed,
+             bool lead_ins = false);
 
   struct Step {
     Route path;
-    bool timed;  // time it and pass the duration to record()
+    // time it and pass the duration to record() (a lead-in's is not kept,
+    // but its record() is what advances the trials on every rank alike)
+    bool timed;
     bool trial;  // a trial or a probe of another candidate (not the decided path)
+    bool lead_in = false;  // a trial whose duration record() will not keep
   };
   // Until the first record(): the prior may change (a call that ended in a
   // size mismatch records nothing, and the neighbour's decision may come
@@ -133,6 +149,10 @@ class ClassTuner {
   // the retired candidates (bit c: candidate c).
   unsigned round_ = 0, pos_ = 0;
   std::uint32_t retired_ = 0;
+  bool lead_ins_;
+  unsigned leads_ = 0;  // lead-in calls served for the current slot
+  // Whether the class's trial call number `call` (from 1) is a lead-in.
+  bool lead_in_at(unsigned call) const;
   std::uint64_t last_call_ = 0;  // the call next() saw last
   unsigned trial_calls_ = 0, agreements_ = 0, revisions_ = 0;
   // Decided: the spacing of events, the next event, events so far.

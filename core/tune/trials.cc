@@ -20,8 +20,13 @@ std::uint64_t mix(std::uint64_t x) {
 
 std::uint64_t draw(std::uint64_t seed, std::uint64_t i) { return mix(seed ^ mix(i)); }
 
+namespace {
+constexpr unsigned kCheapBelowClass = 13;  // 8 KiB per peer
+}  // namespace
+
+bool lead_ins_for(unsigned size_class) { return size_class >= kCheapBelowClass; }
+
 unsigned samples_for(unsigned size_class, unsigned samples) {
-  constexpr unsigned kCheapBelowClass = 13;  // 8 KiB per peer
   constexpr unsigned kCheapFactor = 4;
   constexpr unsigned kMaxSamples = 64;
   if (size_class >= kCheapBelowClass) return samples;

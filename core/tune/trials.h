@@ -22,6 +22,12 @@ inline constexpr double kMargin = 0.05;
 // 8 KiB is also where OSU-style benchmarks drop from 100 warm-up calls to 10.
 // The most a class takes: early stop (class_tuner.h) usually ends sooner.
 unsigned samples_for(unsigned size_class, unsigned samples);
+// Whether a class's trial calls each follow a lead-in call of the same path
+// (class_tuner.h): from 8 KiB per peer, where a path switch's cost was
+// measured to decide the trials (bench/results/selection.md); below, calls
+// cost microseconds and a class's trials stay short (tests and programs
+// sized for them).
+bool lead_ins_for(unsigned size_class);
 
 // The order in which round `round` of a class's trials serves its n
 // candidates: a permutation of 0..n-1 drawn from a PRNG seeded by (seed,

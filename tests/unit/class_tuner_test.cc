@@ -28,10 +28,13 @@ struct Team {
   std::vector<Route> decisions;            // after each decision or revision
   std::uint64_t decided_at = 0;            // the call of the first decision
   std::uint64_t probes = 0;                // steady-state calls of another path
+  std::vector<std::uint64_t> kept;         // trial calls whose duration is kept
 
   Team(std::span<const Route> list, unsigned samples, int prior, unsigned nranks,
-       std::uint64_t seed = 7) {
-    for (unsigned r = 0; r < nranks; ++r) ranks.emplace_back(list, samples, prior, seed);
+       std::uint64_t seed = 7, bool lead_ins = false) {
+    for (unsigned r = 0; r < nranks; ++r) {
+      ranks.emplace_back(list, samples, prior, seed, lead_ins);
+    }
     served.resize(nranks);
   }
 
@@ -50,6 +53,7 @@ struct Team {
         const ClassTuner::Step s = t.next(call);
         served[r].push_back(s.path);
         if (r == 0 && t.decided() && s.trial) ++probes;
+        if (r == 0 && !t.decided() && !s.lead_in) kept.push_back(call);
         if (s.timed) due[r] = t.record(cost(static_cast<int>(r), s.path, call));
       }
       for (std::size_t r = 1; r < ranks.size(); ++r) {
@@ -134,6 +138,60 @@ TEST(ClassTuner, APeriodTwoProgramTimesEveryCandidateOnBothKinds) {
       ASSERT_FALSE(team.decisions.empty());
       EXPECT_EQ(team.decisions.front(), C::copy) << "n " << n << " seed " << seed;
     }
+  }
+}
+
+// With lead-ins (classes from 8 KiB) the kept calls of a period-2 program
+// still fall on both kinds for every candidate: 4 rounds are 2n + 3 (2n + 1)
+// calls (a lead-in per slot, and one more at a round's start where needed
+// to flip the kept calls' parity).
+TEST(ClassTuner, WithLeadInsAPeriodTwoProgramStillKeepsBothKinds) {
+  const C list[] = {C::copy, C::pmpi, C::cma, C::line};
+  for (unsigned n = 2; n <= 4; ++n) {
+    for (std::uint64_t seed = 0; seed < 40; ++seed) {
+      Team team(std::span(list, n), 12, -1, 2, seed, true);
+      const Cost cost = [&](int, Route p, std::uint64_t call) {
+        if (p == C::pmpi) return (call % 2 ? 2.0 : 10.0) * 1e-6;
+        return (p == C::copy ? 5.0 : 20.0) * 1e-6;
+      };
+      const std::uint64_t four_rounds = 8 * n + 3;
+      team.run(1, four_rounds, cost);
+      ASSERT_EQ(team.kept.size(), 4 * n);
+      std::vector<unsigned> even(n), odd(n);
+      for (const std::uint64_t call : team.kept) {
+        const auto i = static_cast<std::size_t>(
+            std::find(list, list + n, team.served[0][call - 1]) - list);
+        ++(call % 2 ? odd : even)[i];
+      }
+      for (unsigned i = 0; i < n; ++i) {
+        EXPECT_EQ(even[i], 2u) << "n " << n << " seed " << seed << " candidate " << i;
+        EXPECT_EQ(odd[i], 2u) << "n " << n << " seed " << seed << " candidate " << i;
+      }
+      team.run(four_rounds + 1, 40 * n, cost);
+      ASSERT_FALSE(team.decisions.empty());
+      EXPECT_EQ(team.decisions.front(), C::copy) << "n " << n << " seed " << seed;
+    }
+  }
+}
+
+// The first call of a path after a call of another one pays for the switch
+// (here copy 20 times its cost; pmpi and cma nothing), as the copy path's
+// trials did on an oversubscribed node (bench/results/selection.md). A
+// program that keeps one path never pays it: with lead-ins the trials keep
+// only calls that follow a call of the same path, and copy (5 us against
+// 10) is chosen. Without them every trial call follows a switch: pmpi.
+TEST(ClassTuner, WithLeadInsTheCostOfASwitchIsNotKept) {
+  const C list[] = {C::pmpi, C::copy, C::cma};
+  for (const bool lead_ins : {false, true}) {
+    Team team(list, 3, -1, 2, 7, lead_ins);
+    const Cost base = from_clock(*FakeClock::parse("pmpi=10,copy=5,cma=30"));
+    team.run(1, 100, [&](int rank, Route p, std::uint64_t call) {
+      const auto& mine = team.served[static_cast<std::size_t>(rank)];
+      const bool switched = call >= 2 && mine[call - 2] != p;
+      return base(rank, p, call) * (switched && p == C::copy ? 20 : 1);
+    });
+    ASSERT_FALSE(team.decisions.empty());
+    EXPECT_EQ(team.decisions.front(), lead_ins ? C::copy : C::pmpi) << lead_ins;
   }
 }
 
