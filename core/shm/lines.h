@@ -94,6 +94,30 @@ inline void publish(char* area, const char* a, std::size_t a_len, const char* b,
   }
 }
 
+// publish() of one source, and read() of a whole stream: a reader at two
+// ranks takes the writer's whole stream (run_line_pair), so neither needs
+// publish's join of two sources nor read's start inside a line.
+inline void publish_one(char* area, const char* src, std::size_t len, std::uint64_t s) noexcept {
+  if (len <= kPayload) {  // the common case, without the loop's bookkeeping
+    copy_small(area + sizeof(std::uint64_t), src, len);
+    seq(area, 0).store(s, std::memory_order_release);
+    return;
+  }
+  for (std::size_t pos = 0; pos < len; pos += kPayload, area += kBytes) {
+    copy_small(area + sizeof(std::uint64_t), src + pos, std::min(kPayload, len - pos));
+    seq(area, 0).store(s, std::memory_order_release);
+  }
+}
+inline void read_all(const char* area, std::size_t len, char* dst) noexcept {
+  if (len <= kPayload) {
+    copy_small(dst, area + sizeof(std::uint64_t), len);
+    return;
+  }
+  for (std::size_t pos = 0; pos < len; pos += kPayload, area += kBytes) {
+    copy_small(dst + pos, area + sizeof(std::uint64_t), std::min(kPayload, len - pos));
+  }
+}
+
 // Whether lines [first, last] all show a sequence number >= target. Every
 // line is loaded in every pass (relaxed loads, independent, so their misses
 // overlap); the acquire fence after a successful pass orders the payload

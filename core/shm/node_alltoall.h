@@ -80,7 +80,7 @@ class NodeAlltoall {
   // one announced another size; other errors break the instance as run()'s.
   [[nodiscard]] Status check_sizes(std::size_t bytes_per_peer) noexcept;
   // Whether run() can serve bytes_per_peer through path (identical on all
-  // local ranks): line up to line_max(), cma when every rank can read every
+  // local ranks): line from 1 byte up to line_max(), cma when every rank can read every
   // peer, copy always (n > 1).
   bool can_take(Path path, std::size_t bytes_per_peer) const noexcept;
 
