@@ -134,7 +134,7 @@ Path NodeAlltoall::path_for(std::size_t bytes_per_peer) const noexcept {
 bool NodeAlltoall::can_take(Path path, std::size_t bytes) const noexcept {
   switch (path) {
     case Path::local: return n_ == 1 || bytes == 0;
-    case Path::line: return n_ > 1 && bytes <= line_max_;
+    case Path::line: return n_ > 1 && bytes != 0 && bytes <= line_max_;
     case Path::copy: return n_ > 1;
     case Path::cma: return n_ > 1 && cma_usable_;
   }
@@ -157,8 +157,10 @@ Status NodeAlltoall::run(const void* send, void* recv, std::size_t bytes, Path p
   }
   announce(bytes);
   if (!can_take(path, bytes)) path = path_for(bytes);
+  if (path == Path::line) {
+    return settle(n_ == 2 ? run_line_pair(s, r, bytes) : run_lines(s, r, bytes));
+  }
   return settle(path == Path::local  ? run_empty(bytes)
-                : path == Path::line ? run_lines(s, r, bytes)
                 : path == Path::cma  ? run_cma(s, r, bytes)
                                      : run_copy(s, r, bytes));
 }
@@ -234,33 +236,61 @@ Status NodeAlltoall::run_lines(const char* send, char* recv, std::size_t bytes) 
   const std::uint64_t word = lines::word(seq, bytes);
   lines::publish(lines_[2 * me + p], send + (me + 1) * bytes, (n - 1 - me) * bytes, send,
                  me * bytes, word);
-  std::memcpy(recv + me * bytes, send + me * bytes, bytes);
-  struct Block {
-    const char* area;
-    std::size_t first, last;
-    std::uint64_t word;
-  };
+  lines::copy(recv + me * bytes, send + me * bytes, bytes);
   for (std::size_t k = 1, j = me + 1; k < n; ++k, ++j) {
     if (j == n) j = 0;
     const std::size_t off = (n - 1 - k) * bytes;
-    const Block b{lines_[2 * j + p], off / lines::kPayload, (off + bytes - 1) / lines::kPayload,
-                  word};
+    const LineBlock b{lines_[2 * j + p], off / lines::kPayload,
+                      (off + bytes - 1) / lines::kPayload, word};
     lines::Check c = lines::check(b.area, b.first, b.last, b.word);
-    if (c == lines::Check::pending) {
-      const CallProbe pr = probe(static_cast<int>(j), bytes);
-      const Status st = waiter_.wait_until(
-          [](const void* x) noexcept {
-            const Block& y = *static_cast<const Block*>(x);
-            return lines::check(y.area, y.first, y.last, y.word) != lines::Check::pending;
-          },
-          &b, seg_.watch_pid(static_cast<int>(j)), &pr);
+    if (c == lines::Check::pending) [[unlikely]] {
+      const Status st = wait_lines(b, static_cast<int>(j), bytes, c);
       if (st != Status::ok) return st;
-      c = lines::check(b.area, b.first, b.last, b.word);
     }
     if (c != lines::Check::ready) return Status::size_mismatch;
     lines::read(b.area, off, bytes, recv + j * bytes);
   }
   return Status::ok;
+}
+
+// run_lines at two ranks: the peer's block is the writer's whole stream,
+// so each rank writes its stream from line 0 and reads the peer's from line
+// 0 (one line each way up to 56 B). The same words, checks and waits as
+// run_lines, without its per-peer offsets (np=2, 4 B: 225 -> ~90
+// instructions).
+Status NodeAlltoall::run_line_pair(const char* send, char* recv, std::size_t bytes) noexcept {
+  const std::size_t me = static_cast<std::size_t>(me_);
+  const std::size_t peer = me ^ 1;
+  const std::uint64_t seq = ++seq_;
+  const std::uint64_t p = seq & 1;
+  const std::uint64_t word = lines::word(seq, bytes);
+  lines::publish_one(lines_[2 * me + p], send + peer * bytes, bytes, word);
+  lines::copy(recv + me * bytes, send + me * bytes, bytes);
+  const std::size_t last = bytes <= lines::kPayload ? 0 : (bytes - 1) / lines::kPayload;
+  const LineBlock b{lines_[2 * peer + p], 0, last, word};
+  lines::Check c = last == 0 ? lines::check(b.area, 0, 0, word) : lines::check(b.area, 0, last, word);
+  if (c == lines::Check::pending) [[unlikely]] {
+    const Status st = wait_lines(b, static_cast<int>(peer), bytes, c);
+    if (st != Status::ok) return st;
+  }
+  if (c != lines::Check::ready) return Status::size_mismatch;
+  lines::read_all(b.area, bytes, recv + peer * bytes);
+  return Status::ok;
+}
+
+// Out of line, so that run_lines keeps a small frame when the block is
+// already there; `c` receives the block's state once it is no longer pending.
+Status NodeAlltoall::wait_lines(const LineBlock& b, int j, std::size_t bytes,
+                                lines::Check& c) const noexcept {
+  const CallProbe pr = probe(j, bytes);
+  const Status st = waiter_.wait_until(
+      [](const void* x) noexcept {
+        const LineBlock& y = *static_cast<const LineBlock*>(x);
+        return lines::check(y.area, y.first, y.last, y.word) != lines::Check::pending;
+      },
+      &b, seg_.watch_pid(j), &pr);
+  if (st == Status::ok) c = lines::check(b.area, b.first, b.last, b.word);
+  return st;
 }
 
 // Copy-in/copy-out, in rounds when local_size * bytes exceeds the slot.

@@ -43,6 +43,7 @@
 
 #include "core/shm/bootstrap.h"
 #include "core/shm/layout.h"
+#include "core/shm/lines.h"
 #include "core/shm/options.h"
 #include "core/shm/node_segment.h"
 #include "core/shm/status.h"
@@ -79,7 +80,7 @@ class NodeAlltoall {
   // one announced another size; other errors break the instance as run()'s.
   [[nodiscard]] Status check_sizes(std::size_t bytes_per_peer) noexcept;
   // Whether run() can serve bytes_per_peer through path (identical on all
-  // local ranks): line up to line_max(), cma when every rank can read every
+  // local ranks): line from 1 byte up to line_max(), cma when every rank can read every
   // peer, copy always (n > 1).
   bool can_take(Path path, std::size_t bytes_per_peer) const noexcept;
 
@@ -130,6 +131,15 @@ class NodeAlltoall {
   Status settle(Status st) noexcept;  // run()'s error rule
   Status run_empty(std::size_t bytes) noexcept;
   Status run_lines(const char* send, char* recv, std::size_t bytes) noexcept;
+  Status run_line_pair(const char* send, char* recv, std::size_t bytes) noexcept;
+  // A reader's block in a writer's line area, and the word it must show.
+  struct LineBlock {
+    const char* area;
+    std::size_t first, last;
+    std::uint64_t word;
+  };
+  [[gnu::noinline]] Status wait_lines(const LineBlock& b, int j, std::size_t bytes,
+                                      lines::Check& c) const noexcept;
   Status run_copy(const char* send, char* recv, std::size_t bytes) noexcept;
   Status run_cma(const char* send, char* recv, std::size_t bytes) noexcept;
 

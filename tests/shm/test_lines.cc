@@ -63,5 +63,33 @@ TEST(Lines, ReadyNeedsEveryLineOfTheRange) {
   EXPECT_TRUE(lines::ready(area.bytes, 3, 3, 9));
 }
 
+// copy_small (every size it takes) and copy (past it) move exactly n bytes:
+// none of the guard bytes around the destination change, whatever the
+// alignment of either side.
+TEST(Lines, CopyMovesExactlyNBytesAtEveryOffset) {
+  constexpr std::size_t kGuard = 16, kMax = 80;
+  for (std::size_t n = 0; n <= kMax; ++n) {
+    for (std::size_t shift = 0; shift < 8; ++shift) {
+      std::vector<char> src(kMax + 8), dst(kMax + 8 + 2 * kGuard, '\x5c');
+      for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 13 + n + 1);
+      char* d = dst.data() + kGuard + (7 - shift);
+      const char* s = src.data() + shift;
+      if (n <= 64) {
+        lines::copy_small(d, s, n);
+      } else {
+        lines::copy(d, s, n);
+      }
+      for (std::size_t i = 0; i < dst.size(); ++i) {
+        const char* p = dst.data() + i;
+        if (p >= d && p < d + n) {
+          ASSERT_EQ(*p, s[p - d]) << "n " << n << " shift " << shift << " byte " << (p - d);
+        } else {
+          ASSERT_EQ(*p, '\x5c') << "n " << n << " shift " << shift << " guard at " << i;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mlxa2a::shm::test

@@ -99,6 +99,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{2, 16, 8, false},        // line vs line (the words' tags)
                       Case{2, 8, 16, true},         // line vs line, oversubscribed
                       Case{3, 48, 16, false},       // line, the odd stream longer
+                      Case{2, 100, 8, false},       // line (3 lines) vs one-line pair path
                       Case{2, 1024, 8, false},      // copy vs line
                       Case{3, 8, 0, false},         // line vs an empty call
                       Case{2, 0, 4096, true},       // an empty call vs copy

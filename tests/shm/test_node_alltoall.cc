@@ -187,6 +187,36 @@ TEST(NodeAlltoall, BackToBackCalls) {
   for (int code : res.exit_codes) EXPECT_EQ(code, 0);
 }
 
+// A 0-byte call through a given path (run()'s path argument, measured
+// selection) moves nothing and leaves the instance in step: line mode cannot
+// take it (it would poll lines up to (0 - 1) / 56), so it runs as path_for(0).
+TEST(NodeAlltoall, EmptyCallThroughAnyPath) {
+  for (int np : {2, 3}) {
+    const ForkResult res = run_forked(np, [](ForkBootstrap& boot) {
+      Options o = test_options();
+      o.oversubscribed = false;
+      o.spin_iterations = 50;
+      std::unique_ptr<NodeAlltoall> a2a;
+      FT_CHECK_STATUS(NodeAlltoall::create(boot, o, a2a), Status::ok);
+      FT_CHECK(!a2a->can_take(Path::line, 0));
+      std::vector<unsigned char> send(64), recv(64);
+      int it = 0;
+      for (const Path path : {Path::line, Path::copy, Path::line, Path::local}) {
+        FT_CHECK_STATUS(a2a->run(send.data(), recv.data(), 0, path), Status::ok);
+        const int n = boot.local_size(), me = boot.local_rank();
+        send.assign(static_cast<std::size_t>(n) * 8, 0);
+        recv.assign(send.size(), 0);
+        fill_send(send, me, n, it, 8);
+        FT_CHECK_STATUS(a2a->run(send.data(), recv.data(), 8), Status::ok);
+        FT_CHECK(check_recv(recv, me, n, it++, 8));
+      }
+      return 0;
+    });
+    EXPECT_FALSE(res.hung) << "np " << np;
+    for (int code : res.exit_codes) EXPECT_EQ(code, 0) << "np " << np;
+  }
+}
+
 TEST(NodeAlltoall, TwoInstancesInterleaved) {
   const ForkResult res = run_forked(3, [](ForkBootstrap& boot) {
     Options o = test_options();
