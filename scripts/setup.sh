@@ -15,9 +15,14 @@ PACKAGES=(
   python3-mpi4py  # mlxa2a-run with Python (tests/scripts); Debian builds it for Open MPI
 )
 
+# One dpkg-query for all packages (one per package took ~6 s on a loaded CI machine).
+declare -A installed=()
+while IFS=$'\t' read -r name status; do
+  [ "$status" = "install ok installed" ] && installed[$name]=1
+done < <(dpkg-query -W -f='${Package}\t${Status}\n' "${PACKAGES[@]}" 2>/dev/null || true)
 missing=()
 for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  [ -n "${installed[$p]:-}" ] || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#PACKAGES[@]} Debian packages present"

@@ -125,8 +125,10 @@ constexpr Spec kSwitches[] = {
      .description = "At MPI_Finalize, print how many MPI_Alltoall calls of the finalizing "
                     "thread each path served (pmpi, shm). Counting is always on and does not "
                     "change any decision; the tests compare it with the trace. Also the RDMA "
-                    "and zero-copy counters and the CPU time spent waiting inside mlxa2a "
-                    "(measured only with this switch). json[:PATH]: the same lines, and rank 0 "
+                    "and zero-copy counters, the CPU time spent waiting inside mlxa2a "
+                    "(stats waits:) and the hierarchical engine's wall time per step with the "
+                    "PMPI leaders' sends (stats phases:, docs/hier.md); waits and steps are "
+                    "timed only with this switch. json[:PATH]: the same lines, and rank 0 "
                     "writes one job-wide JSON report to PATH (default mlxa2a-stats.json; "
                     "docs/stats.md); wanted on any rank, it is made by all.",
      .verbosity = Verbosity::Tuner,

@@ -63,6 +63,9 @@ deterministically), the runs use MLXA2A_TUNE_SAMPLES=0: the fixed rules.
                        node map has N nodes and no team has more: the map came
                        from MPI_COMM_TYPE_SHARED, not from a virtual-node switch
   --expect-host-team   some team of >= 2 ranks lies within one host (nodes=1)
+  --idle-yield LIB     MPICH only: preload LIB (tests/mpi/mpich_idle_yield.c) in
+                       every run, after the shim and tools, so that ranks
+                       waiting in MPICH yield the CPU (2-core CI, many ranks)
 Other PMPI tools (README "With other PMPI tools"):
   --preload-before LIB LD_PRELOAD="LIB shim": LIB's MPI_* come first (LIB is
                        preloaded alone in the reference run)
@@ -142,6 +145,10 @@ class Cluster:
 
 
 def launch(args, extra_env, prog):
+    preloaded = "LD_PRELOAD" in extra_env  # with mlxa2a, or a PMPI tool alone
+    if args.idle_yield:
+        extra_env = dict(extra_env, LD_PRELOAD=":".join(
+            p for p in (extra_env.get("LD_PRELOAD"), args.idle_yield) if p))
     env = dict(os.environ)
     env.update(extra_env)
     if args.cluster:
@@ -161,11 +168,11 @@ def launch(args, extra_env, prog):
         cmd += ["--oversubscribe", "--bind-to", "none"]
         for k in extra_env:
             cmd += ["-x", k]
-    if args.others_env and "LD_PRELOAD" in extra_env:
+    if args.others_env and preloaded:
         cmd += ["-np", "1"] + prog
         if args.np > 1:
             cmd += [":", "-np", str(args.np - 1), "env", args.others_env] + prog
-    elif args.rank0_env and "LD_PRELOAD" in extra_env:
+    elif args.rank0_env and preloaded:
         # MPMD: rank 0 gets the extra variable through env(1), the rest do not.
         cmd += ["-np", "1", "env", args.rank0_env] + prog
         if args.np > 1:
@@ -272,6 +279,7 @@ def main():
     ap.add_argument("--preload-before")
     ap.add_argument("--preload-after")
     ap.add_argument("--expect-profile", action="store_true")
+    ap.add_argument("--idle-yield")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     if args.timeout:
@@ -287,7 +295,8 @@ def main():
                      "must come from MPI")
         # meson's SIGTERM on a timeout must still remove the cluster.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit("FAIL: terminated"))
-        args.cluster = Cluster(ranks, [args.shim, args.prog[0]])
+        args.cluster = Cluster(ranks, [args.shim, args.prog[0]] +
+                               ([args.idle_yield] if args.idle_yield else []))
         try:
             check(args)
         finally:

@@ -2,9 +2,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include "core/config/registry.h"
 #include "core/config/switches.h"
@@ -99,6 +101,28 @@ TEST(Info, ReadmeListsExactlyTheSwitches) {
     if (name.empty()) continue;  // "`MLXA2A_*`" means all of them
     Registry r(config::all_switches());
     EXPECT_NE(r.find(name), nullptr) << "README.md mentions unknown MLXA2A_" << name;
+  }
+}
+
+// MLXA2A_COLL_STATS' help (mlxa2a_info, mlxa2a(7)) and README row name every
+// per-rank line it adds besides the path counts (core/mpi/runtime.cc).
+TEST(Info, CollStatsHelpNamesItsStatsLines) {
+  std::string_view help;
+  for (const config::Spec& s : config::all_switches()) {
+    if (s.name == std::string_view("COLL_STATS")) help = s.description;
+  }
+  ASSERT_FALSE(help.empty());
+  const char* readme = std::getenv("TEST_README_PATH");
+  ASSERT_NE(readme, nullptr) << "set by meson";
+  std::ifstream in(readme);
+  std::string row;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("| `MLXA2A_COLL_STATS`", 0) == 0) row = line;
+  }
+  ASSERT_FALSE(row.empty()) << "README.md has no MLXA2A_COLL_STATS row";
+  for (const char* stats_line : {"stats waits:", "stats phases:"}) {
+    EXPECT_NE(help.find(stats_line), std::string_view::npos) << stats_line;
+    EXPECT_NE(row.find(stats_line), std::string::npos) << stats_line;
   }
 }
 
