@@ -2,7 +2,6 @@
 
 #include <sched.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -83,12 +82,9 @@ Status MpiLeaderTransport::post(std::span<const hier::Message> messages) noexcep
   // could wait forever, so they are cancelled and released.
   abandon_posted();
   try {
-    // Sends, and receives up to the room's worth of pieces (settle()).
     std::size_t pieces = 0;
-    for (const hier::Message& m : messages) {
-      pieces += pieces_of(m.bytes, piece_) + pieces_of(std::max(m.bytes, m.recv_capacity), piece_);
-    }
-    requests_.reserve(pieces);
+    for (const hier::Message& m : messages) pieces += pieces_of(m.bytes, piece_);
+    requests_.reserve(2 * pieces);
     incoming_.reserve(messages.size());
     // Room for every small send's copy, before any send points into it.
     if (const std::size_t bounce = bounce_bytes(messages, piece_); bounce_.size() < bounce) {
@@ -237,11 +233,18 @@ bool MpiLeaderTransport::settle(bool all_done) noexcept {
     for (std::size_t k = sent; !all_done && k < in.pieces; ++k) {
       if (PMPI_Cancel(&requests_[in.first + k]) != MPI_SUCCESS) return false;
     }
+    if (sent > in.pieces) {
+      try {
+        requests_.reserve(requests_.size() + (sent - in.pieces));
+      } catch (...) {
+        return false;
+      }
+    }
     for (std::size_t k = in.pieces; k < sent; ++k) {  // pieces no receive matches yet
       const std::size_t at = k * piece_;
       const std::size_t len = bytes - at < piece_ ? bytes - at : piece_;
       if (at + len > in.capacity) return false;
-      MPI_Request& r = requests_.emplace_back(MPI_REQUEST_NULL);  // reserved in post()
+      MPI_Request& r = requests_.emplace_back(MPI_REQUEST_NULL);  // reserved above
       if (PMPI_Irecv(in.recv + at, static_cast<int>(len), MPI_BYTE, in.peer, in.tag, comm_.get(),
                      &r) != MPI_SUCCESS) {
         return false;
