@@ -36,6 +36,7 @@ struct NetSwitches {
   // The hierarchical engine's (core/mpi/hier_engine.cc):
   std::uint64_t zcopy_threshold = 0;  // MLXA2A_NET_ZCOPY_THRESHOLD; 0: no zero-copy
   bool pipeline = true;               // MLXA2A_NET_PIPELINE (all-equal)
+  std::uint64_t pmpi_piece = 61440;   // MLXA2A_NET_PMPI_PIECE (all-equal)
   friend bool operator==(const NetSwitches&, const NetSwitches&) = default;
 };
 

@@ -48,6 +48,10 @@ std::string check_slot_size(const Value& v) {
   return std::get<std::uint64_t>(v) > 0 ? std::string() : std::string("a size above 0, at most 1G");
 }
 
+std::string check_piece(const Value& v) {
+  return std::get<std::uint64_t>(v) >= 64 ? std::string() : std::string("a size from 64 to 1G");
+}
+
 std::string check_leaders(const Value& v) {
   return LeaderPolicy::parse(std::get<std::string>(v)) ? std::string()
                                                        : std::string(kLeaderPolicySyntax);
@@ -196,6 +200,20 @@ constexpr Spec kSwitches[] = {
      .verbosity = Verbosity::Tuner,
      .scope = Scope::AllEqual,
      .store = net<&NetSwitches::pipeline>},
+    {.name = "NET_PMPI_PIECE",
+     .type = Type::Size,
+     .default_text = "60K",
+     .description = "Multi-node teams whose leaders use PMPI: data bytes per MPI message at "
+                    "most; a leader's message to another node is cut into pieces of this "
+                    "size, all in flight at once, so that each stays below the MPI's eager "
+                    "limit (Open MPI over TCP: 64K) instead of paying a rendezvous round "
+                    "trip (docs/hier-transports.md, 'Pieces below the eager limit'). At least "
+                    "64, at most 1G. A protocol choice, so all-equal.",
+     .verbosity = Verbosity::Tuner,
+     .scope = Scope::AllEqual,
+     .size_max = std::uint64_t{1} << 30,
+     .check = check_piece,
+     .store = net<&NetSwitches::pmpi_piece>},
     {.name = "NET_GID_INDEX",
      .type = Type::Int,
      .default_text = "-1",

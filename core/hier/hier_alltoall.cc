@@ -244,7 +244,7 @@ void HierAlltoall::build_messages(char* in, char* out, int parity, std::size_t b
     if (m == p.node() || p.handled_by(m) != p.leader_index()) continue;
     const std::size_t at = p.section(m, chunk);
     auto* head = reinterpret_cast<Header*>(in + p.header(m));
-    *head = Header{bytes, verdict};
+    *head = Header{bytes, verdict, p.message_bytes(m, chunk)};
     Message& msg = messages_.emplace_back(Message{m, p.partner(m), in + at, out + at,
                                                   p.message_bytes(m, chunk),
                                                   p.remote_section(m, chunk), parity});
@@ -491,7 +491,10 @@ shm::Status HierAlltoall::check_round(std::uint64_t k, std::size_t announced, bo
     const int par = static_cast<int>(k & 1);
     build_messages(stage_->in_area(par), stage_->out_area(par), par, announced, 0,
                    plan_.max_chunk(), false, verdict);
-    for (Message& m : messages_) m.bytes = 0;
+    for (Message& m : messages_) {
+      m.bytes = 0;
+      reinterpret_cast<Header*>(stage_->in_area(par) + plan_.header(m.node))->message_bytes = 0;
+    }
     *posted = !messages_.empty();
     if (*posted && transport_->post(messages_) != shm::Status::ok) {
       *posted = false;

@@ -1,5 +1,5 @@
 // How long a leader polls its network exchange before it starts yielding
-// the core between polls (docs/hier.md, "Adaptive network waits").
+// the core between polls (docs/hier-transports.md, "Adaptive network waits").
 //
 // Why: a fixed count of polls (2,000) is a different time on every
 // transport (an ibv_poll_cq is ~50 ns, a PMPI_Testall over TCP microseconds)

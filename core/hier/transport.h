@@ -65,7 +65,7 @@ struct Gather {
 };
 
 // What a leader tells its partner with every message (docs/hier.md, "Sizes
-// that differ"): the call's size on its node, whether a rank there called
+// that differ"): the call's size on its node, its message's length, whether a rank there called
 // with another one and whether a rank there was sent to PMPI_Alltoall (a
 // check call, HierAlltoall::check). Sent to a fixed place (Plan::header) in
 // the partner's out-area, so it arrives intact whatever size the partner
@@ -73,6 +73,10 @@ struct Gather {
 struct Header {
   std::uint64_t bytes_per_peer = 0;
   std::uint64_t flags = 0;  // kOtherSize | kWentPmpi
+  // The data bytes of the message it heads (Message::bytes on the sender):
+  // a transport that cuts messages into pieces learns from it how many come
+  // from a partner called with another size (core/mpi/leader_transport.h).
+  std::uint64_t message_bytes = 0;
   static constexpr std::uint64_t kOtherSize = 1;
   static constexpr std::uint64_t kWentPmpi = 2;
 };

@@ -1,4 +1,4 @@
-// Which link layer a team's leaders use (docs/hier.md, "Several HCAs"): a
+// Which link layer a team's leaders use (docs/hier-transports.md, "Which HCA"): a
 // node may have InfiniBand and Ethernet (RoCE) ports, and an RC queue pair
 // only connects ports of one link layer. Each leader says which layers its
 // ACTIVE ports offer (only its open port's once its process has one); the

@@ -1,5 +1,5 @@
-// MPI datatypes that send or receive a leader's 16-byte hier::Header and the
-// first piece of its data as ONE message (docs/hier.md, "Header inside the
+// MPI datatypes that send or receive a leader's hier::Header (24 bytes) and the
+// first piece of its data as ONE message (docs/hier-transports.md, "Header inside the
 // data message"): two blocks at absolute addresses (used with MPI_BOTTOM),
 // the header's and the data's, which lie apart in the staging areas.
 //
@@ -8,7 +8,7 @@
 // type costs more than the message saves; a miss builds and commits one.
 //
 // Contract
-// * get() returns a committed type of signature 16 + len MPI_BYTEs, header
+// * get() returns a committed type of signature sizeof(hier::Header) + len MPI_BYTEs, header
 //   first, or MPI_DATATYPE_NULL when MPI refused (the caller then fails the
 //   exchange). The type stays valid until the cache is cleared: at most
 //   kMax entries are kept, and a full cache frees them all first (a type

@@ -347,7 +347,7 @@ bool HierEngine::build(Setup& s) {
     transport = std::move(s.rdma);
   } else if (s.lead) {
     transport = std::make_unique<MpiLeaderTransport>(std::move(s.leaders), std::move(s.first_rank),
-                                                     s.req.oversubscribed);
+                                                     s.req.oversubscribed, settings_.net.pmpi_piece);
   }
   const Status st = hier::HierAlltoall::create(*s.req.node_ids, s.leads, s.rank, s.stage_bytes,
                                                std::move(s.stage), std::move(transport), hier_);

@@ -15,8 +15,16 @@ namespace mlxa2a::core::mpi {
 
 namespace {
 
-constexpr std::size_t kPiece = std::size_t{1} << 30;  // bytes per MPI message at most
-constexpr int kTag = 0x6d78;                          // any tag: the communicator is private
+// Any tags: the communicator is private. A round's parity picks one, so a
+// partner's pieces of the next call can never match a receive of this one
+// that a mismatch left unmatched (settle() cancels it; the partner cannot
+// get two calls ahead, it waits for our next message).
+constexpr int kTag = 0x6d78;
+int tag_of(const hier::Message& m) noexcept { return kTag + (m.parity & 1); }
+// Pieces of `bytes` data bytes, at least one (the header goes in any case).
+std::size_t pieces_of(std::size_t bytes, std::size_t piece) noexcept {
+  return bytes <= piece ? 1 : (bytes + piece - 1) / piece;
+}
 constexpr int kHeadBytes = static_cast<int>(sizeof(hier::Header));
 // Sends of header + data up to this many data bytes are copied into one
 // contiguous buffer: a contiguous send is cheaper than a two-block type's in
@@ -29,13 +37,12 @@ constexpr std::size_t kBounceMax = 8192;
 std::atomic<std::uint64_t> g_sends{0};     // PMPI_Isend calls
 std::atomic<std::uint64_t> g_messages{0};  // hier::Messages sent (partner-rounds)
 
-// Room for every small send's copy of header + data (kBounceMax).
-std::size_t bounce_bytes(std::span<const hier::Message> messages) noexcept {
+// Room for every small first piece's copy of header + data (kBounceMax).
+std::size_t bounce_bytes(std::span<const hier::Message> messages, std::size_t piece) noexcept {
   std::size_t bounce = 0;
   for (const hier::Message& m : messages) {
-    if (m.head_send && m.bytes > 0 && m.bytes <= kBounceMax) {
-      bounce += sizeof(hier::Header) + m.bytes;
-    }
+    const std::size_t first = m.bytes < piece ? m.bytes : piece;
+    if (m.head_send && first > 0 && first <= kBounceMax) bounce += sizeof(hier::Header) + first;
   }
   return bounce;
 }
@@ -47,9 +54,10 @@ LeaderMessageCounts leader_message_counts() noexcept {
 }
 
 MpiLeaderTransport::MpiLeaderTransport(OwnedComm leaders, std::vector<int> first_rank,
-                                       bool oversubscribed)
+                                       bool oversubscribed, std::size_t piece)
     : comm_(std::move(leaders)),
       first_rank_(std::move(first_rank)),
+      piece_(piece < 64 ? 64 : piece),
       spin_(oversubscribed) {
   PMPI_Comm_set_errhandler(comm_.get(), MPI_ERRORS_RETURN);
 }
@@ -74,9 +82,12 @@ Status MpiLeaderTransport::post(std::span<const hier::Message> messages) noexcep
   // could wait forever, so they are cancelled and released.
   abandon_posted();
   try {
-    requests_.reserve(requests_.size() + 2 * messages.size());
+    std::size_t pieces = 0;
+    for (const hier::Message& m : messages) pieces += pieces_of(m.bytes, piece_);
+    requests_.reserve(2 * pieces);
+    incoming_.reserve(messages.size());
     // Room for every small send's copy, before any send points into it.
-    if (const std::size_t bounce = bounce_bytes(messages); bounce_.size() < bounce) {
+    if (const std::size_t bounce = bounce_bytes(messages, piece_); bounce_.size() < bounce) {
       bounce_.resize(bounce);
     }
     // Receives first, so that an eager message finds its buffer posted.
@@ -98,29 +109,34 @@ Status MpiLeaderTransport::post(std::span<const hier::Message> messages) noexcep
     abandon_posted();
     return Status::transport_failed;
   }
-  if (done) requests_.clear();
+  // Completed requests are null now; complete() settles the pieces.
+  (void)done;
   return Status::ok;
 }
 
 // Posts every message's receives (send = false) or sends: its bytes in
-// pieces, the header in the first piece's message (one message per partner
-// and round below 1 GiB; docs/hier.md "Header inside the data message"). A
-// receive's last piece takes up to recv_capacity, so that a partner called
-// with another size (an erroneous program) sends no message longer than its
-// buffer: the engine finds the mismatch in the headers
-// (core/hier/transport.h). Messages of more than one piece on either side
-// with such a partner are not covered (docs/hier.md).
+// pieces of piece_, the header in the first piece's message (docs/hier.md
+// "Header inside the data message"). A receive's last piece takes up to
+// recv_capacity (at most a piece), so that a partner called with another
+// size (an erroneous program) sends no piece longer than its buffer; if it
+// sends another number of pieces, settle() evens them out, and the engine
+// finds the mismatch in the headers (core/hier/transport.h).
 bool MpiLeaderTransport::post_side(std::span<const hier::Message> messages, bool send,
                                    std::size_t& bounce_at) {
   for (const hier::Message& m : messages) {
     const int peer = first_rank_[static_cast<std::size_t>(m.node)] + m.leader;
+    const int tag = tag_of(m);
+    if (!send && m.head_recv) {
+      incoming_.push_back(Incoming{requests_.size(), pieces_of(m.bytes, piece_), m.head_recv,
+                                   m.recv, m.recv_capacity, peer, tag, false});
+    }
     // At least one data message, also for 0 bytes (a check call's): the
     // partner may be in a real round, which posts one (core/hier/transport.h).
-    for (std::size_t at = 0; at == 0 || at < m.bytes; at += kPiece) {
-      std::size_t len = m.bytes - at < kPiece ? m.bytes - at : kPiece;
+    for (std::size_t at = 0; at == 0 || at < m.bytes; at += piece_) {
+      std::size_t len = m.bytes - at < piece_ ? m.bytes - at : piece_;
       if (!send && at + len == m.bytes && m.recv_capacity > m.bytes) {
         const std::size_t room = m.recv_capacity - at;
-        len = room < kPiece ? room : kPiece;
+        len = room < piece_ ? room : piece_;
       }
       char* data = send ? const_cast<char*>(m.send) + at : m.recv + at;
       void* buf = data;
@@ -146,8 +162,8 @@ bool MpiLeaderTransport::post_side(std::span<const hier::Message> messages, bool
         }
       }
       MPI_Request& r = requests_.emplace_back(MPI_REQUEST_NULL);
-      const int rc = send ? PMPI_Isend(buf, count, type, peer, kTag, comm_.get(), &r)
-                          : PMPI_Irecv(buf, count, type, peer, kTag, comm_.get(), &r);
+      const int rc = send ? PMPI_Isend(buf, count, type, peer, tag, comm_.get(), &r)
+                          : PMPI_Irecv(buf, count, type, peer, tag, comm_.get(), &r);
       if (rc != MPI_SUCCESS) return false;
       if (send) g_sends.fetch_add(1, std::memory_order_relaxed);
     }
@@ -173,16 +189,69 @@ Status MpiLeaderTransport::complete() noexcept {
     }
     const std::uint64_t waited = hier::phases::now_ns() - start;
     if (done) {
-      spin_.observe(waited);
       requests_.clear();
+      if (!settle(true)) {
+        abandon_posted();
+        return Status::transport_failed;
+      }
+      if (!requests_.empty()) continue;  // a longer partner's further pieces
+      spin_.observe(waited);
+      incoming_.clear();
       return Status::ok;
     }
     if (waited < budget) {
       cpu_relax();
     } else {
+      // Not on the fast path: a partner that sends fewer pieces than we
+      // expect is found here, where the wait yields anyway.
+      if (!settle(false)) {
+        abandon_posted();
+        return Status::transport_failed;
+      }
       sched_yield();
     }
   }
+}
+
+bool MpiLeaderTransport::settle(bool all_done) noexcept {
+  for (Incoming& in : incoming_) {
+    if (in.settled) continue;
+    if (!all_done) {
+      // Only a message of several pieces can wait for pieces that never come.
+      if (in.pieces < 2) continue;
+      int arrived = 0;
+      if (PMPI_Request_get_status(requests_[in.first], &arrived, MPI_STATUS_IGNORE) !=
+          MPI_SUCCESS) {
+        return false;
+      }
+      if (!arrived) continue;
+    }
+    in.settled = true;
+    const std::size_t bytes = in.head->message_bytes;
+    const std::size_t sent = pieces_of(bytes, piece_);
+    // Receives no piece will match (none when all completed).
+    for (std::size_t k = sent; !all_done && k < in.pieces; ++k) {
+      if (PMPI_Cancel(&requests_[in.first + k]) != MPI_SUCCESS) return false;
+    }
+    if (sent > in.pieces) {
+      try {
+        requests_.reserve(requests_.size() + (sent - in.pieces));
+      } catch (...) {
+        return false;
+      }
+    }
+    for (std::size_t k = in.pieces; k < sent; ++k) {  // pieces no receive matches yet
+      const std::size_t at = k * piece_;
+      const std::size_t len = bytes - at < piece_ ? bytes - at : piece_;
+      if (at + len > in.capacity) return false;
+      MPI_Request& r = requests_.emplace_back(MPI_REQUEST_NULL);  // reserved above
+      if (PMPI_Irecv(in.recv + at, static_cast<int>(len), MPI_BYTE, in.peer, in.tag, comm_.get(),
+                     &r) != MPI_SUCCESS) {
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 void MpiLeaderTransport::abandon_posted() noexcept {
@@ -198,6 +267,7 @@ void MpiLeaderTransport::abandon_posted() noexcept {
   if (!requests_.empty() && !bounce_.empty()) retired_bounce_ = std::move(bounce_);
   bounce_.clear();
   requests_.clear();
+  incoming_.clear();
 }
 
 }  // namespace mlxa2a::core::mpi

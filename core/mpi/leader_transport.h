@@ -5,11 +5,19 @@
 //   by node, then by leader index (so leader j of node m is rank
 //   first_rank[m] + j), where no message of ours can match a receive of the
 //   application's.
-// * post(): one PMPI_Irecv and one PMPI_Isend per remote node, the
-//   hier::Header and the data in one message (small sends copied into one
-//   buffer, larger ones and every receive a two-block datatype, HeadedTypes; messages over 1 GiB are cut into pieces so every count fits
-//   an int, the header goes with the first) and one PMPI_Testall to start them; complete(): tests for completion,
-//   yielding the core between tests when the node is oversubscribed;
+// * post(): per remote node, its message cut into pieces of at most `piece`
+//   data bytes (MLXA2A_NET_PMPI_PIECE: below the MPI's eager limit, so no
+//   piece waits for a rendezvous handshake; docs/hier-transports.md), one
+//   PMPI_Irecv and one PMPI_Isend per piece, all in flight at once; the
+//   hier::Header travels in the first piece (small sends copied into one
+//   buffer, larger ones and every receive a two-block datatype,
+//   HeadedTypes); then one PMPI_Testall to start them. The tag is the round's
+//   parity, so pieces of consecutive calls never match each other's
+//   receives. complete(): tests for completion, yielding the core between
+//   tests when the node is oversubscribed; a partner called with another
+//   size (an erroneous program) sends another number of pieces, which the
+//   first piece's Header tells: complete() then receives the surplus or
+//   cancels the receives that no piece will match (Pieces below);
 //   exchange() = post() + complete(). Between the two, pipelined rounds fill
 //   the next in-area (docs/hier.md "Pipelined rounds"): small messages
 //   travel eagerly meanwhile, large ones progress as far as the MPI moves
@@ -23,6 +31,7 @@
 
 #include <mpi.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -35,8 +44,9 @@ namespace mlxa2a::core::mpi {
 
 // Process-wide, for MLXA2A_COLL_STATS ("stats phases:" line): MPI sends the
 // PMPI leader transports posted, and the messages (partner and round) they
-// carried; sends - messages is what went as extra MPI messages (pieces of
-// messages over 1 GiB). Relaxed atomics, any thread.
+// carried; sends - messages is what went as extra MPI messages (pieces
+// beyond a message's first, MLXA2A_NET_PMPI_PIECE). Relaxed atomics, any
+// thread.
 struct LeaderMessageCounts {
   std::uint64_t sends = 0;
   std::uint64_t messages = 0;
@@ -45,7 +55,9 @@ LeaderMessageCounts leader_message_counts() noexcept;
 
 class MpiLeaderTransport final : public hier::LeaderTransport {
  public:
-  MpiLeaderTransport(OwnedComm leaders, std::vector<int> first_rank, bool oversubscribed);
+  // piece: data bytes per MPI message at most (>= 64), alike on every leader.
+  MpiLeaderTransport(OwnedComm leaders, std::vector<int> first_rank, bool oversubscribed,
+                     std::size_t piece);
   ~MpiLeaderTransport() override;
   MpiLeaderTransport(const MpiLeaderTransport&) = delete;
   MpiLeaderTransport& operator=(const MpiLeaderTransport&) = delete;
@@ -55,14 +67,34 @@ class MpiLeaderTransport final : public hier::LeaderTransport {
   const char* name() const noexcept override { return "pmpi"; }
 
  private:
+  // A posted message's receives (requests_[first .. first + pieces)), until
+  // its Header said how many pieces its sender sends (settle()).
+  struct Incoming {
+    std::size_t first = 0;
+    std::size_t pieces = 0;
+    const hier::Header* head = nullptr;  // arrives with the first piece
+    char* recv = nullptr;
+    std::size_t capacity = 0;  // bytes from recv that may be written
+    int peer = 0;
+    int tag = 0;
+    bool settled = false;
+  };
   OwnedComm comm_;
   std::vector<int> first_rank_;  // per node: its leader 0's rank in comm_
+  std::size_t piece_;            // data bytes per MPI message at most
   hier::NetSpin spin_;  // complete()'s spin budget, from its recent waits
   // post()'s half for every receive (send = false) or every send; false on
   // an MPI error. Throws only allocation (bounce_ is sized before).
   bool post_side(std::span<const hier::Message> messages, bool send, std::size_t& bounce_at);
+  // Matches each Incoming's receives to its sender's pieces once its Header
+  // is in: posts receives for pieces beyond ours, cancels ours beyond the
+  // sender's. all_done: every request completed (and requests_ is empty);
+  // else only messages whose first piece has arrived. false on an MPI error
+  // or a message longer than its room.
+  bool settle(bool all_done) noexcept;
   // Cancels what is still posted after an MPI error and releases it.
   void abandon_posted() noexcept;
+  std::vector<Incoming> incoming_;
   std::vector<MPI_Request> requests_;  // posted and not yet complete
   HeadedTypes types_;                  // header + first data piece, per message
   // Small sends' header + data, copied contiguous (leader_transport.cc,

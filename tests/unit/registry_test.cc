@@ -159,6 +159,7 @@ TEST(Registry, EveryNetSwitchReachesItsField) {
       {"NET_DEVICES=mlx5_3:2", [](Parts& p) { p.net.devices = {{"mlx5_3", 2}}; }},
       {"NET_ZCOPY_THRESHOLD=4K", [](Parts& p) { p.net.zcopy_threshold = 4096; }},
       {"NET_PIPELINE=n", [](Parts& p) { p.net.pipeline = false; }},
+      {"NET_PMPI_PIECE=16K", [](Parts& p) { p.net.pmpi_piece = 16384; }},
       {"NET_GID_INDEX=3", [](Parts& p) { p.net.gid_index = 3; }},
       {"NET_TIMEOUT=86400000", [](Parts& p) { p.net.timeout_ms = 86400000; }},
       {"NET_QP_TIMEOUT=31", [](Parts& p) { p.net.qp_timeout = 31; }},
