@@ -101,7 +101,8 @@ bool ClassTuner::record(double seconds) {
 bool ClassTuner::agreement_due_trying() const {
   if (trial_calls_ % n() != 0) return false;
   const unsigned r = rounds_done();
-  return r >= max_rounds_ || (expensive_ && r == 1) || (r >= min_rounds_ && (r - min_rounds_) % check_every_ == 0);
+  return r >= max_rounds_ || (expensive_ && r == 1) ||
+         (r >= min_rounds_ && (r - min_rounds_) % check_every_ == 0);
 }
 
 std::vector<double> ClassTuner::local_stats() const {

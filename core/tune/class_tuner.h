@@ -63,7 +63,7 @@ class ClassTuner {
   // Stats per candidate in an agreement: lower quartile, median, upper.
   static constexpr std::size_t kStats = 3;
   // After one round of expensive trials: how much faster (agreed medians of
-  // one sample each) a candidate must be than every other to be decided.
+  // one sample each) pmpi must be than every other candidate to be decided.
   static constexpr double kFar = 2.0;
 
   // candidates: 2..kMaxCandidates distinct routes, the fixed rules' choice
