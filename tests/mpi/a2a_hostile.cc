@@ -296,9 +296,9 @@ void cross_mismatch_quiet(MPI_Comm comm) {
   // boundary ends quiet, and the memoised class must be probed again (run
   // with times close enough for probes every ~100 calls): its memo ends at
   // the boundary (docs/tune.md "Quiet PMPI").
-  for (int i = 0; i < 300; ++i) correct_call(comm, 64, "a class met while quiet");
+  for (int i = 0; i < 140; ++i) correct_call(comm, 64, "a class met while quiet");
   correct_call(comm, 16, "a class held while quiet");
-  for (int i = 0; i < 300; ++i) correct_call(comm, 64, "memoised while quiet, after quiet");
+  for (int i = 0; i < 200; ++i) correct_call(comm, 64, "memoised while quiet, after quiet");
 }
 
 }  // namespace
