@@ -4,12 +4,14 @@
 # "NAME=SHIM[,VAR=VAL...]" (LD_PRELOAD=SHIM plus switches). Prints, per size,
 # the median over rounds of each mode and its ratio to the first mode.
 # Run inside `scripts/cluster run --hosts N --expose DIR... --`. --keep DIR
-# keeps each run's output (DIR/MODE-ROUND.out).
+# keeps each run's output (DIR/MODE-ROUND.out). --done RE: a run is over
+# once a line matches RE (OSU's last size, say '^4096 '); MPICH 4.0.2 may then
+# hang in MPI_Finalize (docs/hosts.md): launch ends it after 5 s.
 #   bench/hosts_modes.sh --ranks 2,2,2 --rounds 3 --bench OSU -- -m 1:4096 \
 #     -- none new=build/shim/libmlxa2a-ompi.so pmpi=build/shim/libmlxa2a-ompi.so,MLXA2A_TUNE=pmpi
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-ranks=2,2 rounds=3 bench="" family=ompi keep=""
+ranks=2,2 rounds=3 bench="" family=ompi keep="" done=()
 while [ $# -gt 0 ]; do
   case $1 in
     --ranks) ranks=$2; shift 2 ;;
@@ -17,6 +19,7 @@ while [ $# -gt 0 ]; do
     --bench) bench=$2; shift 2 ;;
     --family) family=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;  # every run's output kept there
+    --done) done=(--done-pattern "$2" --done-count 1 --finalize-grace 5); shift 2 ;;
     --) shift; break ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
@@ -37,7 +40,7 @@ for r in $(seq "$rounds"); do
       for e in "${kv[@]:1}"; do env+=(--env "$e"); done
     fi
     echo "# round $r $name load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-    "$top/scripts/cluster" launch --family "$family" --ranks "$ranks" "${env[@]}" \
+    "$top/scripts/cluster" launch --family "$family" --ranks "$ranks" "${env[@]}" "${done[@]}" \
       -- "$bench" "${args[@]}" >"$out/$name-$r.out" 2>&1 || echo "# $name round $r failed" >&2
     awk -v m="$name" '/^[0-9]/ {print m, $1, $2}' "$out/$name-$r.out" >>"$out/data"
   done

@@ -201,9 +201,13 @@ int quiet_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, bool s
     } else if (bytes > INT_MAX) {
       reason = "bytes per peer above 2 GiB: PMPI";
     } else if (st.tuning->quiet_serves(bytes, &reason) && plain_call(a, bytes)) {
-      // A decided pmpi class: later calls alike take the repeat path, whose
-      // run_route passes quiet's checkpoint too.
+      // A decided pmpi class: later calls alike take the repeat path up to
+      // quiet's next boundary, which every rank's call then meets here: if
+      // quiet ends, the class's selection (probes) resumes alike on every
+      // rank instead of a memo that would outlive quiet.
       st.repeat = {a.sendtype, a.recvtype, a.sendcount, a.recvcount, bytes, reason, Route::pmpi};
+      st.repeat.calls = &st.calls;
+      st.repeat.until = st.tuning->quiet_until();
     }
   }
   return fall_through(a, trace, bytes, &st, reason);

@@ -84,6 +84,9 @@ class TeamTuning {
   // reason into *reason), or not yet: then it is held on PMPI, to be
   // measured once a boundary ends quiet (returns false).
   bool quiet_serves(std::uint64_t bytes_per_peer, const char** reason) noexcept;
+  // While quiet(): the call index of its next boundary, where a memo of a
+  // quiet call must end (CommState::Repeat::until).
+  std::uint64_t quiet_until() const noexcept { return quiet_.next_boundary(); }
 
   TeamTuning(const TeamTuning&) = delete;
   TeamTuning& operator=(const TeamTuning&) = delete;

@@ -29,6 +29,8 @@
 //   cross-mismatch-quiet  cross-mismatch-tuned, then (pmpi made to win) on a
 //                   quiet multi-node team: mismatches judged by PMPI alone,
 //                   a held size class measured afterwards
+//   cross-mismatch-quiet-memo  then a class memoised while quiet probed
+//                   again after quiet
 //   mixed-nodes     mixed decisions on 4 ranks in 2 (virtual) nodes of 2, run
 //                   with MLXA2A_TUNE sending 8 B per peer to the engine and
 //                   256 B to PMPI: the odd ranks are a non-leader (3), a
@@ -292,6 +294,18 @@ void cross_mismatch_quiet(MPI_Comm comm) {
   for (int i = 0; i < 200; ++i) correct_call(comm, i & 1 ? 2 : 32, "after mismatches while quiet");
 }
 
+// Then a class met while quiet (held, then measured, decided pmpi: quiet
+// again) whose calls are memoised while quiet; a new size held; the
+// boundary ends quiet, and the memoised class must be probed again (run
+// with times close enough for probes every ~100 calls): its memo ends at
+// the boundary (docs/tune.md "Quiet PMPI").
+void quiet_memo(MPI_Comm comm) {
+  cross_mismatch_quiet(comm);
+  for (int i = 0; i < 140; ++i) correct_call(comm, 64, "a class met while quiet");
+  correct_call(comm, 16, "a class held while quiet");
+  for (int i = 0; i < 200; ++i) correct_call(comm, 64, "memoised while quiet, after quiet");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -329,6 +343,8 @@ int main(int argc, char** argv) {
     cross_mismatch_tuned(comm);
   } else if (mode == "cross-mismatch-quiet") {
     cross_mismatch_quiet(comm);
+  } else if (mode == "cross-mismatch-quiet-memo") {
+    quiet_memo(comm);
   } else {
     if (rank == 0) std::printf("unknown mode '%s'\n", mode.c_str());
     ++g_failures;
