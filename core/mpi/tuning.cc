@@ -195,9 +195,6 @@ TeamTuning::Step TeamTuning::begin(std::uint64_t bytes, Route fixed, std::uint64
       cs.tuner = std::make_unique<tuning::ClassTuner>(list, tuning::samples_for(cls, samples_),
                                                       prior(cls, list), 0x6d6c7861u + cls,
                                                       tuning::lead_ins_for(cls));
-      // Over the network a trial of a far slower path costs milliseconds:
-      // one round may decide (class_tuner.h).
-      if (team_.engine_is(EngineProps::Kind::hier)) cs.tuner->set_expensive_trials();
       cs.phase = ClassState::Phase::trying;
     } catch (...) {
       // Allocation only (as in create()): out of memory the job is lost

@@ -128,8 +128,7 @@ unsigned ClassTuner::active() const {
 bool ClassTuner::agreement_due_trying() const {
   if (pos_ != 0) return false;
   const unsigned r = rounds_done();
-  return r >= max_rounds_ || (expensive_ && r == 1) ||
-         (r >= min_rounds_ && (r - min_rounds_) % check_every_ == 0);
+  return r >= max_rounds_ || (r >= min_rounds_ && (r - min_rounds_) % check_every_ == 0);
 }
 
 std::vector<double> ClassTuner::local_stats() const {
@@ -151,18 +150,11 @@ ClassTuner::Outcome ClassTuner::agree(std::span<const double> agreed) {
   ++agreements_;
   for (std::size_t c = 0; c < n(); ++c) medians_[c] = med(agreed, c);
   if (!decided_) {
-    // The extra first look of expensive trials: one sample each decides
-    // only pmpi, far ahead.
-    const bool first_look = expensive_ && rounds_done() == 1 && rounds_done() < min_rounds_;
-    const std::size_t w = first_look ? far_winner(agreed) : clear_winner(agreed, kNone);
+    const std::size_t w = clear_winner(agreed, kNone);
     if (w != kNone) {
       settle(w, agreed, last_call_);
     } else if (rounds_done() >= max_rounds_) {
       settle(choose(candidates_, medians_), agreed, last_call_);
-    } else if (first_look) {
-      // One sample each retires nothing: a preempted pmpi sample would
-      // leave an engine alone, decided on one call.
-      return Outcome::undecided;
     } else if (const std::size_t best = retire_far_behind(agreed); active() == 1) {
       // Every other is far behind it (then it is mostly clearly ahead too,
       // and decided above): never serve rounds of one candidate.
@@ -212,18 +204,6 @@ std::size_t ClassTuner::clear_winner(std::span<const double> s, std::size_t agai
     }
   }
   return best;
-}
-
-// pmpi if it is the fastest and every other is at least kFar times slower.
-std::size_t ClassTuner::far_winner(std::span<const double> s) const {
-  std::size_t best = 0;
-  for (std::size_t c = 1; c < n(); ++c) {
-    if (med(s, c) < med(s, best)) best = c;
-  }
-  for (std::size_t c = 0; c < n(); ++c) {
-    if (c != best && !(med(s, c) >= kFar * med(s, best))) return kNone;
-  }
-  return candidates_[best] == Route::pmpi && med(s, best) > 0 ? best : kNone;
 }
 
 // Decided on `chosen`: the probes' spacing follows from the agreed medians,

@@ -31,14 +31,6 @@
 // order, a period-2 program (in-place and normal calls alternating) has
 // every candidate kept on both kinds within each pair of rounds.
 //
-// Expensive trials. Where a trial costs a network round trip (a multi-node team,
-// set_expensive_trials), the ranks also agree after the first round, and
-// pmpi is decided at once when every other candidate's one sample is at
-// least kFar times slower: a far slower engine is tried once, not 4 times.
-// Only pmpi: one disturbed sample (a preempted pmpi trial) must not decide
-// an engine that may lose; a disturbed engine sample at worst keeps the
-// MPI's own alltoall.
-//
 // Decided. The decided path serves the class, and the class keeps sampling
 // at a low rate: at "events" (the first call of the class at or after a
 // communicator call index drawn from a PRNG, equal on every rank) it times
@@ -85,9 +77,6 @@ class ClassTuner {
   // Retire a candidate whose agreed lower quartile is this many times the
   // best agreed median (noise only adds time: its fastest calls are slow).
   static constexpr double kFarBehind = 2.0;
-  // After one round of expensive trials: how much faster (agreed medians of
-  // one sample each) pmpi must be than every other candidate to be decided.
-  static constexpr double kFar = 2.0;
 
   // candidates: 2..kMaxCandidates distinct routes, the fixed rules' choice
   // first; samples > 0: the most rounds; prior: the index of a neighbouring
@@ -108,12 +97,6 @@ class ClassTuner {
   // size mismatch records nothing, and the neighbour's decision may come
   // between it and the class's first recorded call). Ignored after.
   void set_prior(int prior);
-  // Trials cost a network round trip (a multi-node team: equal on every
-  // rank): agree after the first round too (see above). Before the first
-  // record().
-  void set_expensive_trials() {
-    if (trial_calls_ == 0) expensive_ = true;
-  }
   // The step of this call; call: its index among the communicator's calls
   // (equal on every rank, increasing).
   Step next(std::uint64_t call);
@@ -149,7 +132,6 @@ class ClassTuner {
   bool agreement_due_trying() const;
   std::array<std::uint8_t, kMaxCandidates> trial_order(unsigned round) const;
   std::size_t clear_winner(std::span<const double> agreed, std::size_t against) const;
-  std::size_t far_winner(std::span<const double> agreed) const;
   void settle(std::size_t chosen, std::span<const double> agreed, std::uint64_t call);
   void schedule_event(std::uint64_t call);
 
@@ -159,7 +141,6 @@ class ClassTuner {
   int prior_ = -1;
   unsigned max_rounds_, min_rounds_, check_every_;
   bool decided_ = false;
-  bool expensive_ = false;
   std::size_t chosen_ = 0;
   std::vector<std::vector<double>> times_;  // per candidate, this phase's samples
   std::vector<double> medians_;             // agreed, per candidate

@@ -498,7 +498,7 @@ TEST(HierPlan, ChunksAreEqualOnEveryRankAndLineSized) {
     const Plan p(m, r, 131072);
     EXPECT_EQ(p.max_chunk(), 16384u);
     EXPECT_EQ(p.area_bytes(),
-              static_cast<std::size_t>(m.node_size(m.node_of(r))) * 8 * 16384 + 128);
+              static_cast<std::size_t>(m.node_size(m.node_of(r))) * 8 * 16384 + 8 * sizeof(Header));
     const int local = m.node_size(m.node_of(r));
     EXPECT_EQ(p.area_bytes() + HierAlltoall::publish_bytes(local),
               HierAlltoall::area_bytes(8, local, 131072));
@@ -509,8 +509,9 @@ TEST(HierPlan, ChunksAreEqualOnEveryRankAndLineSized) {
   EXPECT_EQ(Plan(m, 0, 8).max_chunk(), 64u);     // never below one line
   const Plan p(m, 4, 131072);                    // node 2 of 4 ranks, after 4 ranks
   EXPECT_EQ(p.section(2, 100), Plan::header_bytes(8) + 4u * 100 * 4);
-  EXPECT_EQ(Plan::header_bytes(8), 128u);  // 8 Headers of 16 bytes
-  EXPECT_EQ(p.header(2), 32u);
+  EXPECT_EQ(sizeof(Header), 24u);  // bytes per peer, flags, message bytes
+  EXPECT_EQ(Plan::header_bytes(8), 8 * sizeof(Header));
+  EXPECT_EQ(p.header(2), 2 * sizeof(Header));
   EXPECT_EQ(p.message_bytes(0, 100), 4u * 3 * 100);
   EXPECT_TRUE(p.leader());
   EXPECT_FALSE(Plan(m, 5, 131072).leader());

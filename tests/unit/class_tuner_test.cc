@@ -78,10 +78,6 @@ struct Team {
     }
   }
   const ClassTuner& rank0() const { return ranks[0]; }
-  // A multi-node team's: trials cost a network round trip.
-  void expensive() {
-    for (ClassTuner& t : ranks) t.set_expensive_trials();
-  }
 };
 
 // Deterministic noise in [1 - amp, 1 + amp], a function of (rank, call).
@@ -221,53 +217,6 @@ TEST(ClassTuner, StopsEarlyWhenOneIsClearlyAhead) {
   EXPECT_EQ(team.rank0().trial_calls(), 16u);
   EXPECT_EQ(team.decided_at, 16u);
   EXPECT_EQ(team.rank0().agreements(), 1u);
-}
-
-// A multi-node team (expensive trials): an engine 10 times slower than pmpi
-// (a network round trip of milliseconds per trial on pretend hosts) is tried
-// once, not 4 times: one extra look after the first round decides pmpi.
-// Without expensive trials the same class takes 4 rounds.
-TEST(ClassTuner, ExpensiveTrialsStopAFarSlowerEngineAfterOneRound) {
-  const C list[] = {C::hier, C::pmpi};
-  const FakeClock clock = *FakeClock::parse("pmpi=200,hier=2000");
-  Team team(list, 12, -1, 3);
-  team.expensive();
-  team.run(1, 300, from_clock(clock, 0.1));
-  EXPECT_EQ(team.decisions, (std::vector<C>{C::pmpi}));
-  EXPECT_EQ(team.rank0().trial_calls(), 2u);
-  EXPECT_EQ(team.decided_at, 2u);
-  EXPECT_EQ(team.rank0().agreements(), 1u);
-  Team cheap(list, 12, -1, 3);
-  cheap.run(1, 300, from_clock(clock, 0.1));
-  EXPECT_EQ(cheap.decisions, (std::vector<C>{C::pmpi}));
-  EXPECT_EQ(cheap.rank0().trial_calls(), 8u);
-  // With a prior (served first) the look after one round is the same.
-  Team prior(list, 12, 0, 3);
-  prior.expensive();
-  prior.run(1, 300, from_clock(clock, 0.1));
-  EXPECT_EQ(prior.decisions, (std::vector<C>{C::pmpi}));
-  EXPECT_EQ(prior.rank0().trial_calls(), 2u);
-}
-
-// The first look decides pmpi only, and only when every other candidate is
-// far slower: an engine far ahead on one sample (maybe a preempted pmpi
-// trial), or a second engine path close to pmpi, waits for the usual rounds
-// (then a look after round 4 decides, with quartiles).
-TEST(ClassTuner, ExpensiveTrialsDecideNoEngineAndNothingCloseOnOneSample) {
-  const C two[] = {C::hier, C::pmpi};
-  Team engine(two, 12, -1, 3);
-  engine.expensive();
-  engine.run(1, 300, from_clock(*FakeClock::parse("pmpi=2000,hier=200"), 0.1));
-  EXPECT_EQ(engine.decisions, (std::vector<C>{C::hier}));
-  EXPECT_EQ(engine.rank0().trial_calls(), 8u);
-  EXPECT_EQ(engine.rank0().agreements(), 2u);
-  const C three[] = {C::rdma, C::pmpi, C::zcopy};
-  Team close(three, 12, -1, 3);
-  close.expensive();
-  close.run(1, 300, from_clock(*FakeClock::parse("pmpi=200,rdma=2000,zcopy=300"), 0.1));
-  EXPECT_EQ(close.decisions, (std::vector<C>{C::pmpi}));
-  EXPECT_EQ(close.rank0().trial_calls(), 12u);
-  EXPECT_EQ(close.rank0().agreements(), 2u);
 }
 
 // Paths within the spread of each other: every sample is taken, then the
