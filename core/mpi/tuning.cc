@@ -194,7 +194,7 @@ TeamTuning::Step TeamTuning::begin(std::uint64_t bytes, Route fixed, std::uint64
       // classes of one team do not all share one order.
       cs.tuner = std::make_unique<tuning::ClassTuner>(list, tuning::samples_for(cls, samples_),
                                                       prior(cls, list), 0x6d6c7861u + cls,
-                                                      tuning::lead_ins_for(cls));
+                                                      tuning::unkept_for(cls));
       cs.phase = ClassState::Phase::trying;
     } catch (...) {
       // Allocation only (as in create()): out of memory the job is lost

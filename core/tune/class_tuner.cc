@@ -26,20 +26,20 @@ bool ahead(std::span<const double> s, std::size_t a, std::size_t b) {
 }  // namespace
 
 ClassTuner::ClassTuner(std::span<const Route> candidates, unsigned samples, int prior,
-                       std::uint64_t seed, bool lead_ins)
+                       std::uint64_t seed, Unkept unkept)
     : candidates_(candidates.begin(), candidates.end()),
       seed_(seed),
       samples_(samples),
       times_(candidates.size()),
       medians_(candidates.size(), 0.0),
-      lead_ins_(lead_ins) {
+      unkept_(unkept) {
   assert(candidates.size() >= 2 && candidates.size() <= kMaxCandidates);
   set_prior(prior);
 }
 
 // Without a prior: a first look after 4 rounds, then every 4 (at most 3
 // agreements at 12 samples). A prior halves the rounds (not below
-// kMinSamples) and looks every 2.
+// kMinSamples) and looks every 2; with a warm-up, not before round 4.
 void ClassTuner::set_prior(int prior) {
   if (trial_calls_ != 0) return;
   prior_ = prior;
@@ -48,6 +48,10 @@ void ClassTuner::set_prior(int prior) {
       prior >= 0 ? std::max(samples_ / 2, std::min(samples_, kMinSamples)) : samples_;
   min_rounds_ = std::min(step, max_rounds_);
   check_every_ = step;
+  if (unkept_ == Unkept::warm_up) {  // every look sees kept samples
+    max_rounds_ = std::max(max_rounds_, kWarmRounds + kFirstLookKept);
+    min_rounds_ = std::max(min_rounds_, kWarmRounds + kFirstLookKept);
+  }
 }
 
 ClassTuner::Step ClassTuner::next(std::uint64_t call) {
@@ -59,7 +63,7 @@ ClassTuner::Step ClassTuner::next(std::uint64_t call) {
     for (unsigned i = 0, seen = 0; i < n(); ++i) {
       if (!retired(order[i]) && seen++ == pos_) pending_ = order[i];
     }
-    return {candidates_[pending_], true, true, lead_in_at(trial_calls_ + 1)};
+    return {candidates_[pending_], true, true, warming() || lead_in_at(trial_calls_ + 1)};
   }
   if (call < next_event_) return {path(), false, false};
   if (events_ % 2 == 0) {
@@ -101,6 +105,7 @@ bool ClassTuner::record(double seconds) {
       return false;
     }
     leads_ = 0;
+    if (warming()) times_[pending_].pop_back();  // a one-time cost: not kept
     if (++pos_ == active()) {
       pos_ = 0;
       ++round_;
@@ -118,7 +123,7 @@ bool ClassTuner::record(double seconds) {
 // A slot's first call is a lead-in, and so is one more at a round's start
 // where needed: kept calls of round r fall on class calls of parity r % 2.
 bool ClassTuner::lead_in_at(unsigned call) const {
-  return lead_ins_ && (leads_ == 0 || call % 2 != round_ % 2);
+  return unkept_ == Unkept::lead_ins && (leads_ == 0 || call % 2 != round_ % 2);
 }
 
 unsigned ClassTuner::active() const {

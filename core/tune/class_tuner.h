@@ -20,7 +20,19 @@
 // best median) is retired: later rounds skip it, so a losing path's trials
 // cost little (its samples still count in the choice; probes still visit it).
 //
-// Lead-in calls (classes from 8 KiB per peer: tuning::lead_ins_for). A
+// Warm-up (classes below 8 KiB per peer: tuning::unkept_for). A path's first
+// calls at a new size pay one-time costs - page faults in pages of the
+// shared-memory engine's slots that no smaller size touched, in each of its
+// two slot sets (used by call parity) - that a program pays once, not per
+// call: at 2 KiB on an oversubscribed node copy's first two calls took 5-20
+// times its later ones, and with a neighbour's prior the first look (2
+// rounds) kept nothing else, so copy was beaten or retired for the run
+// (issue 26). So rounds 0 and 1 are timed but not kept. A candidate serves
+// at positions p and n-1-p in them, with the same other candidates twice
+// between: an even number of engine calls, so its two calls use both slot
+// parities. The first look still comes after 4 rounds (2 kept samples).
+//
+// Lead-in calls (classes from 8 KiB per peer: tuning::unkept_for). A
 // candidate's first call after a call of another path pays for the switch
 // (on an oversubscribed node the copy path's trials measured 2-60 times its
 // steady state: bench/results/selection.md), which a program that keeps one
@@ -78,12 +90,16 @@ class ClassTuner {
   // best agreed median (noise only adds time: its fastest calls are slow).
   static constexpr double kFarBehind = 2.0;
 
+  // Warm-up rounds (above), and the fewest kept samples at a look after them.
+  static constexpr unsigned kWarmRounds = 2;
+  static constexpr unsigned kFirstLookKept = 2;
+
   // candidates: 2..kMaxCandidates distinct routes, the fixed rules' choice
   // first; samples > 0: the most rounds; prior: the index of a neighbouring
   // class's decision in candidates, or -1; seed: equal on every rank;
-  // lead_ins: precede each kept trial call by a lead-in (above).
+  // unkept: which trial calls are not kept (above).
   ClassTuner(std::span<const Route> candidates, unsigned samples, int prior, std::uint64_t seed,
-             bool lead_ins = false);
+             Unkept unkept = Unkept::none);
 
   struct Step {
     Route path;
@@ -91,7 +107,7 @@ class ClassTuner {
     // but its record() is what advances the trials on every rank alike)
     bool timed;
     bool trial;  // a trial or a probe of another candidate (not the decided path)
-    bool lead_in = false;  // a trial whose duration record() will not keep
+    bool lead_in = false;  // a trial (lead-in or warm-up) whose duration record() will not keep
   };
   // Until the first record(): the prior may change (a call that ended in a
   // size mismatch records nothing, and the neighbour's decision may come
@@ -149,8 +165,9 @@ class ClassTuner {
   // the retired candidates (bit c: candidate c).
   unsigned round_ = 0, pos_ = 0;
   std::uint32_t retired_ = 0;
-  bool lead_ins_;
+  Unkept unkept_;
   unsigned leads_ = 0;  // lead-in calls served for the current slot
+  bool warming() const { return unkept_ == Unkept::warm_up && round_ < kWarmRounds; }
   // Whether the class's trial call number `call` (from 1) is a lead-in.
   bool lead_in_at(unsigned call) const;
   std::uint64_t last_call_ = 0;  // the call next() saw last

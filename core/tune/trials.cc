@@ -24,7 +24,9 @@ namespace {
 constexpr unsigned kCheapBelowClass = 13;  // 8 KiB per peer
 }  // namespace
 
-bool lead_ins_for(unsigned size_class) { return size_class >= kCheapBelowClass; }
+Unkept unkept_for(unsigned size_class) {
+  return size_class >= kCheapBelowClass ? Unkept::lead_ins : Unkept::warm_up;
+}
 
 unsigned samples_for(unsigned size_class, unsigned samples) {
   constexpr unsigned kCheapFactor = 4;

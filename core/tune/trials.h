@@ -22,12 +22,20 @@ inline constexpr double kMargin = 0.05;
 // 8 KiB is also where OSU-style benchmarks drop from 100 warm-up calls to 10.
 // The most a class takes: early stop (class_tuner.h) usually ends sooner.
 unsigned samples_for(unsigned size_class, unsigned samples);
-// Whether a class's trial calls each follow a lead-in call of the same path
-// (class_tuner.h): from 8 KiB per peer, where a path switch's cost was
-// measured to decide the trials (bench/results/selection.md); below, calls
-// cost microseconds and a class's trials stay short (tests and programs
-// sized for them).
-bool lead_ins_for(unsigned size_class);
+// Which trial calls of a class are timed but not kept (class_tuner.h).
+enum class Unkept : std::uint8_t {
+  none,      // every trial call is kept (tests of the bare schedule)
+  warm_up,   // each candidate's first two calls of the class (rounds 0 and 1)
+  lead_ins,  // a lead-in call of the same path before each kept call
+};
+// From 8 KiB per peer lead-ins, where a path switch's cost was measured to
+// decide the trials (bench/results/selection.md); below, a warm-up: a path's
+// first calls at a new size pay one-time costs (page faults in both of the
+// shared-memory engine's slot sets: 5-20 times its later calls at 2-4 KiB,
+// Open MPI np=4), and with a neighbour's prior the first look saw nothing
+// else (issue 26). Lead-ins below 8 KiB would double the trials of
+// microsecond calls; the warm-up adds no call to a class's first look.
+Unkept unkept_for(unsigned size_class);
 
 // The order in which round `round` of a class's trials serves its n
 // candidates: a permutation of 0..n-1 drawn from a PRNG seeded by (seed,

@@ -303,7 +303,7 @@ void quiet_memo(MPI_Comm comm) {
   cross_mismatch_quiet(comm);
   for (int i = 0; i < 140; ++i) correct_call(comm, 64, "a class met while quiet");
   correct_call(comm, 16, "a class held while quiet");
-  for (int i = 0; i < 200; ++i) correct_call(comm, 64, "memoised while quiet, after quiet");
+  for (int i = 0; i < 400; ++i) correct_call(comm, 64, "memoised while quiet, after quiet");
 }
 
 }  // namespace
