@@ -200,7 +200,7 @@ TEST(ClassTuner, WithLeadInsTheCostOfASwitchIsNotKept) {
 // engine alternates two slot sets by its call parity (every engine call
 // advances it, pmpi does not), and the first use of each set's new pages
 // costs page faults - at 2 KiB on Open MPI np=4 copy's first two calls took
-// 150-350 us, its later ones 14-30 (bench/results/selection.md). Modelled
+// 130-350 us, its later ones 14-30 (bench/results/selection.md). Modelled
 // here: copy and line 12 times their cost on the first use of each parity,
 // cma 3 times and pmpi 2 times on their first call. Without a warm-up and
 // with copy as the neighbour's prior, the first look (after 2 rounds) kept
