@@ -45,6 +45,14 @@ class NetSpin {
     typical_ns_ = typical_ns_ - typical_ns_ / 4 + w / 4;
   }
   std::uint64_t typical_ns() const noexcept { return typical_ns_; }
+  // Past the budget a wait yields the core between polls - unless the poll
+  // itself lasted kGaveAwayNs or more: the core was then given away inside
+  // it already (Open MPI with mpi_yield_when_idle, set on oversubscribed
+  // nodes, yields in its progress loop when nothing moved) or taken by a
+  // preemption, and yielding again would queue the leader behind every
+  // runnable process a second time before it next looks at the network.
+  static constexpr std::uint64_t kGaveAwayNs = 10'000;
+  static bool yield_after(std::uint64_t poll_ns) noexcept { return poll_ns < kGaveAwayNs; }
 
  private:
   static constexpr std::uint64_t kCapNs = 4 * kMaxNs;

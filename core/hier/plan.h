@@ -87,11 +87,19 @@ class Plan {
   // My index among my node's leaders, -1 if I do not lead.
   int leader_index() const { return leader_index_; }
   bool leader() const { return leader_index_ >= 0; }
-  // Leader j of node k exchanges with the nodes m where m % leaders(k) == j,
-  // and talks there to node m's leader k % leaders(m): both ends agree, and
-  // a node's leaders share its remote nodes evenly.
-  int handled_by(int node) const { return node % map_.leader_count(node_); }
-  int partner(int node) const { return node_ % map_.leader_count(node); }
+  // Node k's remote nodes, counted from k (k+1, k+2, ... mod N), go to its
+  // leaders in turn: leader j serves the nodes m with ((m - k - 1) mod N)
+  // mod leaders(k) == j, and talks there to the leader of m that serves k by
+  // the same rule, so both ends agree and every leader of a node serves
+  // floor or ceil((N-1)/leaders) nodes. (m mod leaders(k) did not: on 3
+  // nodes with 2 leaders, node 1's remote nodes 0 and 2 both went to leader 0.)
+  int handled_by(int node) const { return serving(node_, node); }
+  int partner(int node) const { return serving(node, node_); }
+  // Which of node k's leaders serves its remote node m.
+  int serving(int k, int m) const {
+    const int n = map_.nodes();
+    return ((m - k - 1 + n) % n) % map_.leader_count(k);
+  }
 
   // Bytes per peer moved per round, equal on every rank of the team.
   std::size_t max_chunk() const { return max_chunk_; }

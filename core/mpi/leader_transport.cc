@@ -180,6 +180,7 @@ Status MpiLeaderTransport::complete() noexcept {
   // took (NetSpin), then yield.
   const std::uint64_t start = hier::phases::now_ns();
   const std::uint64_t budget = spin_.budget_ns();
+  std::uint64_t polled = start;  // when the last poll began
   for (;;) {
     int done = 0;
     if (PMPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done,
@@ -187,7 +188,10 @@ Status MpiLeaderTransport::complete() noexcept {
       abandon_posted();
       return Status::transport_failed;
     }
-    const std::uint64_t waited = hier::phases::now_ns() - start;
+    const std::uint64_t now = hier::phases::now_ns();
+    const std::uint64_t waited = now - start;
+    const std::uint64_t poll_ns = now - polled;
+    polled = now;
     if (done) {
       requests_.clear();
       if (!settle(true)) {
@@ -208,7 +212,9 @@ Status MpiLeaderTransport::complete() noexcept {
         abandon_posted();
         return Status::transport_failed;
       }
-      sched_yield();
+      // Not when the MPI's poll already gave the core away (NetSpin).
+      if (hier::NetSpin::yield_after(poll_ns)) sched_yield();
+      polled = hier::phases::now_ns();
     }
   }
 }

@@ -539,5 +539,31 @@ TEST(HierPlan, LeadersSplitRemoteNodesAndAgreeOnPartners) {
   }
 }
 
+TEST(HierPlan, LeadersOfANodeServeEvenSharesOfItsRemoteNodes) {
+  // 3 nodes x 2 ranks, both ranks lead, and 5 nodes x 3 ranks, every rank
+  // leads: each leader serves floor or ceil((N-1)/leaders) remote nodes, on
+  // every node (by m mod leaders, node 1 of 3 gave both of its remote nodes,
+  // 0 and 2, to leader 0 and left leader 1 idle).
+  for (const int nodes : {3, 5}) {
+    const int per = nodes == 3 ? 2 : 3;
+    std::vector<int> ids, leads;
+    for (int k = 0; k < nodes; ++k) {
+      for (int i = 0; i < per; ++i) {
+        ids.push_back(k);
+        leads.push_back(1);
+      }
+    }
+    const NodeMap m(ids, leads);
+    const int lo = (nodes - 1) / per, hi = (nodes - 1 + per - 1) / per;
+    for (int r = 0; r < m.size(); ++r) {
+      const Plan p(m, r, 4096);
+      int served = 0;
+      for (int mm = 0; mm < nodes; ++mm) served += mm != p.node() && p.handled_by(mm) == p.leader_index();
+      EXPECT_GE(served, lo) << nodes << " nodes, rank " << r;
+      EXPECT_LE(served, hi) << nodes << " nodes, rank " << r;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mlxa2a::hier

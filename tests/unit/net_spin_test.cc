@@ -54,5 +54,17 @@ TEST(NetSpin, OversubscribedAlwaysMinimal) {
   EXPECT_EQ(s.budget_ns(), NetSpin::kMinNs);
 }
 
+TEST(NetSpin, NoSecondYieldAfterAPollThatGaveTheCoreAway) {
+  // A Testall of ~1-3 us kept the core: yield it between polls. One that
+  // lasted 50 us or 3 ms yielded inside (Open MPI's mpi_yield_when_idle) or
+  // was preempted: poll again at once (the old loop always yielded).
+  EXPECT_TRUE(NetSpin::yield_after(0));
+  EXPECT_TRUE(NetSpin::yield_after(3'000));
+  EXPECT_TRUE(NetSpin::yield_after(NetSpin::kGaveAwayNs - 1));
+  EXPECT_FALSE(NetSpin::yield_after(NetSpin::kGaveAwayNs));
+  EXPECT_FALSE(NetSpin::yield_after(50'000));
+  EXPECT_FALSE(NetSpin::yield_after(3'000'000));
+}
+
 }  // namespace
 }  // namespace mlxa2a::hier
