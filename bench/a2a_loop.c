@@ -4,8 +4,11 @@
  * instructions per call: (I(3N) - I(N)) / 2N (bench/results/fallthrough.md,
  * single-node.md).
  *
- *   a2a_loop ITERS [INTS_PER_PEER] [self|world]
+ *   a2a_loop ITERS [INTS_PER_PEER] [self|world] [time]
  *
+ * With "time", rank 0 prints the wall time per call of the loop (after a
+ * barrier; no barrier between calls, unlike osu_alltoall), for comparison
+ * with bench/handoff_floor's back-to-back rounds.
  * Defaults: 1 int per peer on MPI_COMM_SELF (the fall-through case with
  * MLXA2A_TUNE=pmpi). Exit status 0, or 2 on bad usage or a failed call.
  */
@@ -28,9 +31,16 @@ int main(int argc, char **argv) {
   MPI_Comm_size(comm, &size);
   const size_t n = (size_t)size * (size_t)count;
   int *send = calloc(n, sizeof *send), *recv = calloc(n, sizeof *recv);
-  int rc = MPI_SUCCESS;
+  const int timed = argc > 4 && strcmp(argv[4], "time") == 0;
+  int rc = MPI_SUCCESS, rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  if (timed) MPI_Barrier(comm);
+  const double t0 = MPI_Wtime();
   for (long i = 0; i < iters && rc == MPI_SUCCESS; ++i) {
     rc = MPI_Alltoall(send, count, MPI_INT, recv, count, MPI_INT, comm);
+  }
+  if (timed && rank == 0) {
+    printf("a2a_loop: %.3f us per call\n", (MPI_Wtime() - t0) * 1e6 / (double)iters);
   }
   free(send);
   free(recv);
