@@ -264,11 +264,11 @@ bool HierEngine::agree_leaders(Setup& s) {
   const std::uint64_t mine[4] = {s.lead ? 1u : 0u, no_rdma_here ? 1u : 0u,
                                  settings_.shm.slot_size, settings_.net.pmpi_slot_size};
   std::vector<std::uint64_t> all(4 * static_cast<std::size_t>(s.req.size));
-  if (PMPI_Allgather(mine, 4, MPI_UINT64_T, all.data(), 4, MPI_UINT64_T, s.req.comm) !=
-      MPI_SUCCESS) {
+  const bool gathered =
+      PMPI_Allgather(mine, 4, MPI_UINT64_T, all.data(), 4, MPI_UINT64_T, s.req.comm) == MPI_SUCCESS;
+  if (!gathered) {
     ok = false;
     all.assign(all.size(), 0);
-    all[1] = 1;  // no RDMA attempt without the others' say
   }
   s.leads.resize(static_cast<std::size_t>(s.req.size));
   std::uint64_t any_no_rdma = 0, rdma_slot = 0, pmpi_slot = 0;
@@ -278,7 +278,9 @@ bool HierEngine::agree_leaders(Setup& s) {
     rdma_slot = std::max(rdma_slot, all[4 * r + 2]);
     pmpi_slot = std::max(pmpi_slot, all[4 * r + 3]);
   }
-  s.attempt_rdma = any_no_rdma == 0;
+  // Failed here (the set-up fails): a peer that got our say attempts RDMA
+  // only if we offer it, so this rank then joins the attempt as before.
+  s.attempt_rdma = gathered ? any_no_rdma == 0 : !no_rdma_here;
   s.stage_bytes = static_cast<std::size_t>(s.attempt_rdma ? rdma_slot : pmpi_slot);
   if (s.stage_bytes == 0) s.stage_bytes = settings_.shm.slot_size;  // failed allgather only
   s.map.emplace(*s.req.node_ids, s.leads);
