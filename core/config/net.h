@@ -37,6 +37,10 @@ struct NetSwitches {
   std::uint64_t zcopy_threshold = 0;  // MLXA2A_NET_ZCOPY_THRESHOLD; 0: no zero-copy
   bool pipeline = true;               // MLXA2A_NET_PIPELINE (all-equal)
   std::uint64_t pmpi_piece = 61440;   // MLXA2A_NET_PMPI_PIECE (all-equal)
+  // Staging bytes per rank and round when the leaders exchange over PMPI
+  // (RDMA leaders: ShmSwitches::slot_size, which they pin). settings_from()
+  // puts an explicit MLXA2A_SHM_SLOT_SIZE here when this switch is not set.
+  std::uint64_t pmpi_slot_size = 524288;  // MLXA2A_NET_PMPI_SLOT_SIZE
   friend bool operator==(const NetSwitches&, const NetSwitches&) = default;
 };
 

@@ -214,6 +214,20 @@ constexpr Spec kSwitches[] = {
      .size_max = std::uint64_t{1} << 30,
      .check = check_piece,
      .store = net<&NetSwitches::pmpi_piece>},
+    {.name = "NET_PMPI_SLOT_SIZE",
+     .type = Type::Size,
+     .default_text = "512K",
+     .description = "Multi-node teams whose leaders use PMPI: staging bytes per rank and round "
+                    "(a call stages up to this many bytes per rank at once; larger calls run "
+                    "in rounds). Fewer rounds mean fewer network round trips; the node's "
+                    "staging segment is 4 x its ranks x this (512K: 2 MiB per rank). RDMA "
+                    "leaders, which pin their stage, use MLXA2A_SHM_SLOT_SIZE. When only "
+                    "MLXA2A_SHM_SLOT_SIZE is set, it applies here too (docs/hier-transports.md). "
+                    "The largest value of the team wins. At most 1G.",
+     .verbosity = Verbosity::Tuner,
+     .size_max = kSlotSizeMax,
+     .check = check_slot_size,
+     .store = net<&NetSwitches::pmpi_slot_size>},
     {.name = "NET_GID_INDEX",
      .type = Type::Int,
      .default_text = "-1",
@@ -355,8 +369,10 @@ constexpr Spec kSwitches[] = {
      .default_text = "128K",
      .description = "Shared-memory alltoall: bytes of each rank's staging slot (two per "
                     "rank); larger calls are pipelined through it. Node rank 0's value wins. "
-                    "Multi-node (hierarchical) teams stage up to this many bytes per rank and "
-                    "round; there the largest value of the team wins. At most 1G.",
+                    "Multi-node (hierarchical) teams whose leaders use RDMA stage up to this "
+                    "many bytes per rank and round (PMPI leaders: MLXA2A_NET_PMPI_SLOT_SIZE, "
+                    "unless only this one is set); there the largest value of the team wins. "
+                    "At most 1G.",
      .verbosity = Verbosity::Tuner,
      .size_max = kSlotSizeMax,
      .check = check_slot_size,
@@ -470,6 +486,12 @@ Settings settings_from(const Registry& r) {
   s.debug_tune_times = r.get_string("DEBUG_TUNE_TIMES");
   s.leaders = LeaderPolicy::parse(r.get_string("LEADERS")).value_or(LeaderPolicy{});
   s.node_layout = NodeLayout::parse(r.get_string("DEBUG_NODE_SIZE")).value_or(NodeLayout{});
+  // A user who sets the staging slot expects it honoured on every transport,
+  // unless the PMPI leaders' own switch says otherwise (docs/hier-transports.md).
+  if (r.find("SHM_SLOT_SIZE")->source != Source::Default &&
+      r.find("NET_PMPI_SLOT_SIZE")->source == Source::Default) {
+    s.net.pmpi_slot_size = s.shm.slot_size;
+  }
   return s;
 }
 

@@ -66,8 +66,14 @@ bool finish_setup(CommState& st, MPI_Comm comm, bool trace) {
   const bool ok = st.team->complete_setup(comm, rt.settings());
   st.caps = st.team->caps();
   if (ok && trace && st.team->engine() && !st.team->engine_is(EngineProps::Kind::local)) {
-    log::trace("team id=%llu engine: %s", static_cast<unsigned long long>(st.id),
-               st.team->reused_engine() ? "reused" : "new");
+    // A multi-node engine's staging slot (its team line came before it).
+    const EngineProps* p = st.team->engine_props();
+    char slot[32] = "";
+    if (p && p->kind == EngineProps::Kind::hier) {
+      std::snprintf(slot, sizeof slot, " slot=%zu", p->stage_bytes);
+    }
+    log::trace("team id=%llu engine: %s%s", static_cast<unsigned long long>(st.id),
+               st.team->reused_engine() ? "reused" : "new", slot);
   }
   return ok;
 }

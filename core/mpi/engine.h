@@ -75,6 +75,7 @@ struct EngineProps {
   std::string rdma_why;
   std::string zcopy_why;
   int leaders_here = 0;
+  std::size_t stage_bytes = 0;  // hier: staging bytes per rank and round (the slot)
 };
 
 // The switches engines read, copied from config::Settings at team creation.

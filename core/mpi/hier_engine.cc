@@ -89,6 +89,7 @@ std::unique_ptr<HierEngine> HierEngine::create(const EngineRequest& req,
     p.rdma = e->rdma_;
     p.zcopy = e->zcopy_on_;
     p.leaders_here = e->hier_->plan().map().leader_count(e->hier_->plan().node());
+    p.stage_bytes = e->stage_bytes_;
     p.rdma_why = e->rdma_why_;
     p.zcopy_why = e->zcopy_why_;
   } catch (...) {  // a trace's text only
@@ -184,12 +185,13 @@ bool HierEngine::contained_call(std::size_t bytes) noexcept {
 
 // What set-up's steps hand on to each other (this rank's view).
 struct HierEngine::Setup {
-  explicit Setup(const EngineRequest& r, std::size_t slot) : req(r), stage_bytes(slot) {}
+  explicit Setup(const EngineRequest& r) : req(r) {}
   const EngineRequest& req;
   CollectiveSetup steps;
   int rank = 0, local_rank = 0, local_size = 1;
   bool lead = false;
-  std::size_t stage_bytes;
+  bool attempt_rdma = false;  // agreed: every leader offers a port
+  std::size_t stage_bytes = 0;  // agreed, for the transport attempted
   std::vector<int> leads;
   std::optional<hier::NodeMap> map;
   std::unique_ptr<shm::NodeStage> stage;
@@ -204,7 +206,7 @@ bool HierEngine::setup(const EngineRequest& req) noexcept {
   // skips a collective its peers are in (core/collective_setup.h).
   std::optional<Setup> st;
   try {
-    st.emplace(req, settings_.shm.slot_size);
+    st.emplace(req);
   } catch (...) {
     return false;  // allocation only, as in create()
   }
@@ -243,9 +245,13 @@ bool HierEngine::setup(const EngineRequest& req) noexcept {
 }
 
 // This rank's place, whether it leads its node (MLXA2A_LEADERS) and one
-// Allgather: who leads (the transport addresses every node's leaders) and the
-// staging size, which sets the rounds and so must be the same on every rank
-// although the switch is node-local (the largest wins).
+// Allgather: who leads (the transport addresses every node's leaders), whether
+// every leader offers an RDMA port (then RDMA is attempted), and the staging
+// sizes for either transport. The staging size sets the rounds, so it must be
+// the same on every rank although the switches are node-local (the largest
+// wins); it is chosen here, before the stage is made, for the transport the
+// team will attempt: RDMA leaders pin their stage (MLXA2A_SHM_SLOT_SIZE),
+// PMPI leaders do not (MLXA2A_NET_PMPI_SLOT_SIZE).
 bool HierEngine::agree_leaders(Setup& s) {
   bool ok = true;
   PMPI_Comm_rank(s.req.comm, &s.rank);
@@ -254,17 +260,29 @@ bool HierEngine::agree_leaders(Setup& s) {
     ok = false;
   }
   s.lead = choose_leadership(settings_.leaders, s.req.node_comm, s.local_rank, s.local_size, &ok);
-  const std::uint64_t mine[2] = {s.lead ? 1u : 0u, s.stage_bytes};
-  std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(s.req.size));
-  if (PMPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, s.req.comm) !=
-      MPI_SUCCESS) {
+  const bool no_rdma_here = s.lead && !rdma_offered();
+  const std::uint64_t mine[4] = {s.lead ? 1u : 0u, no_rdma_here ? 1u : 0u,
+                                 settings_.shm.slot_size, settings_.net.pmpi_slot_size};
+  std::vector<std::uint64_t> all(4 * static_cast<std::size_t>(s.req.size));
+  const bool gathered =
+      PMPI_Allgather(mine, 4, MPI_UINT64_T, all.data(), 4, MPI_UINT64_T, s.req.comm) == MPI_SUCCESS;
+  if (!gathered) {
     ok = false;
+    all.assign(all.size(), 0);
   }
   s.leads.resize(static_cast<std::size_t>(s.req.size));
-  for (int r = 0; r < s.req.size; ++r) {
-    s.leads[r] = all[2 * r] != 0;
-    s.stage_bytes = std::max<std::size_t>(s.stage_bytes, all[2 * r + 1]);
+  std::uint64_t any_no_rdma = 0, rdma_slot = 0, pmpi_slot = 0;
+  for (std::size_t r = 0; r < static_cast<std::size_t>(s.req.size); ++r) {
+    s.leads[r] = all[4 * r] != 0;
+    any_no_rdma |= all[4 * r + 1];
+    rdma_slot = std::max(rdma_slot, all[4 * r + 2]);
+    pmpi_slot = std::max(pmpi_slot, all[4 * r + 3]);
   }
+  // Failed here (the set-up fails): a peer that got our say attempts RDMA
+  // only if we offer it, so this rank then joins the attempt as before.
+  s.attempt_rdma = gathered ? any_no_rdma == 0 : !no_rdma_here;
+  s.stage_bytes = static_cast<std::size_t>(s.attempt_rdma ? rdma_slot : pmpi_slot);
+  if (s.stage_bytes == 0) s.stage_bytes = settings_.shm.slot_size;  // failed allgather only
   s.map.emplace(*s.req.node_ids, s.leads);
   for (int m = 0, at = 0; m < s.map->nodes(); ++m) {
     s.first_rank.push_back(at);
@@ -301,7 +319,9 @@ bool HierEngine::split_leaders(Setup& s) {
 void HierEngine::try_transports(Setup& s) {
   if (!s.map) return;
   const hier::NodeMap& map = *s.map;
-  if (s.lead && s.leaders.get() != MPI_COMM_NULL) {
+  // Not attempted (agreed alike by every leader, so none is left in the
+  // transport's collectives): rdma_why_ says why where it is known.
+  if (s.lead && s.attempt_rdma && s.leaders.get() != MPI_COMM_NULL) {
     s.rdma_failed = try_rdma(s.leaders.get(), map, s.rank, s.req.oversubscribed, s.stage.get(),
                              s.first_rank, &s.rdma)
                         ? 0
@@ -356,6 +376,7 @@ bool HierEngine::build(Setup& s) {
     return false;
   }
   hier_->set_pipeline(settings_.net.pipeline);  // all-equal: alike on every rank
+  stage_bytes_ = s.stage_bytes;
   return true;
 }
 
@@ -375,6 +396,23 @@ bool HierEngine::finish(bool ok) noexcept {
                zcopy_why_.c_str());
   }
   return true;
+}
+
+bool HierEngine::rdma_offered() noexcept {
+#if MLXA2A_HAVE_VERBS
+  try {
+    const mlx5::NetOptions opt(settings_.net);
+    if (mlx5::EndpointPool::link_layers(opt) != 0) return true;
+    // Says why this process has no RDMA (the pool remembers it).
+    if (mlx5::EndpointPool::get(opt, &rdma_why_) != nullptr) return true;
+  } catch (...) {  // allocation only
+    rdma_why_ = "out of memory";
+  }
+  return false;
+#else
+  rdma_why_ = "built without verbs headers";
+  return false;
+#endif
 }
 
 bool HierEngine::try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank,

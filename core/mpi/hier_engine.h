@@ -4,8 +4,11 @@
 // make_engine (core/mpi/engine.h).
 //
 // Contract
-// * create() is collective over req.comm: the node's staging segment over
-//   req.node_comm, a leaders' communicator (PMPI_Comm_split), the RDMA
+// * create() is collective over req.comm: one PMPI_Allgather that agrees on
+//   the leaders, on whether RDMA is attempted (every leader offers a port)
+//   and so on the staging slot (MLXA2A_SHM_SLOT_SIZE for RDMA leaders, which
+//   pin it; MLXA2A_NET_PMPI_SLOT_SIZE for PMPI leaders), the node's staging
+//   segment over req.node_comm, a leaders' communicator (PMPI_Comm_split), the RDMA
 //   transport's set-up among the leaders (core/mlx5/rdma_transport.h), the
 //   zero-copy set-up over the node communicator when MLXA2A_NET_ZCOPY_THRESHOLD
 //   is not 0 (docs/zerocopy.md), and PMPI_Allreduces that agree on the outcome:
@@ -89,6 +92,10 @@ class HierEngine final : public Engine, public SizeAgreement {
   SetupOutcome agree_transports(Setup& s, const SetupOutcome& here);
   bool build(Setup& s);
   bool finish(bool ok) noexcept;
+  // A leader's say before the stage is made: whether this process offers an
+  // RDMA port (verbs loaded, a usable port; no collective). false: rdma_why_
+  // says why.
+  bool rdma_offered() noexcept;
   // A leader's half of the RDMA transport's set-up, collective over the
   // leaders' communicator; false (rdma_why_ says why) if it failed here.
   bool try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank, bool oversubscribed,
@@ -112,6 +119,7 @@ class HierEngine final : public Engine, public SizeAgreement {
   std::unique_ptr<hier::SendRegistration> zcopy_;
   std::uint64_t engine_calls_ = 0;  // alike on every rank
   std::uint64_t pool_id_ = 0;       // agreed at set-up, alike on every rank
+  std::size_t stage_bytes_ = 0;     // staging bytes per rank and round, agreed
   bool rdma_ = false;
   bool zcopy_on_ = false;
   std::string rdma_why_;

@@ -1,10 +1,11 @@
 // a2a_rdma: what the RDMA leader exchange promises beyond correct results,
 // checked under virtual nodes and fakeverbs by tests/mpi/run_mpi_test.py:
-//   counts  MPI_COMM_WORLD, a duplicate of it and the even/odd halves
-//           (MPI_Comm_split), 10 one-round calls each; the runner checks the
-//           writes per call (M(M-1) per communicator of M nodes) and the QPs
-//           created (the duplicate and the half whose leaders are world's
-//           leaders create none) from MLXA2A_COLL_STATS.
+//   counts [B]  MPI_COMM_WORLD, a duplicate of it and the even/odd halves
+//           (MPI_Comm_split), 10 calls of B bytes per peer each (default 8:
+//           one round); the runner checks the writes per call (M(M-1) per
+//           communicator of M nodes) and the QPs created (the duplicate and
+//           the half whose leaders are world's leaders create none), or the
+//           staging rounds, from MLXA2A_COLL_STATS.
 //   fault   MPI_ERRORS_RETURN, 8 calls; with A2A_EXPECT_ERROR=1 (set for
 //           the run with mlxa2a and a FAKEVERBS_FAULT) every rank must see
 //           MPI_ERR_OTHER on one or more calls and none on the last two;
@@ -78,14 +79,14 @@ int call(MPI_Comm comm, int bytes, int salt, int* wrong) {
   return rc;
 }
 
-int counts() {
+int counts(int bytes) {
   int wrong = 0, failed = 0;
   MPI_Comm dup = MPI_COMM_NULL, half = MPI_COMM_NULL;
-  for (int i = 0; i < 10; ++i) failed |= call(MPI_COMM_WORLD, 8, i, &wrong) != MPI_SUCCESS;
+  for (int i = 0; i < 10; ++i) failed |= call(MPI_COMM_WORLD, bytes, i, &wrong) != MPI_SUCCESS;
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-  for (int i = 0; i < 10; ++i) failed |= call(dup, 8, 20 + i, &wrong) != MPI_SUCCESS;
+  for (int i = 0; i < 10; ++i) failed |= call(dup, bytes, 20 + i, &wrong) != MPI_SUCCESS;
   MPI_Comm_split(MPI_COMM_WORLD, g_world_rank % 2, g_world_rank, &half);
-  for (int i = 0; i < 10; ++i) failed |= call(half, 8, 40 + i, &wrong) != MPI_SUCCESS;
+  for (int i = 0; i < 10; ++i) failed |= call(half, bytes, 40 + i, &wrong) != MPI_SUCCESS;
   MPI_Comm_free(&half);
   MPI_Comm_free(&dup);
   return failed || wrong;
@@ -210,7 +211,8 @@ int main(int argc, char** argv) {
                      : std::strcmp(mode, "fault") == 0       ? fault(MPI_COMM_WORLD)
                      : std::strcmp(mode, "fault-churn") == 0 ? fault_churn()
                      : is_leak                               ? leak(std::atoi(argv[2]))
-                                                             : counts();
+                     : argc > 2 && !std::strcmp(mode, "counts") ? counts(std::atoi(argv[2]))
+                                                                : counts(8);
   std::printf("CALLS %d %d\n", g_world_rank, g_calls);
   std::fflush(stdout);
   int any = 0;

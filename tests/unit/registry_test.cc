@@ -160,6 +160,7 @@ TEST(Registry, EveryNetSwitchReachesItsField) {
       {"NET_ZCOPY_THRESHOLD=4K", [](Parts& p) { p.net.zcopy_threshold = 4096; }},
       {"NET_PIPELINE=n", [](Parts& p) { p.net.pipeline = false; }},
       {"NET_PMPI_PIECE=16K", [](Parts& p) { p.net.pmpi_piece = 16384; }},
+      {"NET_PMPI_SLOT_SIZE=1M", [](Parts& p) { p.net.pmpi_slot_size = 1 << 20; }},
       {"NET_GID_INDEX=3", [](Parts& p) { p.net.gid_index = 3; }},
       {"NET_TIMEOUT=86400000", [](Parts& p) { p.net.timeout_ms = 86400000; }},
       {"NET_QP_TIMEOUT=31", [](Parts& p) { p.net.qp_timeout = 31; }},
@@ -176,7 +177,8 @@ TEST(Registry, EveryShmSwitchReachesItsField) {
   const Case cases[] = {
       {"SHM_CMA_THRESHOLD=1M", [](Parts& p) { p.shm.cma_threshold = 1 << 20; }},
       {"SHM_CMA_THRESHOLD_OVERSUBSCRIBED=8K", [](Parts& p) { p.shm.cma_threshold_oversubscribed = 8192; }},
-      {"SHM_SLOT_SIZE=1G", [](Parts& p) { p.shm.slot_size = 1 << 30; }},
+      // Set alone, it is the PMPI leaders' slot too (the test below).
+      {"SHM_SLOT_SIZE=1G", [](Parts& p) { p.shm.slot_size = p.net.pmpi_slot_size = 1 << 30; }},
       {"SHM_SLOT_SIZE_OVERSUBSCRIBED=64K", [](Parts& p) { p.shm.slot_size_oversubscribed = 65536; }},
       {"SHM_POOL=64", [](Parts& p) { p.shm.pool = 64; }},
   };
@@ -191,6 +193,29 @@ TEST(Registry, EveryRcacheSwitchReachesItsField) {
       {"RCACHE_INVALIDATION=strict", [](Parts& p) { p.rcache.invalidation = "strict"; }},
   };
   expect_each_row_reaches_its_field("RCACHE_", cases);
+}
+
+// The staging slot of multi-node teams: RDMA leaders take SHM_SLOT_SIZE,
+// PMPI leaders NET_PMPI_SLOT_SIZE (512K) - unless the user set only
+// SHM_SLOT_SIZE (environment or file), which then holds for both.
+TEST(Registry, AnExplicitShmSlotSizeIsThePmpiSlotUnlessThatIsSetToo) {
+  auto slots = [](const Environment& env) {
+    Registry r(all_switches());
+    r.load(env);
+    const Settings s = settings_from(r);
+    return std::make_pair(s.shm.slot_size, s.net.pmpi_slot_size);
+  };
+  using Slots = std::pair<std::uint64_t, std::uint64_t>;
+  EXPECT_EQ(slots({}), Slots(131072, 524288));
+  EXPECT_EQ(slots({{"MLXA2A_SHM_SLOT_SIZE", "16K"}}), Slots(16384, 16384));
+  EXPECT_EQ(slots({{"MLXA2A_SHM_SLOT_SIZE", "128K"}}), Slots(131072, 131072));
+  EXPECT_EQ(slots({{"MLXA2A_SHM_SLOT_SIZE", "16K"}, {"MLXA2A_NET_PMPI_SLOT_SIZE", "256K"}}),
+            Slots(16384, 262144));
+  EXPECT_EQ(slots({{"MLXA2A_NET_PMPI_SLOT_SIZE", "1M"}}), Slots(131072, 1 << 20));
+  // A value refused with a warning sets nothing.
+  EXPECT_EQ(slots({{"MLXA2A_SHM_SLOT_SIZE", "inf"}}), Slots(131072, 524288));
+  TempFile f("MLXA2A_SHM_SLOT_SIZE = 32K\n");
+  EXPECT_EQ(slots({{"MLXA2A_CONFIG_FILE", f.path()}}), Slots(32768, 32768));
 }
 
 TEST(Registry, UnknownNamesAreWarnedWithASuggestion) {
