@@ -38,9 +38,12 @@ struct NetSwitches {
   bool pipeline = true;               // MLXA2A_NET_PIPELINE (all-equal)
   std::uint64_t pmpi_piece = 61440;   // MLXA2A_NET_PMPI_PIECE (all-equal)
   // Staging bytes per rank and round when the leaders exchange over PMPI
-  // (RDMA leaders: ShmSwitches::slot_size, which they pin). settings_from()
-  // puts an explicit MLXA2A_SHM_SLOT_SIZE here when this switch is not set.
+  // (RDMA leaders: ShmSwitches::slot_size, which they pin). An explicit
+  // MLXA2A_SHM_SLOT_SIZE is this too when this switch is not set (Spec::follows).
   std::uint64_t pmpi_slot_size = 524288;  // MLXA2A_NET_PMPI_SLOT_SIZE
+  // The most /dev/shm bytes a node's staging segment may take with PMPI
+  // leaders; 0: no limit (core/hier/stage_slot.h).
+  std::uint64_t pmpi_stage_limit = std::uint64_t{64} << 20;  // MLXA2A_NET_PMPI_STAGE_LIMIT
   friend bool operator==(const NetSwitches&, const NetSwitches&) = default;
 };
 

@@ -70,6 +70,19 @@ void Registry::load(const Environment& env) {
       warn_unknown(name, "in the environment");
     }
   }
+  apply_follows();
+}
+
+void Registry::apply_follows() {
+  for (Entry& e : entries_) {
+    if (e.spec->follows.empty() || e.source != Source::Default) continue;
+    const Entry* from = find(e.spec->follows);
+    if (!from || from->source == Source::Default) continue;
+    // Within this switch's own bounds: a followed value it would refuse is
+    // warned about and leaves the default.
+    assign(e, from->text, from->source,
+           "MLXA2A_" + std::string(from->spec->name) + " (" + from->origin + ")");
+  }
 }
 
 void Registry::load_file(const std::string& path) {

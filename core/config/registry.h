@@ -71,6 +71,7 @@ class Registry {
   Entry* find_mutable(std::string_view name);
   bool assign(Entry& e, std::string_view text, Source source, std::string origin);
   void load_file(const std::string& path);
+  void apply_follows();  // Spec::follows, after every source is loaded
   void warn_unknown(std::string_view name, std::string_view where);
   const Value& typed(std::string_view name, Type a, Type b) const;
 

@@ -57,6 +57,11 @@ struct Spec {
   // docs/mpit.md); the next call follows it. Only Local switches whose
   // readers take each value as it comes qualify.
   bool runtime_writable = false;
+  // Another switch (name without prefix) whose value this one takes while it
+  // is itself at its default and that one is not (a file or the environment
+  // set it): the registry then shows the value that applies, with the other
+  // switch as its origin. Only switches read at set-up (not runtime_writable).
+  std::string_view follows = {};
   // Stores the value into its field of Settings (settings_from); null for
   // switches whose readers convert it themselves.
   void (*store)(const Value&, Settings&) = nullptr;

@@ -227,7 +227,19 @@ constexpr Spec kSwitches[] = {
      .verbosity = Verbosity::Tuner,
      .size_max = kSlotSizeMax,
      .check = check_slot_size,
+     .follows = "SHM_SLOT_SIZE",
      .store = net<&NetSwitches::pmpi_slot_size>},
+    {.name = "NET_PMPI_STAGE_LIMIT",
+     .type = Type::Size,
+     .default_text = "64M",
+     .description = "Multi-node teams whose leaders use PMPI: the most bytes of /dev/shm a "
+                    "node's staging segment may take per communicator (4 x the node's ranks x "
+                    "the slot). Where MLXA2A_NET_PMPI_SLOT_SIZE (explicit or not) would take "
+                    "more on the team's largest node, the slot is halved until it fits, but "
+                    "not below MLXA2A_SHM_SLOT_SIZE (64M: 512K up to 32 ranks per node, 128K "
+                    "at 128). 0: no limit. The largest value of the team wins, 0 above all.",
+     .verbosity = Verbosity::Tuner,
+     .store = net<&NetSwitches::pmpi_stage_limit>},
     {.name = "NET_GID_INDEX",
      .type = Type::Int,
      .default_text = "-1",
@@ -486,12 +498,6 @@ Settings settings_from(const Registry& r) {
   s.debug_tune_times = r.get_string("DEBUG_TUNE_TIMES");
   s.leaders = LeaderPolicy::parse(r.get_string("LEADERS")).value_or(LeaderPolicy{});
   s.node_layout = NodeLayout::parse(r.get_string("DEBUG_NODE_SIZE")).value_or(NodeLayout{});
-  // A user who sets the staging slot expects it honoured on every transport,
-  // unless the PMPI leaders' own switch says otherwise (docs/hier-transports.md).
-  if (r.find("SHM_SLOT_SIZE")->source != Source::Default &&
-      r.find("NET_PMPI_SLOT_SIZE")->source == Source::Default) {
-    s.net.pmpi_slot_size = s.shm.slot_size;
-  }
   return s;
 }
 

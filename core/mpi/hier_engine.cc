@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "core/collective_setup.h"
+#include "core/hier/stage_slot.h"
 #include "core/log.h"
 #include "core/mpi/group_bootstrap.h"
 #include "core/mpi/leader_transport.h"
@@ -261,26 +262,34 @@ bool HierEngine::agree_leaders(Setup& s) {
   }
   s.lead = choose_leadership(settings_.leaders, s.req.node_comm, s.local_rank, s.local_size, &ok);
   const bool no_rdma_here = s.lead && !rdma_offered();
-  const std::uint64_t mine[4] = {s.lead ? 1u : 0u, no_rdma_here ? 1u : 0u,
-                                 settings_.shm.slot_size, settings_.net.pmpi_slot_size};
-  std::vector<std::uint64_t> all(4 * static_cast<std::size_t>(s.req.size));
-  const bool gathered =
-      PMPI_Allgather(mine, 4, MPI_UINT64_T, all.data(), 4, MPI_UINT64_T, s.req.comm) == MPI_SUCCESS;
+  constexpr int kSay = 5;
+  const std::uint64_t mine[kSay] = {s.lead ? 1u : 0u, no_rdma_here ? 1u : 0u,
+                                    settings_.shm.slot_size, settings_.net.pmpi_slot_size,
+                                    settings_.net.pmpi_stage_limit};
+  std::vector<std::uint64_t> all(kSay * static_cast<std::size_t>(s.req.size));
+  const bool gathered = PMPI_Allgather(mine, kSay, MPI_UINT64_T, all.data(), kSay, MPI_UINT64_T,
+                                       s.req.comm) == MPI_SUCCESS;
   if (!gathered) {
     ok = false;
     all.assign(all.size(), 0);
   }
   s.leads.resize(static_cast<std::size_t>(s.req.size));
-  std::uint64_t any_no_rdma = 0, rdma_slot = 0, pmpi_slot = 0;
+  std::uint64_t any_no_rdma = 0, rdma_slot = 0, pmpi_slot = 0, limit = 0;
+  bool unlimited = false;
   for (std::size_t r = 0; r < static_cast<std::size_t>(s.req.size); ++r) {
-    s.leads[r] = all[4 * r] != 0;
-    any_no_rdma |= all[4 * r + 1];
-    rdma_slot = std::max(rdma_slot, all[4 * r + 2]);
-    pmpi_slot = std::max(pmpi_slot, all[4 * r + 3]);
+    const std::uint64_t* say = &all[kSay * r];
+    s.leads[r] = say[0] != 0;
+    any_no_rdma |= say[1];
+    rdma_slot = std::max(rdma_slot, say[2]);
+    pmpi_slot = std::max(pmpi_slot, say[3]);
+    unlimited |= say[4] == 0;
+    limit = std::max(limit, say[4]);
   }
   // Failed here (the set-up fails): a peer that got our say attempts RDMA
   // only if we offer it, so this rank then joins the attempt as before.
   s.attempt_rdma = gathered ? any_no_rdma == 0 : !no_rdma_here;
+  pmpi_slot = hier::limited_pmpi_slot(pmpi_slot, rdma_slot, unlimited ? 0 : limit,
+                                      hier::largest_node(*s.req.node_ids));
   s.stage_bytes = static_cast<std::size_t>(s.attempt_rdma ? rdma_slot : pmpi_slot);
   if (s.stage_bytes == 0) s.stage_bytes = settings_.shm.slot_size;  // failed allgather only
   s.map.emplace(*s.req.node_ids, s.leads);

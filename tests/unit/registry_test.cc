@@ -161,6 +161,7 @@ TEST(Registry, EveryNetSwitchReachesItsField) {
       {"NET_PIPELINE=n", [](Parts& p) { p.net.pipeline = false; }},
       {"NET_PMPI_PIECE=16K", [](Parts& p) { p.net.pmpi_piece = 16384; }},
       {"NET_PMPI_SLOT_SIZE=1M", [](Parts& p) { p.net.pmpi_slot_size = 1 << 20; }},
+      {"NET_PMPI_STAGE_LIMIT=0", [](Parts& p) { p.net.pmpi_stage_limit = 0; }},
       {"NET_GID_INDEX=3", [](Parts& p) { p.net.gid_index = 3; }},
       {"NET_TIMEOUT=86400000", [](Parts& p) { p.net.timeout_ms = 86400000; }},
       {"NET_QP_TIMEOUT=31", [](Parts& p) { p.net.qp_timeout = 31; }},
@@ -216,6 +217,24 @@ TEST(Registry, AnExplicitShmSlotSizeIsThePmpiSlotUnlessThatIsSetToo) {
   EXPECT_EQ(slots({{"MLXA2A_SHM_SLOT_SIZE", "inf"}}), Slots(131072, 524288));
   TempFile f("MLXA2A_SHM_SLOT_SIZE = 32K\n");
   EXPECT_EQ(slots({{"MLXA2A_CONFIG_FILE", f.path()}}), Slots(32768, 32768));
+}
+
+// What mlxa2a_info prints is the registry's entry: it shows the value that
+// applies and where it came from, not the unused default.
+TEST(Registry, AFollowedSwitchShowsTheValueThatAppliesAndItsOrigin) {
+  Registry r(all_switches());
+  r.load({{"MLXA2A_SHM_SLOT_SIZE", "16K"}});
+  const Registry::Entry* e = r.find("NET_PMPI_SLOT_SIZE");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->text, "16K");
+  EXPECT_EQ(e->source, Source::Env);
+  EXPECT_EQ(e->origin, "MLXA2A_SHM_SLOT_SIZE (env)");
+  r.load({{"MLXA2A_SHM_SLOT_SIZE", "16K"}, {"MLXA2A_NET_PMPI_SLOT_SIZE", "1M"}});
+  EXPECT_EQ(r.find("NET_PMPI_SLOT_SIZE")->text, "1M");
+  EXPECT_EQ(r.find("NET_PMPI_SLOT_SIZE")->origin, "env");
+  r.load({});
+  EXPECT_EQ(r.find("NET_PMPI_SLOT_SIZE")->source, Source::Default);
+  EXPECT_EQ(r.find("NET_PMPI_SLOT_SIZE")->text, "512K");
 }
 
 TEST(Registry, UnknownNamesAreWarnedWithASuggestion) {
