@@ -100,7 +100,9 @@ bool ClassTuner::record(double seconds) {
   times_[pending_].push_back(seconds);
   if (!decided_) {
     ++trial_calls_;
-    if (lead_in_at(trial_calls_)) {  // the switch's cost: not kept
+    const bool lead_in = lead_in_at(trial_calls_);
+    last_trial_ = static_cast<int>(pending_);
+    if (lead_in) {  // the switch's cost: not kept
       times_[pending_].pop_back();
       ++leads_;
       return false;
@@ -122,15 +124,21 @@ bool ClassTuner::record(double seconds) {
   return true;
 }
 
-// A slot's first call is a lead-in (a candidate's first slot: its first
-// two), and in an odd round one more where needed: the kept call falls on
-// the other class-call parity than the candidate's kept call of the round
-// before. Even rounds take whatever parity comes: no round-wide parity, so
-// the longer first slots cost no extra lead-ins after them.
+// A slot's first call is a lead-in unless the trial call before it was of
+// the same path (the last slot of a round and the first of the next, which
+// reverses it: no switch to pay); a candidate's first slot starts with two.
+// In an odd round one more where needed: the kept call falls on the other
+// class-call parity than the candidate's kept call of the round before.
+// Even rounds take whatever parity comes: no round-wide parity, so the
+// longer first slots cost no extra lead-ins after them.
 bool ClassTuner::lead_in_at(unsigned call) const {
   if (unkept_ != Unkept::lead_ins) return false;
   const int last = kept_parity_[pending_];
-  if (leads_ < (last < 0 ? kFirstLeadIns : 1)) return true;
+  if (last < 0) {
+    if (leads_ < kFirstLeadIns) return true;
+  } else if (leads_ == 0 && last_trial_ != static_cast<int>(pending_)) {
+    return true;
+  }
   return round_ % 2 == 1 && last == static_cast<int>(call % 2);
 }
 

@@ -37,7 +37,9 @@
 // (on an oversubscribed node the copy path's trials measured 2-60 times its
 // steady state: bench/results/selection.md), which a program that keeps one
 // path never pays. So each trial slot is a lead-in call, timed but not
-// kept, then the kept call. A candidate's first slot takes two lead-ins:
+// kept, then the kept call (no lead-in when the trial call before was of
+// the same path: a round's last slot and the reversed next round's first).
+// A candidate's first slot takes two lead-ins:
 // its first two calls at the new size are the first uses of the engine's
 // two slot sets (consecutive calls of one engine path alternate them), whose
 // page faults cost copy 20-100 times its later calls (issue 26); pmpi's and
@@ -178,6 +180,7 @@ class ClassTuner {
   // Lead-ins: the class-call parity (call % 2) of each candidate's last kept
   // call, -1 before its first (its first slot takes kFirstLeadIns).
   std::array<std::int8_t, kMaxCandidates> kept_parity_;
+  int last_trial_ = -1;  // the candidate of the last trial call
   bool warming() const { return unkept_ == Unkept::warm_up && round_ < kWarmRounds; }
   // Whether the class's trial call number `call` (from 1) is a lead-in.
   bool lead_in_at(unsigned call) const;
