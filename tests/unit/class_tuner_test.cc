@@ -293,6 +293,11 @@ TEST(ClassTuner, LeadInsKeepNoFirstUseCost) {
         // Decided at the first look: 2 kept rounds with the prior, else 3.
         ASSERT_GE(team.kept.size(), (prior >= 0 ? 2u : 3u) * n) << at;
         EXPECT_EQ(team.decided_at, team.kept[(prior >= 0 ? 2 : 3) * n - 1]) << at;
+        // What that costs: round 0 3n calls, round 1 at most 3n - 2 (its first
+        // slot continues round 0's last path: no lead-in, and the next call
+        // has the other parity; the others may need a parity lead-in), round 2
+        // at most 2n. A lead-in there too made it 8n (6n with the prior).
+        EXPECT_LE(team.rank0().trial_calls(), (prior >= 0 ? 6 : 8) * n - 2) << at;
       }
     }
   }
