@@ -34,6 +34,7 @@ ClassTuner::ClassTuner(std::span<const Route> candidates, unsigned samples, int 
       medians_(candidates.size(), 0.0),
       unkept_(unkept) {
   assert(candidates.size() >= 2 && candidates.size() <= kMaxCandidates);
+  kept_parity_.fill(-1);
   set_prior(prior);
 }
 
@@ -99,12 +100,15 @@ bool ClassTuner::record(double seconds) {
   times_[pending_].push_back(seconds);
   if (!decided_) {
     ++trial_calls_;
-    if (lead_in_at(trial_calls_)) {  // the switch's cost: not kept
+    const bool lead_in = lead_in_at(trial_calls_);
+    last_trial_ = static_cast<int>(pending_);
+    if (lead_in) {  // the switch's cost: not kept
       times_[pending_].pop_back();
       ++leads_;
       return false;
     }
     leads_ = 0;
+    kept_parity_[pending_] = static_cast<std::int8_t>(trial_calls_ % 2);
     if (warming()) times_[pending_].pop_back();  // a one-time cost: not kept
     if (++pos_ == active()) {
       pos_ = 0;
@@ -120,10 +124,22 @@ bool ClassTuner::record(double seconds) {
   return true;
 }
 
-// A slot's first call is a lead-in, and so is one more at a round's start
-// where needed: kept calls of round r fall on class calls of parity r % 2.
+// A slot's first call is a lead-in unless the trial call before it was of
+// the same path (the last slot of a round and the first of the next, which
+// reverses it: no switch to pay); a candidate's first slot starts with two.
+// In an odd round one more where needed: the kept call falls on the other
+// class-call parity than the candidate's kept call of the round before.
+// Even rounds take whatever parity comes: no round-wide parity, so the
+// longer first slots cost no extra lead-ins after them.
 bool ClassTuner::lead_in_at(unsigned call) const {
-  return unkept_ == Unkept::lead_ins && (leads_ == 0 || call % 2 != round_ % 2);
+  if (unkept_ != Unkept::lead_ins) return false;
+  const int last = kept_parity_[pending_];
+  if (last < 0) {
+    if (leads_ < kFirstLeadIns) return true;
+  } else if (leads_ == 0 && last_trial_ != static_cast<int>(pending_)) {
+    return true;
+  }
+  return round_ % 2 == 1 && last == static_cast<int>(call % 2);
 }
 
 unsigned ClassTuner::active() const {

@@ -37,11 +37,18 @@
 // (on an oversubscribed node the copy path's trials measured 2-60 times its
 // steady state: bench/results/selection.md), which a program that keeps one
 // path never pays. So each trial slot is a lead-in call, timed but not
-// kept, then the kept call; a round after the first adds
-// one more lead-in where needed so that its kept calls fall on the other
-// parity of the class's calls than the round before: with the reversed
-// order, a period-2 program (in-place and normal calls alternating) has
-// every candidate kept on both kinds within each pair of rounds.
+// kept, then the kept call (no lead-in when the trial call before was of
+// the same path: a round's last slot and the reversed next round's first).
+// A candidate's first slot takes two lead-ins:
+// its first two calls at the new size are the first uses of the engine's
+// two slot sets (consecutive calls of one engine path alternate them), whose
+// page faults cost copy 20-100 times its later calls (issue 26); pmpi's and
+// cma's second calls were slow too. In an odd round a candidate takes one
+// more lead-in where needed so that its kept call falls on the other parity
+// of the class's calls than its kept call of the round before: with the
+// reversed order, a period-2 program (in-place and normal calls
+// alternating) has every candidate kept on both kinds within each pair of
+// rounds.
 //
 // Decided. The decided path serves the class, and the class keeps sampling
 // at a low rate: at "events" (the first call of the class at or after a
@@ -93,6 +100,9 @@ class ClassTuner {
   // Warm-up rounds (above), and the fewest kept samples at a look after them.
   static constexpr unsigned kWarmRounds = 2;
   static constexpr unsigned kFirstLookKept = 2;
+  // Lead-ins (below) of a candidate's first slot: its first use of each slot
+  // set, and a second call of pmpi (whose own buffers also warm up).
+  static constexpr unsigned kFirstLeadIns = 2;
 
   // candidates: 2..kMaxCandidates distinct routes, the fixed rules' choice
   // first; samples > 0: the most rounds; prior: the index of a neighbouring
@@ -167,6 +177,10 @@ class ClassTuner {
   std::uint32_t retired_ = 0;
   Unkept unkept_;
   unsigned leads_ = 0;  // lead-in calls served for the current slot
+  // Lead-ins: the class-call parity (call % 2) of each candidate's last kept
+  // call, -1 before its first (its first slot takes kFirstLeadIns).
+  std::array<std::int8_t, kMaxCandidates> kept_parity_;
+  int last_trial_ = -1;  // the candidate of the last trial call
   bool warming() const { return unkept_ == Unkept::warm_up && round_ < kWarmRounds; }
   // Whether the class's trial call number `call` (from 1) is a lead-in.
   bool lead_in_at(unsigned call) const;

@@ -26,7 +26,7 @@ unsigned samples_for(unsigned size_class, unsigned samples);
 enum class Unkept : std::uint8_t {
   none,      // every trial call is kept (tests of the bare schedule)
   warm_up,   // each candidate's first two calls of the class (rounds 0 and 1)
-  lead_ins,  // a lead-in call of the same path before each kept call
+  lead_ins,  // a lead-in call of the same path before each kept call (two before its first)
 };
 // From 8 KiB per peer lead-ins, where a path switch's cost was measured to
 // decide the trials (bench/results/selection.md); below, a warm-up: a path's
