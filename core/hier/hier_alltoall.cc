@@ -16,6 +16,10 @@ NodeCopyCounters& node_copy_counters() noexcept {
 
 namespace {
 
+// The stage sequence d calls before k; 0 (no call: waits for it return at
+// once) near the start.
+std::uint64_t before(std::uint64_t k, std::uint64_t d) noexcept { return k > d ? k - d : 0; }
+
 void count(std::atomic<std::uint64_t>& c, std::size_t bytes) noexcept {
   c.fetch_add(bytes, std::memory_order_relaxed);
 }
@@ -199,10 +203,10 @@ constexpr std::uint64_t kNotePmpi = std::uint64_t{1} << 63;
 
 // The leader's view of its own node after wait_arrived: does any local rank's
 // size differ from ours, did any go to PMPI? (docs/hier.md, "Sizes that differ").
-std::uint64_t HierAlltoall::local_verdict(std::size_t bytes) const noexcept {
+std::uint64_t HierAlltoall::local_verdict(std::size_t bytes, std::uint64_t k) const noexcept {
   std::uint64_t v = 0;
   for (const int l : all_local_) {
-    const std::uint64_t note = stage_->arrived_note(l);
+    const std::uint64_t note = stage_->arrived_note(l, k);
     if (note & kNotePmpi) v |= Header::kWentPmpi;
     if ((note & ~kNotePmpi) != bytes) v |= Header::kOtherSize;
   }
@@ -221,9 +225,9 @@ std::uint64_t HierAlltoall::remote_verdict(std::size_t bytes) const noexcept {
 }
 
 // Every rank, after its leaders' first release: what they saw.
-std::uint64_t HierAlltoall::released_verdict() const noexcept {
+std::uint64_t HierAlltoall::released_verdict(std::uint64_t k) const noexcept {
   std::uint64_t v = 0;
-  for (const int l : leaders_) v |= stage_->released_note(l);
+  for (const int l : leaders_) v |= stage_->released_note(l, k);
   return v;
 }
 
@@ -301,7 +305,7 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
   if (p.leader()) {
     if (shm::Status st = stage_->wait_arrived(all_local_); st != shm::Status::ok) return fail(st);
     lap.mark(phases::kNodeWait);
-    std::uint64_t verdict = first ? local_verdict(bytes) : 0;
+    std::uint64_t verdict = first ? local_verdict(bytes, stage_->seq()) : 0;
     build_messages(in, out, stage_->parity(), bytes, off, chunk, mine != nullptr, verdict);
     if (!messages_.empty()) {
       // post() + complete() is exchange() (core/hier/transport.h), timed apart.
@@ -325,7 +329,7 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
   // most max_chunk: inside the areas), so every rank of the team stops here,
   // each stage and transport one round further: the engine stays usable.
   if (first) {
-    if (const std::uint64_t v = released_verdict(); v != 0) return verdict_status(v);
+    if (const std::uint64_t v = released_verdict(stage_->seq()); v != 0) return verdict_status(v);
   }
   copied += fan_out(in, out, recv, bytes, off, chunk);
   lap.mark(phases::kFanOut);
@@ -366,7 +370,6 @@ struct HierAlltoall::Pipelined {
   std::uint64_t verdict = 0;  // leader, first round: another size seen
 
   std::size_t chunk_of(std::size_t i) const { return std::min(max, bytes - i * max); }
-  static std::uint64_t before(std::uint64_t k, std::uint64_t d) { return k > d ? k - d : 0; }
 
   // Fills round i's in-area (sequence k) and arrives with this rank's size.
   shm::Status fill(std::size_t i, std::uint64_t k) noexcept {
@@ -390,7 +393,7 @@ struct HierAlltoall::Pipelined {
       return st;
     }
     lap.mark(phases::kNodeWait);
-    if (i == 0) verdict = a.local_verdict(bytes);
+    if (i == 0) verdict = a.local_verdict(bytes, k);
     const int par = static_cast<int>(k & 1);
     a.build_messages(a.stage_->in_area(par), a.stage_->out_area(par), par, bytes, i * max,
                      chunk_of(i), mine != nullptr, i == 0 ? verdict : 0);
@@ -435,7 +438,7 @@ shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_
     }
     c.lap.mark(phases::kReleaseWait);
     if (i == 0) {
-      if (const std::uint64_t v = released_verdict(); v != 0) {
+      if (const std::uint64_t v = released_verdict(k); v != 0) {
         if (shm::Status st = stage_->finish_at(k); st != shm::Status::ok) return fail(st);
         return verdict_status(v);
       }
@@ -465,12 +468,9 @@ shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_
 // its exchange: nobody on the node reads the out-area then, and the node's
 // ranks in run() must reach PMPI_Alltoall without waiting for a PMPI call
 // to end. Its own next signal comes after complete(), so the next call's
-// reuse rules hold as after a real round. The leader still waits for its
-// node's arrivals before it posts and releases: they say every local rank
-// is done with the previous call's out-area and verdict note.
+// reuse rules hold as after a real round.
 shm::Status HierAlltoall::check_round(std::uint64_t k, std::size_t announced, bool pmpi,
                                       bool* posted) noexcept {
-  auto before = [](std::uint64_t c, std::uint64_t d) { return c > d ? c - d : 0; };
   if (pipeline_) {
     if (shm::Status st = stage_->wait_finished(all_local_, before(k, 2)); st != shm::Status::ok) {
       return st;
@@ -479,13 +479,12 @@ shm::Status HierAlltoall::check_round(std::uint64_t k, std::size_t announced, bo
   const std::uint64_t note = (announced & ~kNotePmpi) | (pmpi ? kNotePmpi : 0);
   if (shm::Status st = stage_->arrive_at(k, note); st != shm::Status::ok) return st;
   if (plan_.leader()) {
-    if (shm::Status st = stage_->wait_arrived(all_local_, k); st != shm::Status::ok) return st;
-    if (pipeline_) {
-      if (shm::Status st = stage_->wait_finished(all_local_, before(k, 1)); st != shm::Status::ok) {
-        return st;
-      }
-    }
-    std::uint64_t verdict = local_verdict(announced);
+    // A leader in PMPI itself knows its node's verdict (kWentPmpi) without
+    // its node's arrivals; over a two-sided transport it then skips the node
+    // barrier (node_ready()).
+    const bool at_once = pmpi && transport_->two_sided();
+    if (shm::Status st = node_ready(k, at_once); st != shm::Status::ok) return st;
+    std::uint64_t verdict = at_once ? Header::kWentPmpi : local_verdict(announced, k);
     // The sections' layout at the largest chunk: a partner's message of any
     // size fits its receive (recv_capacity), and no two receives overlap.
     const int par = static_cast<int>(k & 1);
@@ -515,6 +514,25 @@ shm::Status HierAlltoall::check_round(std::uint64_t k, std::size_t announced, bo
   return pmpi ? shm::Status::ok : stage_->wait_released(leaders_, k);
 }
 
+// What a check call's leader waits for before it posts and releases call k
+// (docs/hier.md "A rank sent to PMPI", "Without the node barrier").
+// Normally the node's arrivals at k (a node barrier: the local verdict needs
+// them, and they say every local rank is done with call k-1's areas, which a
+// one-sided partner may overwrite once it has our message of k). at_once (a
+// leader going to PMPI, two-sided transport: nothing lands here but into
+// receives this leader posts): only that call k-2's readers are done - its
+// out-area receives this call's headers, and its release note is this call's
+// (notes are per parity) - which arrivals at k-1 say, or (pipelined) the
+// finished signals of k-2 check_round() waited for. After back-to-back PMPI
+// calls those arrivals are long in: no wait.
+shm::Status HierAlltoall::node_ready(std::uint64_t k, bool at_once) noexcept {
+  if (at_once) {
+    return pipeline_ ? shm::Status::ok : stage_->wait_arrived(all_local_, before(k, 1));
+  }
+  if (shm::Status st = stage_->wait_arrived(all_local_, k); st != shm::Status::ok) return st;
+  return pipeline_ ? stage_->wait_finished(all_local_, before(k, 1)) : shm::Status::ok;
+}
+
 shm::Status HierAlltoall::check(std::size_t announced, bool pmpi, void (*call)(void*),
                                 void* ctx) noexcept {
   if (broken_) {
@@ -530,7 +548,7 @@ shm::Status HierAlltoall::check(std::size_t announced, bool pmpi, void (*call)(v
   }
   if (st == shm::Status::ok && pipeline_) st = stage_->finish_at(k);
   if (st != shm::Status::ok) return fail(st);
-  return pmpi ? shm::Status::ok : verdict_status(released_verdict());
+  return pmpi ? shm::Status::ok : verdict_status(released_verdict(k));
 }
 
 }  // namespace mlxa2a::hier

@@ -137,15 +137,19 @@ class HierAlltoall {
   // from `bytes` (leader, after wait_arrived); a partner's Header differs
   // (leader, after the exchange completed); a leader released a verdict
   // (every rank, after wait_released).
-  // The verdicts are Header flags (kOtherSize, kWentPmpi).
-  std::uint64_t local_verdict(std::size_t bytes) const noexcept;
+  // The verdicts are Header flags (kOtherSize, kWentPmpi); k: the round's
+  // stage sequence (its notes, NodeStage::arrived_note).
+  std::uint64_t local_verdict(std::size_t bytes, std::uint64_t k) const noexcept;
   std::uint64_t remote_verdict(std::size_t bytes) const noexcept;
-  std::uint64_t released_verdict() const noexcept;
+  std::uint64_t released_verdict(std::uint64_t k) const noexcept;
   // The status a first round ends with under a released verdict (ok for 0).
   static shm::Status verdict_status(std::uint64_t verdict) noexcept;
   // check()'s steps up to the release wait; *posted: the exchange is to complete.
   shm::Status check_round(std::uint64_t k, std::size_t announced, bool pmpi,
                           bool* posted) noexcept;
+  // check_round()'s leader: what it waits for before posting call k (at_once:
+  // it goes to PMPI itself over a two-sided transport; no node barrier).
+  shm::Status node_ready(std::uint64_t k, bool at_once) noexcept;
   std::size_t fan_out(const char* in, const char* out, char* recv, std::size_t bytes,
                       std::size_t off, std::size_t chunk) noexcept;
   // The in-area's trailer: one GatherSource per local rank, after the sections.

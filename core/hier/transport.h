@@ -131,6 +131,13 @@ class LeaderTransport {
   virtual const char* name() const noexcept = 0;
   // Whether exchange() takes Messages with a Gather (zero-copy).
   virtual bool gathers() const noexcept { return false; }
+  // Whether a partner's bytes land in this node's out-area only through
+  // receives this leader posts (PMPI point-to-point), never by a partner's
+  // own action (RDMA writes, allowed once the partner has our previous
+  // message). A leader beside PMPI then skips its node barrier
+  // (HierAlltoall::check, docs/hier.md "A rank sent to PMPI"). false: the
+  // safe default.
+  virtual bool two_sided() const noexcept { return false; }
 };
 
 }  // namespace mlxa2a::hier

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -77,15 +78,21 @@ class Mailboxes {
 class FakeTransport final : public LeaderTransport {
  public:
   // layout: check every message against the section layout (layout_ok).
+  // two_sided: a partner's bytes land in our out-area only in our own
+  // exchange (they do: each side copies its mailbox in); false makes the
+  // engine treat it as one-sided (RDMA) and keep a check's node barrier.
   FakeTransport(Mailboxes& boxes, int node, int leader, std::uint64_t fail_at,
-                const StageAreas& areas, const NodeMap* layout = nullptr)
+                const StageAreas& areas, const NodeMap* layout = nullptr,
+                bool two_sided = true)
       : boxes_(boxes),
         node_(node),
         leader_(leader),
         fail_at_(fail_at),
         areas_(areas),
-        layout_(layout) {}
+        layout_(layout),
+        two_sided_(two_sided) {}
   const char* name() const noexcept override { return "fake"; }
+  bool two_sided() const noexcept override { return two_sided_; }
 
   Status exchange(std::span<const Message> messages) noexcept override {
     const std::uint64_t seq = ++calls_;
@@ -190,6 +197,7 @@ class FakeTransport final : public LeaderTransport {
   std::uint64_t fail_at_;
   StageAreas areas_;
   const NodeMap* layout_;
+  bool two_sided_;
   std::uint64_t calls_ = 0;
   int call_ = 0;         // layout_ok: run_rank's call number and
   std::size_t off_ = 0;  // the round's offset in its blocks
@@ -256,15 +264,13 @@ int mixed_call(HierAlltoall& engine, const Mixed& mx, int rank, int n, int mixed
   return 0;
 }
 
-// odd_rank >= 0: every third call (it % 3 == 1) that rank calls with another
-// size (another round count, or 1 against 5000 bytes); every rank must get
-// size_mismatch, and the calls in between must be right.
-int run_rank(ForkBootstrap& boot, int rank, const Case& c, Mailboxes& boxes, int fail_node,
-             std::uint64_t fail_at, int iterations, bool pipeline = false, int odd_rank = -1,
-             const Mixed* mixed = nullptr) {
-  const std::vector<int>& node_of = c.node_of;
-  const int n = static_cast<int>(node_of.size());
-  const NodeMap map(node_of, c.leads);
+// This rank's engine over a FakeTransport (fails at exchange fail_at on node
+// fail_node); 0 when made. map: c's, outliving the engine (the transport
+// checks layouts against it).
+int make_engine(ForkBootstrap& boot, int rank, const Case& c, const NodeMap& map, Mailboxes& boxes,
+                int fail_node, std::uint64_t fail_at, bool pipeline, bool two_sided,
+                std::unique_ptr<HierAlltoall>& engine) {
+  const int n = static_cast<int>(c.node_of.size());
   const Plan plan(map, rank, kStagePerRank);
   const int node = map.node_of(rank);
   shm::Options opt;
@@ -277,14 +283,30 @@ int run_rank(ForkBootstrap& boot, int rank, const Case& c, Mailboxes& boxes, int
   if (plan.leader()) {
     transport = std::make_unique<FakeTransport>(
         boxes, node, plan.leader_index(), node == fail_node ? fail_at : 0,
-        HierAlltoall::areas_of(*stage), c.check_layout ? &map : nullptr);
+        HierAlltoall::areas_of(*stage), c.check_layout ? &map : nullptr, two_sided);
   }
-  std::unique_ptr<HierAlltoall> engine;
-  FT_CHECK_STATUS(HierAlltoall::create(node_of, c.leads, rank, kStagePerRank, std::move(stage),
+  FT_CHECK_STATUS(HierAlltoall::create(c.node_of, c.leads, rank, kStagePerRank, std::move(stage),
                                        std::move(transport), engine),
                   Status::ok);
   FT_CHECK(engine->plan().local_rank() == boot.local_rank());
   engine->set_pipeline(pipeline);
+  return 0;
+}
+
+// odd_rank >= 0: every third call (it % 3 == 1) that rank calls with another
+// size (another round count, or 1 against 5000 bytes); every rank must get
+// size_mismatch, and the calls in between must be right.
+int run_rank(ForkBootstrap& boot, int rank, const Case& c, Mailboxes& boxes, int fail_node,
+             std::uint64_t fail_at, int iterations, bool pipeline = false, int odd_rank = -1,
+             const Mixed* mixed = nullptr, bool two_sided = true) {
+  const int n = static_cast<int>(c.node_of.size());
+  const NodeMap map(c.node_of, c.leads);
+  std::unique_ptr<HierAlltoall> engine;
+  if (make_engine(boot, rank, c, map, boxes, fail_node, fail_at, pipeline, two_sided, engine) !=
+      0) {
+    return 1;
+  }
+  const Plan& plan = engine->plan();
   // Back to back with changing sizes: one round, then up to a dozen; both
   // sides of the 64-byte gate of the rows' rotation (core/hier/rows.h), also
   // in one call (a last round of 10 bytes).
@@ -446,8 +468,11 @@ TEST(HierMismatch, EveryRankFailsThenTheEngineWorks) {
 // the engine ranks get peer_in_pmpi from that call (both modes), everyone
 // meets in the stand-in PMPI call, and the calls in between are right.
 TEST(HierMixed, EngineRanksJoinARankInPmpiThenTheEngineWorks) {
-  for (const bool pipeline : {false, true}) {
-    SCOPED_TRACE(pipeline ? "pipelined" : "serial");
+  // Serial and pipelined; a two-sided transport (a leader in PMPI skips its
+  // node barrier) and, serial only, a one-sided one (it keeps it).
+  for (const int mode : {0, 1, 2}) {
+    const bool pipeline = mode == 1, two_sided = mode != 2;
+    SCOPED_TRACE(pipeline ? "pipelined" : two_sided ? "serial" : "serial, one-sided");
     const struct {
       Case c;
       unsigned pmpi_ranks;
@@ -467,12 +492,90 @@ TEST(HierMixed, EngineRanksJoinARankInPmpiThenTheEngineWorks) {
       const Mixed mx{new (mem) PmpiStandIn, k.pmpi_ranks};
       const auto res =
           shm::test::run_forked_nodes(k.c.node_of, [&](ForkBootstrap& boot, int rank) {
-            return run_rank(boot, rank, k.c, boxes, -1, 0, 45, pipeline, -1, &mx);
+            return run_rank(boot, rank, k.c, boxes, -1, 0, 45, pipeline, -1, &mx, two_sided);
           });
       EXPECT_FALSE(res.hung);
       for (int code : res.exit_codes) EXPECT_EQ(code, 0);
       munmap(mem, sizeof(PmpiStandIn));
     }
+  }
+}
+
+// Correct calls beside PMPI (docs/hier.md "A rank sent to PMPI"): the
+// shared state of LeaderSkipsItsNodeBarrier's forks.
+struct BarrierProbe {
+  PmpiStandIn pmpi;
+  std::atomic<std::uint64_t> leaders_in{0};  // leaders' entries into the stand-in
+};
+
+struct LeaderCall {
+  StandInCall call;
+  BarrierProbe* probe;
+};
+
+void leader_enters_pmpi(void* p) {
+  auto* c = static_cast<LeaderCall*>(p);
+  c->probe->leaders_in.fetch_add(1, std::memory_order_acq_rel);
+  enter_pmpi(&c->call);
+}
+
+// Alternates a real call (checked) with a call that every rank serves beside
+// PMPI; in the latter each non-leader enters check() only once every leader
+// is inside its PMPI call - or, after 2 s, late (its exit code counts them).
+int beside_pmpi_rank(ForkBootstrap& boot, int rank, const Case& c, Mailboxes& boxes,
+                     bool pipeline, BarrierProbe* probe) {
+  const int n = static_cast<int>(c.node_of.size());
+  const NodeMap map(c.node_of, c.leads);
+  std::unique_ptr<HierAlltoall> engine;
+  if (make_engine(boot, rank, c, map, boxes, -1, 0, pipeline, true, engine) != 0) return 100;
+  const Plan& plan = engine->plan();
+  const std::uint64_t leaders = static_cast<std::uint64_t>(map.nodes());
+  int late = 0;
+  for (int it = 0; it < 4; ++it) {
+    const std::size_t bytes = it % 2 ? plan.max_chunk() + 10 : 100;  // 2 rounds, 1 round
+    std::vector<unsigned char> send(n * bytes), recv(n * bytes, 0);
+    shm::test::fill_send(send, rank, n, it, bytes);
+    if (engine->run(send.data(), recv.data(), bytes) != Status::ok) return 100;
+    if (!shm::test::check_recv(recv, rank, n, it, bytes)) return 100;
+    const std::uint64_t want = static_cast<std::uint64_t>(it + 1);
+    LeaderCall lc{{&probe->pmpi, want * static_cast<std::uint64_t>(n)}, probe};
+    if (!plan.leader()) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (probe->leaders_in.load(std::memory_order_acquire) < want * leaders) {
+        if (std::chrono::steady_clock::now() > until) {
+          ++late;
+          break;
+        }
+        sched_yield();
+      }
+    }
+    const Status st = plan.leader() ? engine->check(bytes, true, leader_enters_pmpi, &lc)
+                                    : engine->check(bytes, true, enter_pmpi, &lc.call);
+    if (st != Status::ok || lc.call.calls != 1) return 100;
+  }
+  return late;
+}
+
+// A leader whose own call goes to PMPI skips its node barrier over a
+// two-sided transport: its non-leaders, entering only once the leaders are
+// in PMPI, are never late (with the barrier every one of them was, each
+// call); and the real calls around stay right (serial and pipelined).
+TEST(HierMixed, LeaderBesidePmpiSkipsItsNodeBarrier) {
+  for (const bool pipeline : {false, true}) {
+    SCOPED_TRACE(pipeline ? "pipelined" : "serial");
+    const Case c{"2+3", {0, 0, 1, 1, 1}, {}};
+    Mailboxes boxes(2, 1 << 20);
+    ASSERT_TRUE(boxes.ok());
+    void* mem = mmap(nullptr, sizeof(BarrierProbe), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(mem, MAP_FAILED);
+    auto* probe = new (mem) BarrierProbe;
+    const auto res = shm::test::run_forked_nodes(c.node_of, [&](ForkBootstrap& boot, int rank) {
+      return beside_pmpi_rank(boot, rank, c, boxes, pipeline, probe);
+    });
+    EXPECT_FALSE(res.hung);
+    for (int code : res.exit_codes) EXPECT_EQ(code, 0);  // else: late calls (or 100: wrong)
+    munmap(mem, sizeof(BarrierProbe));
   }
 }
 
