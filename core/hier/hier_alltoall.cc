@@ -196,19 +196,24 @@ std::size_t HierAlltoall::fan_in(char* in, const char* send, std::size_t bytes, 
 }
 
 namespace {
-// An arrival note's mark "this rank went to PMPI" (check(pmpi = true)); the
-// rest of the word is the size. No call's bytes per peer come near 2^63.
+// An arrival note's marks "this rank went to PMPI" (check(pmpi = true),
+// trial()) and "... for a pmpi trial" (trial()); the rest of the word is the
+// size. No call's bytes per peer come near 2^62.
 constexpr std::uint64_t kNotePmpi = std::uint64_t{1} << 63;
+constexpr std::uint64_t kNoteTrial = std::uint64_t{1} << 62;
+constexpr std::uint64_t kNoteMarks = kNotePmpi | kNoteTrial;
 }  // namespace
 
 // The leader's view of its own node after wait_arrived: does any local rank's
-// size differ from ours, did any go to PMPI? (docs/hier.md, "Sizes that differ").
+// size differ from ours, did any go to PMPI, are all in a pmpi trial?
+// (docs/hier.md, "Sizes that differ").
 std::uint64_t HierAlltoall::local_verdict(std::size_t bytes, std::uint64_t k) const noexcept {
-  std::uint64_t v = 0;
+  std::uint64_t v = Header::kAllTrial;
   for (const int l : all_local_) {
     const std::uint64_t note = stage_->arrived_note(l, k);
     if (note & kNotePmpi) v |= Header::kWentPmpi;
-    if ((note & ~kNotePmpi) != bytes) v |= Header::kOtherSize;
+    if (!(note & kNoteTrial)) v &= ~Header::kAllTrial;
+    if ((note & ~kNoteMarks) != bytes) v |= Header::kOtherSize;
   }
   return v;
 }
@@ -469,20 +474,23 @@ shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_
 // ranks in run() must reach PMPI_Alltoall without waiting for a PMPI call
 // to end. Its own next signal comes after complete(), so the next call's
 // reuse rules hold as after a real round.
-shm::Status HierAlltoall::check_round(std::uint64_t k, std::size_t announced, bool pmpi,
-                                      bool* posted) noexcept {
+shm::Status HierAlltoall::check_round(std::uint64_t k, std::size_t announced, Beside mode,
+                                      bool* posted, std::uint64_t* verdict_out) noexcept {
+  const bool pmpi = mode != Beside::none;
   if (pipeline_) {
     if (shm::Status st = stage_->wait_finished(all_local_, before(k, 2)); st != shm::Status::ok) {
       return st;
     }
   }
-  const std::uint64_t note = (announced & ~kNotePmpi) | (pmpi ? kNotePmpi : 0);
+  const std::uint64_t note = (announced & ~kNoteMarks) | (pmpi ? kNotePmpi : 0) |
+                             (mode == Beside::trial ? kNoteTrial : 0);
   if (shm::Status st = stage_->arrive_at(k, note); st != shm::Status::ok) return st;
   if (plan_.leader()) {
     // A leader in PMPI itself knows its node's verdict (kWentPmpi) without
     // its node's arrivals; over a two-sided transport it then skips the node
-    // barrier (node_ready()).
-    const bool at_once = pmpi && transport_->two_sided();
+    // barrier (node_ready()). Not in a trial: its headers must say whether
+    // its whole node is in the trial.
+    const bool at_once = mode == Beside::pmpi && transport_->two_sided();
     if (shm::Status st = node_ready(k, at_once); st != shm::Status::ok) return st;
     std::uint64_t verdict = at_once ? Header::kWentPmpi : local_verdict(announced, k);
     // The sections' layout at the largest chunk: a partner's message of any
@@ -507,10 +515,12 @@ shm::Status HierAlltoall::check_round(std::uint64_t k, std::size_t announced, bo
       *posted = false;
       verdict |= remote_verdict(announced);
     }
+    *verdict_out = verdict;
     if (shm::Status st = stage_->release_at(k, verdict); st != shm::Status::ok) return st;
   }
-  // A rank in PMPI needs no verdict: it goes there whatever its peers do, and
-  // its own next signal (the next call's arrival) needs nobody's release.
+  // A rank in PMPI needs no verdict before its call: it goes there whatever
+  // its peers do, and its own next signal (the next call's arrival) needs
+  // nobody's release.
   return pmpi ? shm::Status::ok : stage_->wait_released(leaders_, k);
 }
 
@@ -533,22 +543,65 @@ shm::Status HierAlltoall::node_ready(std::uint64_t k, bool at_once) noexcept {
   return pipeline_ ? stage_->wait_finished(all_local_, before(k, 1)) : shm::Status::ok;
 }
 
-shm::Status HierAlltoall::check(std::size_t announced, bool pmpi, void (*call)(void*),
-                                void* ctx) noexcept {
+shm::Status HierAlltoall::beside(std::size_t announced, Beside mode, void (*call)(void*),
+                                 void* ctx) noexcept {
   if (broken_) {
     if (call) call(ctx);
     return shm::Status::broken;
   }
   const std::uint64_t k = stage_->begin();
   bool posted = false;
-  shm::Status st = check_round(k, announced, pmpi, &posted);
+  std::uint64_t verdict = 0;
+  shm::Status st = check_round(k, announced, mode, &posted, &verdict);
   if (call) call(ctx);
   if (st == shm::Status::ok && posted && transport_->complete() != shm::Status::ok) {
     st = shm::Status::transport_failed;
   }
-  if (st == shm::Status::ok && pipeline_) st = stage_->finish_at(k);
+  // A trial's leaders publish their partners' word with their finished
+  // signal (in either mode; serial teams wait for it only here).
+  const bool publish = mode == Beside::trial && plan_.leader();
+  if (st == shm::Status::ok && publish) {
+    st = stage_->finish_at(k, trial_verdict(verdict, announced));
+  }
   if (st != shm::Status::ok) return fail(st);
-  return pmpi ? shm::Status::ok : verdict_status(released_verdict(k));
+  // The verdict is read before this rank's finished signal: after it, a
+  // pipelined leader may go on to signal call k + 2 (the notes of k's parity).
+  const shm::Status out = mode == Beside::trial  ? trial_outcome(k)
+                          : mode == Beside::pmpi ? shm::Status::ok
+                                                 : verdict_status(released_verdict(k));
+  if (broken_ || !pipeline_ || publish) return out;
+  if (shm::Status f = stage_->finish_at(k); f != shm::Status::ok) return fail(f);
+  return out;
+}
+
+std::uint64_t HierAlltoall::trial_verdict(std::uint64_t local, std::size_t announced) const
+    noexcept {
+  std::uint64_t v = local;
+  for (const Message& msg : messages_) {
+    const Header& h = *msg.head_recv;
+    if (h.bytes_per_peer != announced || (h.flags & Header::kOtherSize)) v |= Header::kOtherSize;
+    if (!(h.flags & Header::kAllTrial)) v &= ~Header::kAllTrial;
+  }
+  return v;
+}
+
+// Matched everywhere only if every leader of this node saw its whole node
+// in the trial with one size (its release) and so did every partner (its
+// finished note, after complete(); waited for only once every release says
+// so: a leader outside the trial never publishes one).
+shm::Status HierAlltoall::trial_outcome(std::uint64_t k) noexcept {
+  auto matched = [](std::uint64_t v) {
+    return (v & Header::kAllTrial) && !(v & Header::kOtherSize);
+  };
+  if (shm::Status st = stage_->wait_released(leaders_, k); st != shm::Status::ok) return fail(st);
+  for (const int l : leaders_) {
+    if (!matched(stage_->released_note(l, k))) return shm::Status::size_mismatch;
+  }
+  if (shm::Status st = stage_->wait_finished(leaders_, k); st != shm::Status::ok) return fail(st);
+  for (const int l : leaders_) {
+    if (!matched(stage_->finished_note(l, k))) return shm::Status::size_mismatch;
+  }
+  return shm::Status::ok;
 }
 
 }  // namespace mlxa2a::hier

@@ -94,7 +94,21 @@ class HierAlltoall {
   // * Counts as one call of the stage and transport, like run() of a size
   //   that fits one round, on every rank (the numbering stays in step).
   [[nodiscard]] shm::Status check(std::size_t announced, bool pmpi, void (*call)(void*),
-                                  void* ctx) noexcept;
+                                  void* ctx) noexcept {
+    return beside(announced, pmpi ? Beside::pmpi : Beside::none, call, ctx);
+  }
+  // check(pmpi = true) for a pmpi trial of measured selection, which must
+  // know afterwards whether the call matched everywhere (docs/tune.md: a
+  // mismatched call records no trial anywhere): every rank arrives marked
+  // "trial"; leaders wait for their node's arrivals (their headers carry
+  // "my whole node is in this trial", Header::kAllTrial), post, release at
+  // once, and after `call` and complete() publish what their partners said
+  // with their finished signal. Returns ok when every rank of the team was
+  // in this trial with `announced` (every rank learns the same), else
+  // Status::size_mismatch - after `call` ran either way - or a failure.
+  [[nodiscard]] shm::Status trial(std::size_t announced, void (*call)(void*), void* ctx) noexcept {
+    return beside(announced, Beside::trial, call, ctx);
+  }
   // As NodeAlltoall::abandon(): for a rank that cannot take part in a run()
   // its node's peers have entered.
   void abandon() noexcept;
@@ -144,9 +158,18 @@ class HierAlltoall {
   std::uint64_t released_verdict(std::uint64_t k) const noexcept;
   // The status a first round ends with under a released verdict (ok for 0).
   static shm::Status verdict_status(std::uint64_t verdict) noexcept;
-  // check()'s steps up to the release wait; *posted: the exchange is to complete.
-  shm::Status check_round(std::uint64_t k, std::size_t announced, bool pmpi,
-                          bool* posted) noexcept;
+  // check() and trial(): none = check(pmpi = false), pmpi = check(pmpi = true).
+  enum class Beside : std::uint8_t { none, pmpi, trial };
+  shm::Status beside(std::size_t announced, Beside mode, void (*call)(void*), void* ctx) noexcept;
+  // beside()'s steps up to the release wait; *posted: the exchange is to
+  // complete; *verdict: a leader's released verdict.
+  shm::Status check_round(std::uint64_t k, std::size_t announced, Beside mode, bool* posted,
+                          std::uint64_t* verdict) noexcept;
+  // trial(): a leader's verdict after complete() (its local one and what its
+  // partners' Headers say: kAllTrial only if every one has it), and every
+  // trial rank's outcome from its leaders' release and finished notes.
+  std::uint64_t trial_verdict(std::uint64_t local, std::size_t announced) const noexcept;
+  shm::Status trial_outcome(std::uint64_t k) noexcept;
   // check_round()'s leader: what it waits for before posting call k (at_once:
   // it goes to PMPI itself over a two-sided transport; no node barrier).
   shm::Status node_ready(std::uint64_t k, bool at_once) noexcept;

@@ -111,7 +111,9 @@ Status NodeStage::arrive_at(std::uint64_t seq, std::uint64_t note) noexcept {
 Status NodeStage::release_at(std::uint64_t seq, std::uint64_t note) noexcept {
   return signal(Signal::released, seq, note);
 }
-Status NodeStage::finish_at(std::uint64_t seq) noexcept { return signal(Signal::finished, seq, 0); }
+Status NodeStage::finish_at(std::uint64_t seq, std::uint64_t note) noexcept {
+  return signal(Signal::finished, seq, note);
+}
 
 Status NodeStage::wait_arrived(std::span<const int> ranks, std::uint64_t seq) noexcept {
   return wait_all(ranks, Signal::arrived, seq);

@@ -97,13 +97,16 @@ class NodeStage {
   [[nodiscard]] Status wait_arrived(std::span<const int> ranks, std::uint64_t seq) noexcept;
   [[nodiscard]] Status release_at(std::uint64_t seq, std::uint64_t note = 0) noexcept;
   [[nodiscard]] Status wait_released(std::span<const int> leaders, std::uint64_t seq) noexcept;
-  [[nodiscard]] Status finish_at(std::uint64_t seq) noexcept;
+  [[nodiscard]] Status finish_at(std::uint64_t seq, std::uint64_t note = 0) noexcept;
   [[nodiscard]] Status wait_finished(std::span<const int> ranks, std::uint64_t seq) noexcept;
   std::uint64_t arrived_note(int rank, std::uint64_t seq) const noexcept {
     return note_of(arrived_[static_cast<std::size_t>(rank)], seq);
   }
   std::uint64_t released_note(int leader, std::uint64_t seq) const noexcept {
     return note_of(released_[static_cast<std::size_t>(leader)], seq);
+  }
+  std::uint64_t finished_note(int rank, std::uint64_t seq) const noexcept {
+    return note_of(finished_[static_cast<std::size_t>(rank)], seq);
   }
   // For a rank that cannot go on with a call its peers have entered: marks
   // the stage broken and sets the node's failure flag, so their waits end

@@ -579,6 +579,73 @@ TEST(HierMixed, LeaderBesidePmpiSkipsItsNodeBarrier) {
   }
 }
 
+// pmpi trials (HierAlltoall::trial): after the stand-in PMPI call every
+// trial rank learns whether every rank of the team was in the trial with its
+// size. Calls in turn: all in the trial (ok); `odd` in the trial with
+// another size; `odd` routed beside PMPI (check(pmpi = true), same size);
+// `odd` in the engine (it gets peer_in_pmpi and joins PMPI) - each of these
+// size_mismatch on every trial rank. A real call (checked) after each.
+int trial_rank(ForkBootstrap& boot, int rank, const Case& c, Mailboxes& boxes, bool pipeline,
+               int odd, PmpiStandIn* pmpi) {
+  const int n = static_cast<int>(c.node_of.size());
+  const NodeMap map(c.node_of, c.leads);
+  std::unique_ptr<HierAlltoall> engine;
+  if (make_engine(boot, rank, c, map, boxes, -1, 0, pipeline, true, engine) != 0) return 1;
+  for (int it = 0; it < 8; ++it) {
+    const std::size_t bytes = it % 2 ? engine->plan().max_chunk() + 10 : 100;
+    const int kind = it % 4;
+    StandInCall call{pmpi, static_cast<std::uint64_t>(it + 1) * static_cast<std::uint64_t>(n)};
+    Status st = Status::ok;
+    if (rank != odd || kind == 0) {
+      st = engine->trial(bytes, enter_pmpi, &call);
+      FT_CHECK_STATUS(st, kind == 0 ? Status::ok : Status::size_mismatch);
+    } else if (kind == 1) {
+      FT_CHECK_STATUS(engine->trial(bytes + 1000, enter_pmpi, &call), Status::size_mismatch);
+    } else if (kind == 2) {
+      FT_CHECK_STATUS(engine->check(bytes, true, enter_pmpi, &call), Status::ok);
+    } else {
+      std::vector<unsigned char> send(n * bytes), recv(n * bytes);
+      FT_CHECK_STATUS(engine->run(send.data(), recv.data(), bytes), Status::peer_in_pmpi);
+      enter_pmpi(&call);
+    }
+    FT_CHECK(call.calls == 1);
+    std::vector<unsigned char> send(n * bytes), recv(n * bytes, 0);
+    shm::test::fill_send(send, rank, n, it, bytes);
+    FT_CHECK_STATUS(engine->run(send.data(), recv.data(), bytes), Status::ok);
+    FT_CHECK(shm::test::check_recv(recv, rank, n, it, bytes));
+  }
+  return 0;
+}
+
+TEST(HierTrial, MatchedOnlyWhenEveryRankIsInTheTrialWithOneSize) {
+  for (const bool pipeline : {false, true}) {
+    SCOPED_TRACE(pipeline ? "pipelined" : "serial");
+    const struct {
+      Case c;
+      int odd;
+    } cases[] = {{{"non_leader", {0, 0, 1, 1}, {}}, 3},
+                 {{"leader", {0, 0, 1, 1}, {}}, 2},
+                 {{"single", {0, 1, 2}, {}}, 1},
+                 {{"second_leader", {0, 0, 0, 1, 1, 1, 2, 2}, {1, 1, 0, 1, 0, 1, 1, 1}}, 1}};
+    for (const auto& k : cases) {
+      SCOPED_TRACE(k.c.name);
+      Mailboxes boxes(NodeMap(k.c.node_of, k.c.leads).nodes(), 1 << 20);
+      ASSERT_TRUE(boxes.ok());
+      void* mem = mmap(nullptr, sizeof(PmpiStandIn), PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+      ASSERT_NE(mem, MAP_FAILED);
+      auto* pmpi = new (mem) PmpiStandIn;
+      const auto res =
+          shm::test::run_forked_nodes(k.c.node_of, [&](ForkBootstrap& boot, int rank) {
+            return trial_rank(boot, rank, k.c, boxes, pipeline, k.odd, pmpi);
+          });
+      EXPECT_FALSE(res.hung);
+      for (int code : res.exit_codes) EXPECT_EQ(code, 0);
+      munmap(mem, sizeof(PmpiStandIn));
+    }
+  }
+}
+
 TEST(HierPlan, NodeMapNumbersNodesByLowestRank) {
   const std::vector<int> ids = {9, 4, 4, 9, 1, 4};
   const NodeMap m(ids);
