@@ -180,6 +180,17 @@ class HierAlltoall {
     return reinterpret_cast<GatherSource*>(in + plan_.area_bytes());
   }
   shm::Status fail(shm::Status st) noexcept;
+  // An arrival note's marks "this rank went to PMPI" (check(pmpi = true),
+  // trial()) and "... for a pmpi trial" (trial()); the rest of the word is
+  // the size. No call's bytes per peer come near 2^62.
+  static constexpr std::uint64_t kNotePmpi = std::uint64_t{1} << 63;
+  static constexpr std::uint64_t kNoteTrial = std::uint64_t{1} << 62;
+  static constexpr std::uint64_t kNoteMarks = kNotePmpi | kNoteTrial;
+  // The stage sequence d calls before k; 0 (no call: waits for it return
+  // at once) near the start.
+  static std::uint64_t before(std::uint64_t k, std::uint64_t d) noexcept {
+    return k > d ? k - d : 0;
+  }
 
   NodeMap map_;
   Plan plan_;
