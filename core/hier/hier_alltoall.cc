@@ -191,20 +191,16 @@ std::size_t HierAlltoall::fan_in(char* in, const char* send, std::size_t bytes, 
   return copied;
 }
 
-namespace {
-// An arrival note's mark "this rank went to PMPI" (check(pmpi = true)); the
-// rest of the word is the size. No call's bytes per peer come near 2^63.
-constexpr std::uint64_t kNotePmpi = std::uint64_t{1} << 63;
-}  // namespace
-
 // The leader's view of its own node after wait_arrived: does any local rank's
-// size differ from ours, did any go to PMPI? (docs/hier.md, "Sizes that differ").
-std::uint64_t HierAlltoall::local_verdict(std::size_t bytes) const noexcept {
-  std::uint64_t v = 0;
+// size differ from ours, did any go to PMPI, are all in a pmpi trial?
+// (docs/hier.md, "Sizes that differ").
+std::uint64_t HierAlltoall::local_verdict(std::size_t bytes, std::uint64_t k) const noexcept {
+  std::uint64_t v = Header::kAllTrial;
   for (const int l : all_local_) {
-    const std::uint64_t note = stage_->arrived_note(l);
+    const std::uint64_t note = stage_->arrived_note(l, k);
     if (note & kNotePmpi) v |= Header::kWentPmpi;
-    if ((note & ~kNotePmpi) != bytes) v |= Header::kOtherSize;
+    if (!(note & kNoteTrial)) v &= ~Header::kAllTrial;
+    if ((note & ~kNoteMarks) != bytes) v |= Header::kOtherSize;
   }
   return v;
 }
@@ -221,9 +217,9 @@ std::uint64_t HierAlltoall::remote_verdict(std::size_t bytes) const noexcept {
 }
 
 // Every rank, after its leaders' first release: what they saw.
-std::uint64_t HierAlltoall::released_verdict() const noexcept {
+std::uint64_t HierAlltoall::released_verdict(std::uint64_t k) const noexcept {
   std::uint64_t v = 0;
-  for (const int l : leaders_) v |= stage_->released_note(l);
+  for (const int l : leaders_) v |= stage_->released_note(l, k);
   return v;
 }
 
@@ -301,7 +297,7 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
   if (p.leader()) {
     if (shm::Status st = stage_->wait_arrived(all_local_); st != shm::Status::ok) return fail(st);
     lap.mark(phases::kNodeWait);
-    std::uint64_t verdict = first ? local_verdict(bytes) : 0;
+    std::uint64_t verdict = first ? local_verdict(bytes, stage_->seq()) : 0;
     build_messages(in, out, stage_->parity(), bytes, off, chunk, mine != nullptr, verdict);
     if (!messages_.empty()) {
       // post() + complete() is exchange() (core/hier/transport.h), timed apart.
@@ -325,7 +321,7 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
   // most max_chunk: inside the areas), so every rank of the team stops here,
   // each stage and transport one round further: the engine stays usable.
   if (first) {
-    if (const std::uint64_t v = released_verdict(); v != 0) return verdict_status(v);
+    if (const std::uint64_t v = released_verdict(stage_->seq()); v != 0) return verdict_status(v);
   }
   copied += fan_out(in, out, recv, bytes, off, chunk);
   lap.mark(phases::kFanOut);
@@ -366,7 +362,6 @@ struct HierAlltoall::Pipelined {
   std::uint64_t verdict = 0;  // leader, first round: another size seen
 
   std::size_t chunk_of(std::size_t i) const { return std::min(max, bytes - i * max); }
-  static std::uint64_t before(std::uint64_t k, std::uint64_t d) { return k > d ? k - d : 0; }
 
   // Fills round i's in-area (sequence k) and arrives with this rank's size.
   shm::Status fill(std::size_t i, std::uint64_t k) noexcept {
@@ -390,7 +385,7 @@ struct HierAlltoall::Pipelined {
       return st;
     }
     lap.mark(phases::kNodeWait);
-    if (i == 0) verdict = a.local_verdict(bytes);
+    if (i == 0) verdict = a.local_verdict(bytes, k);
     const int par = static_cast<int>(k & 1);
     a.build_messages(a.stage_->in_area(par), a.stage_->out_area(par), par, bytes, i * max,
                      chunk_of(i), mine != nullptr, i == 0 ? verdict : 0);
@@ -435,7 +430,7 @@ shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_
     }
     c.lap.mark(phases::kReleaseWait);
     if (i == 0) {
-      if (const std::uint64_t v = released_verdict(); v != 0) {
+      if (const std::uint64_t v = released_verdict(k); v != 0) {
         if (shm::Status st = stage_->finish_at(k); st != shm::Status::ok) return fail(st);
         return verdict_status(v);
       }
@@ -456,81 +451,6 @@ shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_
   }
   count(node_copy_counters().copied, c.copied);
   return shm::Status::ok;
-}
-
-// A round without data beside a PMPI call (docs/hier.md "A rank sent to
-// PMPI"). Its signals and messages are a first round's, in whichever mode
-// the team runs, so peers in run() (either mode) and in check() stay in
-// step. A leader whose node sent a rank to PMPI releases before completing
-// its exchange: nobody on the node reads the out-area then, and the node's
-// ranks in run() must reach PMPI_Alltoall without waiting for a PMPI call
-// to end. Its own next signal comes after complete(), so the next call's
-// reuse rules hold as after a real round. The leader still waits for its
-// node's arrivals before it posts and releases: they say every local rank
-// is done with the previous call's out-area and verdict note.
-shm::Status HierAlltoall::check_round(std::uint64_t k, std::size_t announced, bool pmpi,
-                                      bool* posted) noexcept {
-  auto before = [](std::uint64_t c, std::uint64_t d) { return c > d ? c - d : 0; };
-  if (pipeline_) {
-    if (shm::Status st = stage_->wait_finished(all_local_, before(k, 2)); st != shm::Status::ok) {
-      return st;
-    }
-  }
-  const std::uint64_t note = (announced & ~kNotePmpi) | (pmpi ? kNotePmpi : 0);
-  if (shm::Status st = stage_->arrive_at(k, note); st != shm::Status::ok) return st;
-  if (plan_.leader()) {
-    if (shm::Status st = stage_->wait_arrived(all_local_, k); st != shm::Status::ok) return st;
-    if (pipeline_) {
-      if (shm::Status st = stage_->wait_finished(all_local_, before(k, 1)); st != shm::Status::ok) {
-        return st;
-      }
-    }
-    std::uint64_t verdict = local_verdict(announced);
-    // The sections' layout at the largest chunk: a partner's message of any
-    // size fits its receive (recv_capacity), and no two receives overlap.
-    const int par = static_cast<int>(k & 1);
-    build_messages(stage_->in_area(par), stage_->out_area(par), par, announced, 0,
-                   plan_.max_chunk(), false, verdict);
-    for (Message& m : messages_) {
-      m.bytes = 0;
-      reinterpret_cast<Header*>(stage_->in_area(par) + plan_.header(m.node))->message_bytes = 0;
-    }
-    *posted = !messages_.empty();
-    if (*posted && transport_->post(messages_) != shm::Status::ok) {
-      *posted = false;
-      return shm::Status::transport_failed;
-    }
-    if (!(verdict & Header::kWentPmpi)) {
-      if (*posted && transport_->complete() != shm::Status::ok) {
-        *posted = false;
-        return shm::Status::transport_failed;
-      }
-      *posted = false;
-      verdict |= remote_verdict(announced);
-    }
-    if (shm::Status st = stage_->release_at(k, verdict); st != shm::Status::ok) return st;
-  }
-  // A rank in PMPI needs no verdict: it goes there whatever its peers do, and
-  // its own next signal (the next call's arrival) needs nobody's release.
-  return pmpi ? shm::Status::ok : stage_->wait_released(leaders_, k);
-}
-
-shm::Status HierAlltoall::check(std::size_t announced, bool pmpi, void (*call)(void*),
-                                void* ctx) noexcept {
-  if (broken_) {
-    if (call) call(ctx);
-    return shm::Status::broken;
-  }
-  const std::uint64_t k = stage_->begin();
-  bool posted = false;
-  shm::Status st = check_round(k, announced, pmpi, &posted);
-  if (call) call(ctx);
-  if (st == shm::Status::ok && posted && transport_->complete() != shm::Status::ok) {
-    st = shm::Status::transport_failed;
-  }
-  if (st == shm::Status::ok && pipeline_) st = stage_->finish_at(k);
-  if (st != shm::Status::ok) return fail(st);
-  return pmpi ? shm::Status::ok : verdict_status(released_verdict());
 }
 
 }  // namespace mlxa2a::hier

@@ -94,7 +94,21 @@ class HierAlltoall {
   // * Counts as one call of the stage and transport, like run() of a size
   //   that fits one round, on every rank (the numbering stays in step).
   [[nodiscard]] shm::Status check(std::size_t announced, bool pmpi, void (*call)(void*),
-                                  void* ctx) noexcept;
+                                  void* ctx) noexcept {
+    return beside(announced, pmpi ? Beside::pmpi : Beside::none, call, ctx);
+  }
+  // check(pmpi = true) for a pmpi trial of measured selection, which must
+  // know afterwards whether the call matched everywhere (docs/tune.md: a
+  // mismatched call records no trial anywhere): every rank arrives marked
+  // "trial"; leaders wait for their node's arrivals (their headers carry
+  // "my whole node is in this trial", Header::kAllTrial), post, release at
+  // once, and after `call` and complete() publish what their partners said
+  // with their finished signal. Returns ok when every rank of the team was
+  // in this trial with `announced` (every rank learns the same), else
+  // Status::size_mismatch - after `call` ran either way - or a failure.
+  [[nodiscard]] shm::Status trial(std::size_t announced, void (*call)(void*), void* ctx) noexcept {
+    return beside(announced, Beside::trial, call, ctx);
+  }
   // As NodeAlltoall::abandon(): for a rank that cannot take part in a run()
   // its node's peers have entered.
   void abandon() noexcept;
@@ -137,15 +151,28 @@ class HierAlltoall {
   // from `bytes` (leader, after wait_arrived); a partner's Header differs
   // (leader, after the exchange completed); a leader released a verdict
   // (every rank, after wait_released).
-  // The verdicts are Header flags (kOtherSize, kWentPmpi).
-  std::uint64_t local_verdict(std::size_t bytes) const noexcept;
+  // The verdicts are Header flags (kOtherSize, kWentPmpi); k: the round's
+  // stage sequence (its notes, NodeStage::arrived_note).
+  std::uint64_t local_verdict(std::size_t bytes, std::uint64_t k) const noexcept;
   std::uint64_t remote_verdict(std::size_t bytes) const noexcept;
-  std::uint64_t released_verdict() const noexcept;
+  std::uint64_t released_verdict(std::uint64_t k) const noexcept;
   // The status a first round ends with under a released verdict (ok for 0).
   static shm::Status verdict_status(std::uint64_t verdict) noexcept;
-  // check()'s steps up to the release wait; *posted: the exchange is to complete.
-  shm::Status check_round(std::uint64_t k, std::size_t announced, bool pmpi,
-                          bool* posted) noexcept;
+  // check() and trial(): none = check(pmpi = false), pmpi = check(pmpi = true).
+  enum class Beside : std::uint8_t { none, pmpi, trial };
+  shm::Status beside(std::size_t announced, Beside mode, void (*call)(void*), void* ctx) noexcept;
+  // beside()'s steps up to the release wait; *posted: the exchange is to
+  // complete; *verdict: a leader's released verdict.
+  shm::Status check_round(std::uint64_t k, std::size_t announced, Beside mode, bool* posted,
+                          std::uint64_t* verdict) noexcept;
+  // trial(): a leader's verdict after complete() (its local one and what its
+  // partners' Headers say: kAllTrial only if every one has it), and every
+  // trial rank's outcome from its leaders' release and finished notes.
+  std::uint64_t trial_verdict(std::uint64_t local, std::size_t announced) const noexcept;
+  shm::Status trial_outcome(std::uint64_t k) noexcept;
+  // check_round()'s leader: what it waits for before posting call k (at_once:
+  // it goes to PMPI itself over a two-sided transport; no node barrier).
+  shm::Status node_ready(std::uint64_t k, bool at_once) noexcept;
   std::size_t fan_out(const char* in, const char* out, char* recv, std::size_t bytes,
                       std::size_t off, std::size_t chunk) noexcept;
   // The in-area's trailer: one GatherSource per local rank, after the sections.
@@ -153,6 +180,17 @@ class HierAlltoall {
     return reinterpret_cast<GatherSource*>(in + plan_.area_bytes());
   }
   shm::Status fail(shm::Status st) noexcept;
+  // An arrival note's marks "this rank went to PMPI" (check(pmpi = true),
+  // trial()) and "... for a pmpi trial" (trial()); the rest of the word is
+  // the size. No call's bytes per peer come near 2^62.
+  static constexpr std::uint64_t kNotePmpi = std::uint64_t{1} << 63;
+  static constexpr std::uint64_t kNoteTrial = std::uint64_t{1} << 62;
+  static constexpr std::uint64_t kNoteMarks = kNotePmpi | kNoteTrial;
+  // The stage sequence d calls before k; 0 (no call: waits for it return
+  // at once) near the start.
+  static std::uint64_t before(std::uint64_t k, std::uint64_t d) noexcept {
+    return k > d ? k - d : 0;
+  }
 
   NodeMap map_;
   Plan plan_;

@@ -72,13 +72,16 @@ struct Gather {
 // expects.
 struct Header {
   std::uint64_t bytes_per_peer = 0;
-  std::uint64_t flags = 0;  // kOtherSize | kWentPmpi
+  std::uint64_t flags = 0;  // kOtherSize | kWentPmpi | kAllTrial
   // The data bytes of the message it heads (Message::bytes on the sender):
   // a transport that cuts messages into pieces learns from it how many come
   // from a partner called with another size (core/mpi/leader_transport.h).
   std::uint64_t message_bytes = 0;
   static constexpr std::uint64_t kOtherSize = 1;
   static constexpr std::uint64_t kWentPmpi = 2;
+  // Every rank of the node is in a pmpi trial of measured selection
+  // (HierAlltoall::trial; always with kWentPmpi).
+  static constexpr std::uint64_t kAllTrial = 4;
 };
 
 struct Message {
@@ -131,6 +134,13 @@ class LeaderTransport {
   virtual const char* name() const noexcept = 0;
   // Whether exchange() takes Messages with a Gather (zero-copy).
   virtual bool gathers() const noexcept { return false; }
+  // Whether a partner's bytes land in this node's out-area only through
+  // receives this leader posts (PMPI point-to-point), never by a partner's
+  // own action (RDMA writes, allowed once the partner has our previous
+  // message). A leader beside PMPI then skips its node barrier
+  // (HierAlltoall::check, docs/hier.md "A rank sent to PMPI"). false: the
+  // safe default.
+  virtual bool two_sided() const noexcept { return false; }
 };
 
 }  // namespace mlxa2a::hier

@@ -50,9 +50,9 @@ void trace_call(const AlltoallArgs& a, std::uint64_t bytes, const CommState* st,
 
 // Falls through to PMPI, tracing why when asked.
 int fall_through(const AlltoallArgs& a, bool trace, std::uint64_t bytes, const CommState* st,
-                 const char* reason) {
+                 const char* reason, const char* suffix = "") {
   ++t_counts.pmpi;
-  if (trace) trace_call(a, bytes, st, Route::pmpi, reason);
+  if (trace) trace_call(a, bytes, st, Route::pmpi, reason, suffix);
   return pmpi_alltoall(a);
 }
 
@@ -84,8 +84,10 @@ int contained_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, bo
 // "Mixed decisions"): the call runs beside the engine's check, so that a
 // peer of another size in the engine is not left waiting. On a contained
 // team, as the engine routes (the same outcome per call on every rank).
+// trial: a pmpi trial, which learns whether the call matched everywhere
+// (engine_beside_pmpi: a resync when not).
 int checked_pmpi(const AlltoallArgs& a, CommState& st, bool trace, std::uint64_t bytes,
-                 std::uint64_t announced, const char* reason) {
+                 std::uint64_t announced, const char* reason, bool trial = false) {
   if (st.team->contained() && bytes != 0) return contained_call(a, st, bytes, trace);
   struct Serve {
     const AlltoallArgs& a;
@@ -93,13 +95,14 @@ int checked_pmpi(const AlltoallArgs& a, CommState& st, bool trace, std::uint64_t
     std::uint64_t bytes;
     const CommState* st;
     const char* reason;
-  } serve{a, trace, bytes, &st, reason};
+    const char* suffix;
+  } serve{a, trace, bytes, &st, reason, trial ? "; the check beside PMPI timed" : ""};
   auto call = [](void* p) {
     const Serve& s = *static_cast<const Serve*>(p);
-    return fall_through(s.a, s.trace, s.bytes, s.st, s.reason);
+    return fall_through(s.a, s.trace, s.bytes, s.st, s.reason, s.suffix);
   };
   bool served = false;
-  const int rc = engine_beside_pmpi(a, *st.team, announced, call, &serve, &served);
+  const int rc = engine_beside_pmpi(a, *st.team, announced, call, &serve, &served, trial);
   if (!served) {
     ++t_counts.shm;
     if (trace) trace_call(a, bytes, &st, Route::shm, "size check before pmpi failed");
@@ -282,13 +285,21 @@ int tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, Route 
   const auto t0 = Clock::now();
   double took = 0;
   int rc = MPI_SUCCESS;
-  if (step.path == Route::pmpi && st.team->engine_is(EngineProps::Kind::hier)) {
-    // A pmpi trial on a multi-node team checks sizes before PMPI, as the
-    // single-node engine does in run_route: the check beside PMPI tells
-    // engine peers, not this rank, and a mismatched call must record no
-    // trial anywhere (docs/tune.md). Outside the timing: a routed pmpi call
-    // pays only the check beside PMPI, far less than this one's round trip,
-    // so timing it would bias the choice against the MPI's own alltoall.
+  const bool hier_pmpi = step.path == Route::pmpi && st.team->engine_is(EngineProps::Kind::hier);
+  if (hier_pmpi && !st.tuning->quiet_eligible()) {
+    // A multi-node team that cannot become quiet (a class decided for an
+    // engine, an engine rule): its routed pmpi calls will pay the check
+    // beside PMPI, so the trial times that form; the check round tells
+    // afterwards whether the call matched everywhere (docs/tune.md, "What a
+    // pmpi trial times").
+    rc = checked_pmpi(a, st, trace, bytes, bytes, step.reason, true);
+    took = std::chrono::duration<double>(Clock::now() - t0).count();
+  } else if (hier_pmpi) {
+    // A team that may become quiet (no check at all then): a pmpi trial
+    // checks sizes before PMPI, as the single-node engine does in
+    // run_route, outside the timing - the check beside PMPI tells engine
+    // peers, not this rank, and a mismatched call must record no trial
+    // anywhere (docs/tune.md).
     rc = engine_check_sizes(a, *st.team, bytes);
     if (rc == MPI_SUCCESS && st.team->resyncs() == resyncs) {
       const auto t1 = Clock::now();

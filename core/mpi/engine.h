@@ -110,6 +110,16 @@ class SizeAgreement {
     if (st == Status::ok) call(ctx);
     return st;
   }
+  // beside_pmpi() for a pmpi trial of measured selection, which also says
+  // whether the call matched: ok only when every rank of the team was in
+  // the same trial with `announced`, size_mismatch when not (alike on every
+  // trial rank; the caller records no trial). The hierarchical engine's
+  // check round tells it after PMPI (HierAlltoall::trial); by default
+  // beside_pmpi(), whose check_sizes() tells it before.
+  [[nodiscard]] virtual Status trial_beside_pmpi(std::size_t announced, void (*call)(void*),
+                                                 void* ctx) noexcept {
+    return beside_pmpi(announced, call, ctx);
+  }
   // After a size_mismatch: agree on a restart point (collective over comm;
   // may be no communication at all). false if that failed.
   [[nodiscard]] virtual bool resync(MPI_Comm comm) noexcept = 0;

@@ -78,16 +78,22 @@ int engine_check_sizes(const AlltoallArgs& a, Team& team, std::uint64_t bytes) n
 }
 
 int engine_beside_pmpi(const AlltoallArgs& a, Team& team, std::uint64_t announced,
-                    int (*serve)(void*), void* ctx, bool* served) noexcept {
+                    int (*serve)(void*), void* ctx, bool* served, bool trial) noexcept {
   Beside b{serve, ctx};
   auto call = [](void* p) {
     auto* self = static_cast<Beside*>(p);
     self->ran = true;
     self->rc = self->serve(self->ctx);
   };
-  const Status st = team.sizes()->beside_pmpi(announced, call, &b);
+  SizeAgreement& sizes = *team.sizes();
+  const Status st = trial ? sizes.trial_beside_pmpi(announced, call, &b)
+                          : sizes.beside_pmpi(announced, call, &b);
   *served = b.ran;
   if (!b.ran) return engine_result(a, team, st);
+  if (trial && st == Status::size_mismatch) {
+    (void)team.resync(a.comm);  // no trial anywhere; PMPI judged the call
+    return b.rc;
+  }
   if (st != Status::ok) {
     MLXA2A_LOG_LIMITED(Warn, "the engine's check beside PMPI_Alltoall failed (%s); later calls "
                        "on this communicator may fail", to_string(st));

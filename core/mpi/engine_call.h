@@ -61,7 +61,11 @@ int engine_check_sizes(const AlltoallArgs& args, Team& team, std::uint64_t bytes
 // whether it ran. Its result, or (it did not run) the mismatch reported as
 // by the engine paths. An engine failure after serve ran is logged; the
 // call's result stays PMPI's.
+// trial: a pmpi trial of measured selection (SizeAgreement::trial_beside_pmpi):
+// when the call did not match everywhere, the team counts a resync
+// (Team::resyncs(), as the engine ranks of that call do), so the caller
+// records no trial; the result is still PMPI's.
 int engine_beside_pmpi(const AlltoallArgs& args, Team& team, std::uint64_t announced,
-                    int (*serve)(void*), void* ctx, bool* served) noexcept;
+                    int (*serve)(void*), void* ctx, bool* served, bool trial = false) noexcept;
 
 }  // namespace mlxa2a::core::mpi

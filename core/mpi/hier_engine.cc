@@ -131,13 +131,27 @@ Status HierEngine::check_sizes(std::size_t bytes) noexcept {
 
 Status HierEngine::beside_pmpi(std::size_t announced, void (*call)(void*),
                                     void* ctx) noexcept {
+  return pmpi_inside(announced, false, call, ctx);
+}
+
+Status HierEngine::trial_beside_pmpi(std::size_t announced, void (*call)(void*),
+                                     void* ctx) noexcept {
+  return pmpi_inside(announced, true, call, ctx);
+}
+
+// A contained team's check ends as contained_call() says, alike on every
+// rank (a trial there: PMPI judged, nothing learnt of the others: ok, as
+// every rank's contained_call() agreed).
+Status HierEngine::pmpi_inside(std::size_t announced, bool trial, void (*call)(void*),
+                               void* ctx) noexcept {
   if (containment_.engaged()) {
     if (!contained_call(announced)) return Status::peer_failed;
     call(ctx);
     return Status::ok;
   }
   ++engine_calls_;
-  return counted(hier_->check(announced, true, call, ctx));
+  return counted(trial ? hier_->trial(announced, call, ctx)
+                       : hier_->check(announced, true, call, ctx));
 }
 
 Status HierEngine::counted(Status st) noexcept {

@@ -61,6 +61,8 @@ class HierEngine final : public Engine, public SizeAgreement {
   Status check_sizes(std::size_t bytes) noexcept override;
   Status beside_pmpi(std::size_t announced, void (*call)(void*),
                           void* ctx) noexcept override;
+  Status trial_beside_pmpi(std::size_t announced, void (*call)(void*),
+                           void* ctx) noexcept override;
   bool contained() const noexcept override { return containment_.engaged(); }
   bool contained_call(std::size_t bytes) noexcept override;
   const std::string& contained_why() const noexcept override { return containment_.why(); }
@@ -80,6 +82,8 @@ class HierEngine final : public Engine, public SizeAgreement {
                           hier::SendRegistration* zcopy) noexcept;
   // The status of a numbered call, containing it when it failed.
   Status counted(Status st) noexcept;
+  // beside_pmpi() and trial_beside_pmpi(): a check round with PMPI inside.
+  Status pmpi_inside(std::size_t announced, bool trial, void (*call)(void*), void* ctx) noexcept;
   explicit HierEngine(const EngineSettings& s);
   // create()'s body; false if it failed on any rank. Its steps, each run on
   // every rank whatever failed before (core/collective_setup.h):

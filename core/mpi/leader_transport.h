@@ -65,6 +65,8 @@ class MpiLeaderTransport final : public hier::LeaderTransport {
   Status post(std::span<const hier::Message> messages) noexcept override;
   Status complete() noexcept override;
   const char* name() const noexcept override { return "pmpi"; }
+  // Partners' bytes land only in the receives post() makes.
+  bool two_sided() const noexcept override { return true; }
 
  private:
   // A posted message's receives (requests_[first .. first + pieces)), until

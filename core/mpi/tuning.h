@@ -87,6 +87,10 @@ class TeamTuning {
   // While quiet(): the call index of its next boundary, where a memo of a
   // quiet call must end (CommState::Repeat::until).
   std::uint64_t quiet_until() const noexcept { return quiet_.next_boundary(); }
+  // Whether the team could be quiet (no class decided for an engine, no
+  // engine rule; multi-node, not contained): dispatch.cc times a pmpi trial
+  // with the check beside PMPI only where it cannot.
+  bool quiet_eligible() const noexcept;
 
   TeamTuning(const TeamTuning&) = delete;
   TeamTuning& operator=(const TeamTuning&) = delete;
@@ -124,7 +128,6 @@ class TeamTuning {
   std::uint64_t decisions_ = 0;
   std::uint64_t quiet_seen_ = 0;
   tuning::QuietPmpi quiet_;
-  bool quiet_eligible() const noexcept;
 };
 
 // The process's tune file (MLXA2A_TUNE_FILE): loaded once at initialisation,

@@ -9,7 +9,8 @@ namespace {
 enum Param { kInBytes = 0, kOutBytes = 1 };
 
 // User area: arrived[n] | released[n] | finished[n] | (page) in[2] | out[2];
-// each flag has a cache line: the flag word, then its note word.
+// each flag has a cache line: the flag word, then its note words (one per
+// parity).
 struct StageGeometry {
   std::size_t released_offset;
   std::size_t finished_offset;
@@ -98,7 +99,7 @@ Status NodeStage::signal(Signal which, std::uint64_t seq, std::uint64_t note) no
   if (broken_) return Status::broken;
   auto& flag = *flags(which)[static_cast<std::size_t>(local_rank())];
   // Relaxed: the flag's release store publishes it.
-  note_word(&flag)->store(note, std::memory_order_relaxed);
+  note_word(&flag, seq)->store(note, std::memory_order_relaxed);
   flag.store(seq, std::memory_order_release);
   (void)waiter_.wake(flag);  // a sleeping waiter (oversubscribed) sees it now
   return Status::ok;
@@ -110,7 +111,9 @@ Status NodeStage::arrive_at(std::uint64_t seq, std::uint64_t note) noexcept {
 Status NodeStage::release_at(std::uint64_t seq, std::uint64_t note) noexcept {
   return signal(Signal::released, seq, note);
 }
-Status NodeStage::finish_at(std::uint64_t seq) noexcept { return signal(Signal::finished, seq, 0); }
+Status NodeStage::finish_at(std::uint64_t seq, std::uint64_t note) noexcept {
+  return signal(Signal::finished, seq, note);
+}
 
 Status NodeStage::wait_arrived(std::span<const int> ranks, std::uint64_t seq) noexcept {
   return wait_all(ranks, Signal::arrived, seq);

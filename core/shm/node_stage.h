@@ -79,9 +79,11 @@ class NodeStage {
   // The signals of the latest begin()'s call. note: one word published with
   // the signal (the hierarchical engine sends its call's size and verdict
   // this way, docs/hier.md "Sizes that differ"), readable with arrived_note()
-  // / released_note() by a rank that waited for the signal, until the
-  // writer's next signal of that kind (the reuse rules above and in
-  // docs/hier.md keep it from signalling again before the reader is done).
+  // / released_note() (naming the call) by a rank that waited for the
+  // signal, until the writer signals call seq + 2: notes are kept per
+  // parity, so a writer may signal the next call while a reader still reads
+  // this one's (a leader beside PMPI releases without a node barrier,
+  // docs/hier.md "A rank sent to PMPI").
   [[nodiscard]] Status arrive(std::uint64_t note = 0) noexcept { return arrive_at(seq_, note); }
   [[nodiscard]] Status wait_arrived(std::span<const int> ranks) noexcept {
     return wait_arrived(ranks, seq_);
@@ -95,13 +97,16 @@ class NodeStage {
   [[nodiscard]] Status wait_arrived(std::span<const int> ranks, std::uint64_t seq) noexcept;
   [[nodiscard]] Status release_at(std::uint64_t seq, std::uint64_t note = 0) noexcept;
   [[nodiscard]] Status wait_released(std::span<const int> leaders, std::uint64_t seq) noexcept;
-  [[nodiscard]] Status finish_at(std::uint64_t seq) noexcept;
+  [[nodiscard]] Status finish_at(std::uint64_t seq, std::uint64_t note = 0) noexcept;
   [[nodiscard]] Status wait_finished(std::span<const int> ranks, std::uint64_t seq) noexcept;
-  std::uint64_t arrived_note(int rank) const noexcept {
-    return note_of(arrived_[static_cast<std::size_t>(rank)]);
+  std::uint64_t arrived_note(int rank, std::uint64_t seq) const noexcept {
+    return note_of(arrived_[static_cast<std::size_t>(rank)], seq);
   }
-  std::uint64_t released_note(int leader) const noexcept {
-    return note_of(released_[static_cast<std::size_t>(leader)]);
+  std::uint64_t released_note(int leader, std::uint64_t seq) const noexcept {
+    return note_of(released_[static_cast<std::size_t>(leader)], seq);
+  }
+  std::uint64_t finished_note(int rank, std::uint64_t seq) const noexcept {
+    return note_of(finished_[static_cast<std::size_t>(rank)], seq);
   }
   // For a rank that cannot go on with a call its peers have entered: marks
   // the stage broken and sets the node's failure flag, so their waits end
@@ -130,12 +135,14 @@ class NodeStage {
                                        : finished_;
   }
   Status fail(Status st) noexcept;
-  // A signal's note: the word after its flag, in the flag's cache line.
-  static std::atomic<std::uint64_t>* note_word(std::atomic<std::uint64_t>* flag) noexcept {
-    return flag + 1;
+  // A signal's note for call seq: one of the two words after its flag (by
+  // the call's parity), in the flag's cache line.
+  static std::atomic<std::uint64_t>* note_word(std::atomic<std::uint64_t>* flag,
+                                               std::uint64_t seq) noexcept {
+    return flag + 1 + (seq & 1);
   }
-  static std::uint64_t note_of(std::atomic<std::uint64_t>* flag) noexcept {
-    return note_word(flag)->load(std::memory_order_relaxed);
+  static std::uint64_t note_of(std::atomic<std::uint64_t>* flag, std::uint64_t seq) noexcept {
+    return note_word(flag, seq)->load(std::memory_order_relaxed);
   }
 
   NodeSegment seg_;

@@ -128,5 +128,33 @@ TEST(NodeStageFaults, DeadRankFailsTheLeader) {
   for (int code : res.exit_codes) EXPECT_EQ(code, 0);
 }
 
+// Notes are kept per parity: a leader may release call k+1 (a leader beside
+// PMPI does, without a node barrier) while a rank still reads call k's
+// verdict, which must still be k's; a rank's arrival note likewise.
+TEST(NodeStageNotes, CallKsNoteSurvivesTheSignalOfCallKPlusOne) {
+  const ForkResult res = run_forked(2, [](ForkBootstrap& boot) {
+    Options o;
+    o.oversubscribed = true;
+    std::unique_ptr<NodeStage> st;
+    FT_CHECK_STATUS(NodeStage::create(boot, o, 64, 64, st), Status::ok);
+    const int leader[] = {0}, other[] = {1};
+    const std::uint64_t k = st->begin(), k1 = st->begin();
+    if (boot.local_rank() == 0) {
+      FT_CHECK_STATUS(st->release_at(k, 5), Status::ok);
+      FT_CHECK_STATUS(st->release_at(k1, 6), Status::ok);
+      FT_CHECK_STATUS(st->wait_arrived(other, k1), Status::ok);
+      FT_CHECK(st->arrived_note(1, k) == 7 && st->arrived_note(1, k1) == 8);
+      return 0;
+    }
+    FT_CHECK_STATUS(st->wait_released(leader, k1), Status::ok);
+    FT_CHECK(st->released_note(0, k) == 5 && st->released_note(0, k1) == 6);
+    FT_CHECK_STATUS(st->arrive_at(k, 7), Status::ok);
+    FT_CHECK_STATUS(st->arrive_at(k1, 8), Status::ok);
+    return 0;
+  }, 20);
+  EXPECT_FALSE(res.hung);
+  for (int code : res.exit_codes) EXPECT_EQ(code, 0);
+}
+
 }  // namespace
 }  // namespace mlxa2a::shm::test
