@@ -22,7 +22,8 @@ while [ $# -gt 0 ]; do
     --hosts) hosts=$2 ;; --mpi) fam=$2 ;; --mpiadv) lib=$2 ;; --runs) runs=$2 ;;
     --sizes) sizes=$2 ;; --iters) iters=$2 ;; --rounds) rounds=$2 ;; --build) build=$2 ;;
     --keep) keep=$2 ;; --env) env+=("$2") ;; --shim) shim=$2 ;; --algos) algos=$2 ;;
-    *) echo "peer_compare.sh: unknown option $1" >&2; exit 2 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "peer_compare.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift 2
 done
