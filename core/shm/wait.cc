@@ -132,8 +132,14 @@ Status Waiter::wait_impl(Ready ready, const void* ctx, int pid, const CallProbe*
     if (now - last_check >= std::chrono::milliseconds(1)) {
       last_check = now;
       if (pid > 0 && !process_alive(pid)) {
-        // The peer may have made us ready just before exiting.
+        // The peer may have made us ready just before exiting, or failed
+        // the call and then exited (a leader whose transport failed marks
+        // the node failed, returns its error and its program may end): its
+        // flag was set before it died, so it is the cause, not a crash.
         if (ready(ctx)) return Status::ok;
+        if (failed_ != nullptr && failed_->load(std::memory_order_acquire) != 0) {
+          return Status::peer_failed;
+        }
         return Status::peer_dead;
       }
       if (abort_) {
