@@ -45,7 +45,12 @@ TEST(NodeAlltoallFaults, PeerDiesGivesErrorNotHang) {
 }
 
 TEST(NodeAlltoallFaults, StalledPeerTimesOutAndOthersLearn) {
-  const ForkResult res = run_forked(2, [](ForkBootstrap& boot) {
+  // Rank 1 calls only once rank 0 has timed out (told through a pipe, not a
+  // sleep: under a sanitizer and a loaded CI a 600 ms head start was once not
+  // enough, rank 0 was still inside its 200 ms wait when rank 1 came).
+  int timed_out[2];
+  ASSERT_EQ(::pipe(timed_out), 0);
+  const ForkResult res = run_forked(2, [&timed_out](ForkBootstrap& boot) {
     Options o = fault_options();
     o.timeout_ms = 200;
     std::unique_ptr<NodeAlltoall> a2a;
@@ -53,10 +58,13 @@ TEST(NodeAlltoallFaults, StalledPeerTimesOutAndOthersLearn) {
     std::vector<char> s(2 * 16, 1), r(2 * 16);
     if (boot.local_rank() == 0) {
       FT_CHECK_STATUS(a2a->run(s.data(), r.data(), 16), Status::timeout);
+      const char done = 1;
+      FT_CHECK(::write(timed_out[1], &done, 1) == 1);
       std::this_thread::sleep_for(std::chrono::seconds(2));  // alive, but gone from the collective
       return 0;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    char done = 0;
+    FT_CHECK(::read(timed_out[0], &done, 1) == 1);
     // Rank 0 published its data before timing out, so this call may complete.
     const Status first = a2a->run(s.data(), r.data(), 16);
     FT_CHECK(first == Status::ok || first == Status::peer_failed);
@@ -64,6 +72,8 @@ TEST(NodeAlltoallFaults, StalledPeerTimesOutAndOthersLearn) {
       FT_CHECK_STATUS(a2a->run(s.data(), r.data(), 16), Status::peer_failed);
     return 0;
   });
+  ::close(timed_out[0]);
+  ::close(timed_out[1]);
   EXPECT_FALSE(res.hung);
   for (int code : res.exit_codes) EXPECT_EQ(code, 0);
 }
