@@ -209,6 +209,22 @@ struct Case {
 
 constexpr std::size_t kStagePerRank = 4096;  // small: large sizes need rounds
 
+// A layout and the rank in it that behaves differently (another size, or
+// outside the trial): a non-leader, a node's leader, a node's only rank, a
+// second leader.
+struct OddCase {
+  Case c;
+  int odd;
+};
+inline const std::vector<OddCase>& odd_rank_cases() {
+  static const std::vector<OddCase> cases = {
+      {{"non_leader", {0, 0, 1, 1}, {}}, 3},
+      {{"leader", {0, 0, 1, 1}, {}}, 2},
+      {{"single", {0, 1, 2}, {}}, 1},
+      {{"second_leader", {0, 0, 0, 1, 1, 1, 2, 2}, {1, 1, 0, 1, 0, 1, 1, 1}}, 1}};
+  return cases;
+}
+
 // Mixed decisions (docs/hier.md "A rank sent to PMPI"): a stand-in for
 // PMPI_Alltoall, in memory shared by the forks, that returns only once every
 // rank of the team has entered it (as the MPI's collective would).

@@ -192,14 +192,7 @@ TEST(HierFaults, TransportFailureEndsAPipelinedCallEverywhere) {
 TEST(HierMismatch, EveryRankFailsThenTheEngineWorks) {
   for (const bool pipeline : {false, true}) {
     SCOPED_TRACE(pipeline ? "pipelined" : "serial");
-    const struct {
-      Case c;
-      int odd;
-    } cases[] = {{{"non_leader", {0, 0, 1, 1}, {}}, 3},
-                 {{"leader", {0, 0, 1, 1}, {}}, 2},
-                 {{"single", {0, 1, 2}, {}}, 1},
-                 {{"second_leader", {0, 0, 0, 1, 1, 1, 2, 2}, {1, 1, 0, 1, 0, 1, 1, 1}}, 1}};
-    for (const auto& k : cases) {
+    for (const OddCase& k : odd_rank_cases()) {
       SCOPED_TRACE(k.c.name);
       const NodeMap map(k.c.node_of, k.c.leads);
       Mailboxes boxes(map.nodes(), 1 << 20);

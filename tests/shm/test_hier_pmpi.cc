@@ -131,14 +131,7 @@ int trial_rank(ForkBootstrap& boot, int rank, const Case& c, Mailboxes& boxes, b
 TEST(HierTrial, MatchedOnlyWhenEveryRankIsInTheTrialWithOneSize) {
   for (const bool pipeline : {false, true}) {
     SCOPED_TRACE(pipeline ? "pipelined" : "serial");
-    const struct {
-      Case c;
-      int odd;
-    } cases[] = {{{"non_leader", {0, 0, 1, 1}, {}}, 3},
-                 {{"leader", {0, 0, 1, 1}, {}}, 2},
-                 {{"single", {0, 1, 2}, {}}, 1},
-                 {{"second_leader", {0, 0, 0, 1, 1, 1, 2, 2}, {1, 1, 0, 1, 0, 1, 1, 1}}, 1}};
-    for (const auto& k : cases) {
+    for (const OddCase& k : odd_rank_cases()) {
       SCOPED_TRACE(k.c.name);
       Mailboxes boxes(NodeMap(k.c.node_of, k.c.leads).nodes(), 1 << 20);
       ASSERT_TRUE(boxes.ok());
