@@ -421,12 +421,17 @@ int decide_and_run(const AlltoallArgs& a, std::uint64_t bytes, bool trace) {
   Runtime& rt = Runtime::instance();
   State state = rt.state();
   if (state == State::Uninitialised) state = rt.lazy_init();
+  if (state == State::Uninitialised) {
+    // Before MPI_Init: a program of MPI 4 sessions, or an erroneous call PMPI
+    // reports. mlxa2a has not started, so the call is neither traced (that
+    // asks the MPI about the communicator) nor counted (the stats lines and
+    // the trace must agree).
+    return pmpi_alltoall(a);
+  }
   if (state != State::Active) {
-    const bool trace = state != State::Uninitialised && rt.trace();
-    return fall_through(a, trace, 0, nullptr,
-                        state == State::Uninitialised ? "MPI not initialised"
-                        : state == State::Finalised   ? "after MPI_Finalize"
-                                                      : rt.inactive_reason().c_str());
+    return fall_through(a, rt.trace(), 0, nullptr,
+                        state == State::Finalised ? "after MPI_Finalize"
+                                                  : rt.inactive_reason().c_str());
   }
   const bool trace = rt.trace();
   if (const char* why = invalid_argument(a)) return fall_through(a, trace, 0, nullptr, why);

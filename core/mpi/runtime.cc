@@ -310,12 +310,18 @@ void Runtime::after_init() {
 }
 
 State Runtime::lazy_init() {
+  // Without MPI_Init every call comes here: a program of MPI 4 sessions only
+  // (docs/ARCHITECTURE.md, "Before MPI_Init, and MPI 4 sessions"), or an
+  // erroneous call that PMPI reports. Answered without the lock: one
+  // PMPI_Initialized per call.
+  int initialised = 0;
+  PMPI_Initialized(&initialised);
+  if (!initialised) return State::Uninitialised;
   std::lock_guard lock(mutex_);
   if (state() != State::Uninitialised) return state();
-  int initialised = 0, finalised = 0;
-  PMPI_Initialized(&initialised);
+  int finalised = 0;
   PMPI_Finalized(&finalised);
-  if (!initialised || finalised) return State::Uninitialised;  // erroneous call: PMPI reports it
+  if (finalised) return State::Uninitialised;  // erroneous call: PMPI reports it
   std::string found;
   if (mpi_family_matches(&found)) {
     PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
