@@ -334,6 +334,10 @@ void run(int calls) {
       std::fprintf(stderr, "a2a_fuzz: step %d comm [%s] base %d elems %zu in_place %d large %d%s\n",
                    step, s.desc.c_str(), c.base, c.elems, c.in_place, c.large, again ? " again" : "");
     if (s.comm == MPI_COMM_NULL) continue;
+    if (g_verbose)
+      std::fprintf(stderr, "a2a_fuzz: step %d world rank %d: send %s recv %s soff %zu roff %zu\n",
+                   step, g_world_rank, c.in_place ? "-" : c.st->name.c_str(), c.rt->name.c_str(),
+                   c.soff, c.roff);
     prepare(s, c, f);
     verify(s, c, f, step, alltoall(s, c));
   }
