@@ -235,7 +235,7 @@ void report(const Slot& s, const Call& c, int step, const char* what, long at, i
   std::fprintf(stderr,
                "a2a_fuzz: seed %llu step %d rank %d (world %d) comm [%s] size %d: %s: base %d "
                "bytes/peer %zu send %s recv %s in_place %d large %d soff %zu roff %zu: arena "
-               "byte %ld got 0x%02x want 0x%02x\n",
+               "byte %ld got 0x%02x want 0x%02x (-1: no byte)\n",
                static_cast<unsigned long long>(g_seed), step, s.rank, g_world_rank, s.desc.c_str(),
                s.size, what, c.base, c.elems * fuzz::base_size(fuzz::Base(c.base)),
                c.in_place ? "-" : c.st->name.c_str(), c.rt->name.c_str(), c.in_place, c.large,
@@ -244,7 +244,11 @@ void report(const Slot& s, const Call& c, int step, const char* what, long at, i
 
 // Checks the received bytes and that every other byte kept its guard value.
 void verify(Slot& s, const Call& c, const fuzz::Formula& f, int step, int rc) {
-  if (rc != MPI_SUCCESS) report(s, c, step, "return code", rc, 0, 0);
+  if (rc != MPI_SUCCESS) {
+    int cls = 0;
+    MPI_Error_class(rc, &cls);
+    report(s, c, step, ("error class " + std::to_string(cls)).c_str(), -1, 0, 0);
+  }
   const std::size_t count = c.elems / c.rt->basics;
   unsigned char* r = buffer(s.recv, *c.rt, c.roff);
   bool bad = false;

@@ -57,6 +57,15 @@ CONFIGS = {
                                   MLXA2A_RCACHE_MAX_BYTES="256K", MLXA2A_SHM_SLOT_SIZE="4K"),
     "rdma-vn31-unpipelined": dict(RDMA, MLXA2A_DEBUG_NODE_SIZE="3,1", MLXA2A_TUNE="rdma",
                                   MLXA2A_NET_PIPELINE="n", MLXA2A_SHM_SLOT_SIZE="4K"),
+    # Rule tables that send neighbouring sizes down different paths.
+    "one-node-rules": {"MLXA2A_TUNE": "0-1K:shm#1K-16K:pmpi#16K-inf:auto",
+                       "MLXA2A_TUNE_SAMPLES": "1"},
+    "vn2-rules": {"MLXA2A_DEBUG_NODE_SIZE": "2", "MLXA2A_TUNE": "0-257:pmpi#257-4K:shm"},
+    "rdma-vn2-rules": dict(RDMA, MLXA2A_DEBUG_NODE_SIZE="2", MLXA2A_SHM_SLOT_SIZE="16K",
+                           MLXA2A_TUNE="0-64:rdma#64-8K:pmpi#8K-inf:auto",
+                           MLXA2A_NET_ZCOPY_THRESHOLD="16K", MLXA2A_TUNE_SAMPLES="1"),
+    "rdma-vn3-leaders2-pool0": dict(RDMA, MLXA2A_DEBUG_NODE_SIZE="3", MLXA2A_LEADERS="2",
+                                    MLXA2A_SHM_POOL="0", MLXA2A_SHM_SLOT_SIZE="16K"),
 }
 
 
