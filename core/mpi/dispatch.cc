@@ -140,20 +140,21 @@ const char* invalid_argument(const AlltoallArgs& a) {
 // the type signatures must match); the MPI reports it as it sees fit (Open
 // MPI checks it locally, MPICH finds the truncation), so PMPI judges. Rank-
 // local: every rank whose arguments are alike takes the same decision.
-// *send_bytes: the send size per peer when known and different, else bytes + 1
-// (a value no correct peer announces).
+// *send_bytes, written only when they differ: the send size per peer when
+// known, else bytes + 1 (a value no correct peer announces). A match leaves
+// it alone: it is what this rank announces to the engine's size check (a
+// rank whose send type differs from its receive type with the same size
+// announced bytes + 1 and made a correct call fail with MPI_ERR_TRUNCATE).
 bool sizes_match(const AlltoallArgs& a, std::uint64_t bytes, std::uint64_t* send_bytes) {
   if (a.sendbuf == MPI_IN_PLACE) return true;
   if (a.sendtype == a.recvtype && a.sendcount == a.recvcount) return true;
-  *send_bytes = bytes + 1;
   MPI_Count type_size = static_cast<MPI_Count>(predefined_scalar_size(a.sendtype));
-  if (type_size == 0 &&
-      (PMPI_Type_size_x(a.sendtype, &type_size) != MPI_SUCCESS || type_size < 0)) {
-    return false;
-  }
   std::uint64_t sent = 0;
-  if (__builtin_mul_overflow(static_cast<std::uint64_t>(a.sendcount),
+  if ((type_size == 0 &&
+       (PMPI_Type_size_x(a.sendtype, &type_size) != MPI_SUCCESS || type_size < 0)) ||
+      __builtin_mul_overflow(static_cast<std::uint64_t>(a.sendcount),
                              static_cast<std::uint64_t>(type_size), &sent)) {
+    *send_bytes = bytes + 1;
     return false;
   }
   if (sent == bytes) return true;

@@ -23,7 +23,9 @@
 //                   different ranks (run with MLXA2A_TUNE sending 8 B per peer
 //                   to the engine and 256 B to PMPI), and one rank whose own
 //                   send and receive sizes differ while the others' agree;
-//                   with mlxa2a loaded every rank must get MPI_ERR_TRUNCATE
+//                   with mlxa2a loaded every rank must get MPI_ERR_TRUNCATE;
+//                   and correct calls whose send type differs from the
+//                   receive type (same size) on odd ranks must succeed
 //   cross-mismatch-tuned  the same during measured selection's trials (run
 //                   with MLXA2A_TUNE_SAMPLES > 0), then the trials finish
 //   cross-mismatch-quiet  cross-mismatch-tuned, then (pmpi made to win) on a
@@ -68,7 +70,9 @@ int a2a(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt
 int value(int from, int to, int i) { return from * 1000003 + to * 1009 + i; }
 
 // One correct alltoall of `count` ints per peer; counts wrong elements.
-void correct_call(MPI_Comm comm, int count, const char* what) {
+// retyped: odd ranks send `count` ints as count / 2 pairs (a derived type;
+// same signature, so a correct call).
+void correct_call(MPI_Comm comm, int count, const char* what, bool retyped = false) {
   int rank = 0, size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -76,7 +80,14 @@ void correct_call(MPI_Comm comm, int count, const char* what) {
   std::vector<int> send(n), recv(n, -1);
   for (int p = 0; p < size; ++p)
     for (int i = 0; i < count; ++i) send[static_cast<std::size_t>(p) * count + i] = value(rank, p, i);
-  const int rc = a2a(send.data(), count, MPI_INT, recv.data(), count, MPI_INT, comm);
+  MPI_Datatype pair = MPI_INT;
+  if (retyped && rank % 2 == 1) {
+    MPI_Type_contiguous(2, MPI_INT, &pair);
+    MPI_Type_commit(&pair);
+  }
+  const int rc = a2a(send.data(), pair == MPI_INT ? count : count / 2, pair, recv.data(), count,
+                     MPI_INT, comm);
+  if (pair != MPI_INT) MPI_Type_free(&pair);
   int wrong = rc != MPI_SUCCESS;
   for (int p = 0; p < size && !wrong; ++p)
     for (int i = 0; i < count; ++i)
@@ -222,6 +233,10 @@ void mixed_decisions(MPI_Comm comm) {
     correct_call(comm, 2, "after mixed decisions");
     mismatched_call(comm, 64, 2);
     correct_call(comm, 64, "after mixed decisions");
+    // Equal sizes, other send type on odd ranks, a size the rules send to
+    // PMPI beside the engine's size check: the check must see equal sizes
+    // (it saw bytes + 1 and failed the call with MPI_ERR_TRUNCATE).
+    correct_call(comm, 64, "send type differs from the receive type", true);
 #if !defined(OPEN_MPI)
     // (Open MPI alone hangs here: the odd rank fails its local check at once
     // and the others wait for it.)
