@@ -55,6 +55,13 @@ CONFIGS = {
                                   MLXA2A_NET_ZCOPY_THRESHOLD="100",
                                   MLXA2A_RCACHE_INVALIDATION="strict",
                                   MLXA2A_RCACHE_MAX_BYTES="256K", MLXA2A_SHM_SLOT_SIZE="4K"),
+    # Each way the cache can learn of unmaps, alone (auto picks one of them).
+    "rdma-vn2-zcopy1-ucm": dict(RDMA, MLXA2A_DEBUG_NODE_SIZE="2", MLXA2A_TUNE="rdma",
+                                MLXA2A_NET_ZCOPY_THRESHOLD="1", MLXA2A_RCACHE_INVALIDATION="ucm",
+                                MLXA2A_SHM_SLOT_SIZE="16K"),
+    "rdma-vn2-zcopy1-patch": dict(RDMA, MLXA2A_DEBUG_NODE_SIZE="2", MLXA2A_TUNE="rdma",
+                                  MLXA2A_NET_ZCOPY_THRESHOLD="1",
+                                  MLXA2A_RCACHE_INVALIDATION="patch", MLXA2A_SHM_SLOT_SIZE="16K"),
     "rdma-vn31-unpipelined": dict(RDMA, MLXA2A_DEBUG_NODE_SIZE="3,1", MLXA2A_TUNE="rdma",
                                   MLXA2A_NET_PIPELINE="n", MLXA2A_SHM_SLOT_SIZE="4K"),
     # Rule tables that send neighbouring sizes down different paths.
