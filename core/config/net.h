@@ -26,7 +26,10 @@ struct NetSwitches {
   std::string verbs_library = "libibverbs.so.1";  // MLXA2A_NET_VERBS_LIBRARY
   std::vector<NetPort> devices;  // MLXA2A_NET_DEVICES; empty: first ACTIVE port of any device
   int gid_index = -1;            // MLXA2A_NET_GID_INDEX; -1: matched by subnet (core/mlx5/gid_choice.h)
-  std::uint32_t timeout_ms = 120000;  // MLXA2A_NET_TIMEOUT: an arrival awaited longer fails
+  // MLXA2A_NET_TIMEOUT: bounds set-up hand-overs and the containment
+  // agreement; a partner's data is waited for without a limit (keepalive_ms).
+  std::uint32_t timeout_ms = 120000;
+  std::uint32_t keepalive_ms = 2000;  // MLXA2A_NET_KEEPALIVE: probe an awaited partner's QP
   std::uint8_t qp_timeout = 18;       // MLXA2A_NET_QP_TIMEOUT: 4.096 us * 2^n per retry
   std::uint8_t retry_count = 7;       // MLXA2A_NET_RETRY_COUNT
   // The fabric's QoS and partition (core/mlx5/qos.h), UCX's defaults:

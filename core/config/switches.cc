@@ -252,15 +252,26 @@ constexpr Spec kSwitches[] = {
     {.name = "NET_TIMEOUT",
      .type = Type::Int,
      .default_text = "120000",
-     .description = "Milliseconds a node leader waits for another node's data in one "
-                    "MPI_Alltoall before the call ends with MPI_ERR_OTHER (every rank then "
-                    "gets the error in bounded time). Must cover the skew between nodes "
-                    "entering the call.",
+     .description = "Milliseconds a set-up hand-over (zero-copy's shared PD) or the "
+                    "agreement after a failure RDMA could not recover from may take. A node "
+                    "leader waits for another node's data without a limit (a late rank is "
+                    "normal); MLXA2A_NET_KEEPALIVE finds a dead one.",
      .verbosity = Verbosity::Tuner,
      .scope = Scope::AllEqual,
      .min = 1,
      .max = 86400000,
      .store = net<&NetSwitches::timeout_ms>},
+    {.name = "NET_KEEPALIVE",
+     .type = Type::Int,
+     .default_text = "2000",
+     .description = "Milliseconds between zero-length RDMA writes a node leader sends to each "
+                    "partner leader whose data it still awaits: a dead partner's queue pair "
+                    "fails within its retry budget and its data then comes through PMPI "
+                    "(or the job ends as the MPI ends it). A late partner is never an error.",
+     .verbosity = Verbosity::Tuner,
+     .min = 1,
+     .max = 86400000,
+     .store = net<&NetSwitches::keepalive_ms>},
     {.name = "NET_QP_TIMEOUT",
      .type = Type::Int,
      .default_text = "18",

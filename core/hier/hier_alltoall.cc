@@ -1,5 +1,7 @@
 #include "core/hier/hier_alltoall.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "core/hier/phases.h"
@@ -145,6 +147,7 @@ shm::Status HierAlltoall::run(const void* send, void* recv, std::size_t bytes,
     mine.staged = 1;  // this call stages this rank's blocks; the others still gather
     node_copy_counters().staged_fallbacks.fetch_add(1, std::memory_order_relaxed);
   }
+  mine.pid = static_cast<std::int32_t>(getpid());
   const shm::Status st = run_rounds(s, r, bytes, &mine);
   // Only now: the last round's wait_released covered the writes reading the
   // buffer (or the call failed, and no leader of this node writes any more

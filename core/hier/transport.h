@@ -49,6 +49,8 @@ struct GatherSource {
   std::uint64_t addr = 0;    // NIC address of the buffer's first byte: the user's pointer
   std::uint32_t lkey = 0;    // key of the registration covering the buffer
   std::uint32_t staged = 0;  // 1: not registered; its rows were copied into the in-area
+  std::int32_t pid = 0;      // the rank's process: a relayed message reads its bytes (CMA)
+  std::uint32_t pad = 0;
 };
 
 // Where a zero-copy message's bytes are: the in-area section's layout (block

@@ -247,9 +247,12 @@ void EndpointPool::discard(const ProcessId& remote) noexcept {
 }
 
 std::uint32_t EndpointPool::add_slot(Slot* s) {
-  const std::uint32_t id = next_slot_++ & 0x7fffffff;  // 31 bits: the immediate keeps one for parity
-  slots_[id] = s;
-  return id;
+  for (std::uint32_t tries = 0; tries < wire::kMaxSlot; ++tries) {
+    const std::uint32_t id = next_slot_;
+    next_slot_ = next_slot_ == wire::kMaxSlot ? 1 : next_slot_ + 1;
+    if (slots_.emplace(id, s).second) return id;
+  }
+  return 0;
 }
 
 void EndpointPool::release_slot(std::uint32_t id) noexcept {
@@ -320,11 +323,16 @@ Status EndpointPool::poll() noexcept {
           continue;
         }
         const std::uint32_t imm = ntohl(c.imm_data);
-        if (auto s = slots_.find(imm >> 1); s != slots_.end()) ++s->second->arrived[imm & 1];
+        if (auto s = slots_.find(imm >> 17); s != slots_.end()) {
+          Slot& slot = *s->second;
+          const std::uint32_t par = imm & 1, member = (imm >> 1) & 0xffff;
+          ++slot.arrived[par];
+          if (member < slot.from[par].size()) ++slot.from[par][member];
+        }
         if (ep && post_recvs(*ep, 1) != Status::ok) ep->failed = true;
         continue;
       }
-      auto s = slots_.find(static_cast<std::uint32_t>(c.wr_id >> 1));
+      auto s = slots_.find(static_cast<std::uint32_t>(c.wr_id >> 2) & 0x3fffffff);
       if (ep) ep->retire_send();
       if (c.status != IBV_WC_SUCCESS) {
         const Verbs& v = device_->verbs();
@@ -333,8 +341,12 @@ Status EndpointPool::poll() noexcept {
                    c.qp_num);
         if (ep) ep->failed = true;
         if (s != slots_.end()) s->second->failed = true;
-      } else if (s != slots_.end()) {
-        ++s->second->sent;
+      } else if (s != slots_.end() && (c.wr_id & 2) == 0) {  // a keep-alive counts nothing
+        Slot& slot = *s->second;
+        ++slot.sent;
+        if (const std::uint64_t member = c.wr_id >> 32; member < slot.sent_to.size()) {
+          ++slot.sent_to[member];
+        }
       }
     }
     if (n < 32) return Status::ok;

@@ -57,11 +57,32 @@ struct ProcessId {
   friend bool operator==(const ProcessId& a, const ProcessId& b);
 };
 
+// What a write's immediate and a send's wr_id name (EndpointPool::poll):
+//   immediate: the receiver's slot (15 bits) | the sender's member (16) | parity (1)
+//   wr_id:     the partner's member (32) | our slot (30) | keep-alive (1) | 0
+// (the receives' wr_id is 1). Members are a transport's numbering of the
+// team's leaders; the receiver learns from the immediate who wrote, so a
+// message that also comes over the relay (hier::Relay) is counted once.
+namespace wire {
+constexpr std::uint32_t kMaxSlot = (1u << 15) - 1;
+constexpr std::uint32_t kMaxMembers = 1u << 16;
+constexpr std::uint32_t imm(std::uint32_t slot, std::uint32_t member, int parity) {
+  return slot << 17 | member << 1 | static_cast<std::uint32_t>(parity & 1);
+}
+constexpr std::uint64_t wr_id(std::uint32_t slot, std::uint32_t member, bool keepalive) {
+  return std::uint64_t{member} << 32 | std::uint64_t{slot} << 2 | (keepalive ? 2u : 0u);
+}
+}  // namespace wire
+
 // Counters of one transport, written by whoever polls (mutex held).
 struct Slot {
   std::uint64_t arrived[2] = {0, 0};  // writes with immediate received, per parity
-  std::uint64_t sent = 0;             // our signalled writes completed
+  std::uint64_t sent = 0;             // our signalled data writes completed
   bool failed = false;                // one of our writes completed in error
+  // The same per member (sized by the transport; an immediate naming a
+  // member beyond them is counted in the totals only).
+  std::vector<std::uint64_t> from[2];  // arrivals from it, per parity
+  std::vector<std::uint64_t> sent_to;  // our data writes to it completed
 };
 
 struct Endpoint {
@@ -78,6 +99,12 @@ struct Endpoint {
     return true;
   }
   void retire_send() noexcept;  // the oldest message's signalled completion was polled
+  // Gives back what the last take_send() took (its post failed: nothing of
+  // it reached the send queue). Pool mutex held.
+  void untake_send(std::uint32_t wrs) noexcept {
+    sq_free += wrs;
+    --sq_count;
+  }
 
   std::unique_ptr<QueuePair> qp;
   std::uint32_t psn = 0;         // our initial send PSN
@@ -133,7 +160,9 @@ class EndpointPool {
   // marks it failed and forgets it; its QP dies with its last holder.
   void discard(const ProcessId& remote) noexcept;
 
-  std::uint32_t add_slot(Slot* s);  // may throw std::bad_alloc
+  // A free slot id (1..wire::kMaxSlot, reused once released), 0 when every
+  // one is taken. May throw std::bad_alloc.
+  std::uint32_t add_slot(Slot* s);
   // Forgets a slot, if the pool still exists (a team freed inside
   // MPI_Finalize outlives shutdown()). Takes mutex() itself.
   static void release_slot(std::uint32_t id) noexcept;

@@ -195,7 +195,18 @@ void RdmaLeaderTransport::Setup::register_areas(std::span<const int> first_rank)
     steps.fail(Status::unavailable, "registering the staging areas failed");
     return;
   }
+  if (static_cast<std::uint32_t>(size) > wire::kMaxMembers) {
+    steps.fail(Status::unavailable, "more leaders than an immediate can name (65,536)");
+    return;
+  }
+  t->me_ = static_cast<std::uint32_t>(me);
+  for (auto& v : t->slot_.from) v.assign(static_cast<std::size_t>(size), 0);
+  t->slot_.sent_to.assign(static_cast<std::size_t>(size), 0);
   t->slot_id_ = pool->add_slot(&t->slot_);
+  if (t->slot_id_ == 0) {
+    steps.fail(Status::unavailable, "every RDMA team slot of this process is taken (32,767)");
+    return;
+  }
   mine.id = pool->self();
   mine.addr = dev->address();
   mine.slot = t->slot_id_;
@@ -243,6 +254,7 @@ void RdmaLeaderTransport::Setup::claim_ends() {
     }
     peer.out_bytes = c.out_bytes;
     peer.slot = c.slot;
+    peer.member = static_cast<std::uint32_t>(p);
     const std::uint32_t state = is_new          ? Link::New
                                 : ep->connected ? Link::Existing
                                                 : Link::Pending;

@@ -42,6 +42,19 @@ bool header_wr(const hier::Message& m, const char* in, std::size_t in_bytes, std
   return true;
 }
 
+// Posts a message's chain of `wrs` WRs, whose send credits were taken. A
+// failed post queued none of them (verbs: nothing from *bad on, and every
+// provider validates the chain before its doorbell): the credits go back,
+// and the endpoint is failed, since whatever failed it (a QP out of RTS, a
+// full queue we did not account for) will fail the next post too.
+bool post_chain(Endpoint& ep, ibv_send_wr* first, std::uint32_t wrs) {
+  ibv_send_wr* bad = nullptr;
+  if (Verbs::post_send(ep.qp->get(), first, &bad) == 0) return true;
+  ep.untake_send(wrs);
+  ep.failed = true;
+  return false;
+}
+
 }  // namespace
 
 RdmaLeaderTransport::~RdmaLeaderTransport() {
@@ -79,7 +92,7 @@ Status RdmaLeaderTransport::post(const Peer& peer, const hier::Message& m) noexc
     sge[n] = {reinterpret_cast<std::uintptr_t>(m.send + at), static_cast<std::uint32_t>(len),
               in_mr_[par]->lkey()};
     wr[n] = {};
-    wr[n].wr_id = static_cast<std::uint64_t>(slot_id_) << 1;
+    wr[n].wr_id = wire::wr_id(slot_id_, peer.member, false);
     // No SGE for 0 bytes: a 0-length SGE means 2 GiB to some HCAs.
     wr[n].sg_list = len != 0 ? &sge[n] : nullptr;
     wr[n].num_sge = len != 0 ? 1 : 0;
@@ -89,7 +102,7 @@ Status RdmaLeaderTransport::post(const Peer& peer, const hier::Message& m) noexc
     wr[n].opcode = last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
     wr[n].send_flags = last ? IBV_SEND_SIGNALED : 0;
     if (len != 0 && len <= peer.ep->qp->inline_bytes()) wr[n].send_flags |= IBV_SEND_INLINE;
-    wr[n].imm_data = htonl((peer.slot << 1) | static_cast<std::uint32_t>(par));
+    wr[n].imm_data = htonl(wire::imm(peer.slot, me_, par));
     wr[n].wr.rdma.remote_addr = peer.out_addr[par] + m.remote_offset + at;
     wr[n].wr.rdma.rkey = peer.rkey[par];
     if (n > 0) wr[n - 1].next = &wr[n];
@@ -104,12 +117,11 @@ Status RdmaLeaderTransport::post(const Peer& peer, const hier::Message& m) noexc
     }
     first = &head_wr;
   }
-  if (const std::uint32_t wrs = static_cast<std::uint32_t>(n) + (m.head_send ? 1 : 0);
-      !peer.ep->take_send(wrs)) {
+  const std::uint32_t wrs = static_cast<std::uint32_t>(n) + (m.head_send ? 1 : 0);
+  if (!peer.ep->take_send(wrs)) {
     if (const Status st = send_credits(*peer.ep, wrs); st != Status::ok) return st;
   }
-  ibv_send_wr* bad = nullptr;
-  if (Verbs::post_send(peer.ep->qp->get(), first, &bad) != 0) return Status::net_failed;
+  if (!post_chain(*peer.ep, first, wrs)) return Status::net_failed;
   // The header's write is not counted: writes_posted counts the data's.
   EndpointPool::count_writes(static_cast<std::uint64_t>(n), m.bytes);
   return Status::ok;
@@ -127,7 +139,9 @@ Status RdmaLeaderTransport::send_credits(Endpoint& ep, std::uint32_t wrs) noexce
     if (ep.take_send(wrs)) return Status::ok;
     if ((i & 1023) == 0) {
       pool_->check_events();
-      if (Clock::now() - start >= std::chrono::milliseconds(opt_.timeout_ms)) {
+      // Credits come back with completions, which the HCA delivers within
+      // its retry budget; without a relay the old limit still applies.
+      if (!relay_ && Clock::now() - start >= std::chrono::milliseconds(opt_.timeout_ms)) {
         MLXA2A_LOG(Warn, "RDMA: no send queue space within %u ms", opt_.timeout_ms);
         return Status::timeout;
       }
@@ -174,13 +188,13 @@ Status RdmaLeaderTransport::post_gather(const Peer& peer, const hier::Message& m
   for (std::size_t w = 0; w < spans_.size(); ++w) {
     const bool last = w + 1 == spans_.size();
     ibv_send_wr& wr = wrs_[w];
-    wr.wr_id = static_cast<std::uint64_t>(slot_id_) << 1;
+    wr.wr_id = wire::wr_id(slot_id_, peer.member, false);
     wr.sg_list = &sges_[spans_[w].first_sge];
     wr.num_sge = static_cast<int>(spans_[w].num_sge);
     // As post(): the last WR carries the arrival and the one completion.
     wr.opcode = last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
     wr.send_flags = last ? IBV_SEND_SIGNALED : 0;
-    wr.imm_data = htonl((peer.slot << 1) | static_cast<std::uint32_t>(par));
+    wr.imm_data = htonl(wire::imm(peer.slot, me_, par));
     wr.wr.rdma.remote_addr = peer.out_addr[par] + m.remote_offset + spans_[w].offset;
     wr.wr.rdma.rkey = peer.rkey[par];
     wr.next = last ? nullptr : &wrs_[w + 1];
@@ -195,12 +209,11 @@ Status RdmaLeaderTransport::post_gather(const Peer& peer, const hier::Message& m
     }
     first = &head_wr;
   }
-  if (const std::uint32_t wrs = static_cast<std::uint32_t>(spans_.size()) + (m.head_send ? 1 : 0);
-      !peer.ep->take_send(wrs)) {
+  const std::uint32_t wrs = static_cast<std::uint32_t>(spans_.size()) + (m.head_send ? 1 : 0);
+  if (!peer.ep->take_send(wrs)) {
     if (const Status st = send_credits(*peer.ep, wrs); st != Status::ok) return st;
   }
-  ibv_send_wr* bad = nullptr;
-  if (Verbs::post_send(peer.ep->qp->get(), first, &bad) != 0) return Status::net_failed;
+  if (!post_chain(*peer.ep, first, wrs)) return Status::net_failed;
   EndpointPool::count_writes(spans_.size(), m.bytes);
   return Status::ok;
 }
@@ -227,18 +240,32 @@ Status RdmaLeaderTransport::post(std::span<const hier::Message> messages) noexce
         pending_.size() == pending_.capacity()) {
       return fail(Status::invalid_argument);
     }
-    if (peers_[r].ep->failed) {
+    Peer& peer = peers_[r];
+    peer.msg = m;
+    peer.relayed_now = false;
+    ++peer.posted[par];
+    pending_.push_back(&peer);
+    if (!peer.relaying && peer.ep->failed) {
       // In error, or discarded and replaced by a later set-up (another
-      // team's): this team stops here and falls back.
-      MLXA2A_LOG(Warn, "RDMA: the queue pair to node %d failed; the team falls back", m.node);
-      return fail(Status::net_failed);
+      // team's): without a relay this team stops here and falls back.
+      if (!relay_) {
+        MLXA2A_LOG(Warn, "RDMA: the queue pair to node %d failed; the team falls back", m.node);
+        return fail(Status::net_failed);
+      }
+      start_relaying(peer);
     }
-    if (const Status st = m.gather ? post_gather(peers_[r], m) : post(peers_[r], m);
-        st != Status::ok) {
+    if (!peer.relaying) {
+      const Status st = m.gather ? post_gather(peer, m) : post(peer, m);
+      if (st == Status::ok) {
+        ++peer.rdma_posted;
+        continue;
+      }
       MLXA2A_LOG(Warn, "RDMA: posting a write to node %d failed", m.node);
-      return fail(st);
+      if (!relay_ || st == Status::invalid_argument) return fail(st);
+      peer.ep->failed = true;
+      start_relaying(peer);
     }
-    pending_.push_back(&peers_[r]);
+    if (const Status st = relay_message(peer); st != Status::ok) return fail(st);
   }
   expect_arrived_[par] += messages.size();
   expect_sent_ += messages.size();
@@ -253,6 +280,7 @@ Status RdmaLeaderTransport::complete() noexcept {
   // Arrivals for the other parity may come in meanwhile (a partner one round
   // ahead); they are counted in their own counter (docs/hier.md).
   std::unique_lock<std::mutex> lock(pool_->mutex());
+  if (relay_) return complete_relayed(lock);
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   const core::wait_cpu::Scope accounted;  // MLXA2A_COLL_STATS: CPU spent waiting

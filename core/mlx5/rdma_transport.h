@@ -19,12 +19,20 @@
 //   out-areas for remote writes) and stay registered for the transport's
 //   life; the queue pairs belong to the EndpointPool and are shared with
 //   other transports pairing the same processes.
-// * exchange(): as hier::LeaderTransport. Returns Status::timeout when an
-//   expected arrival is not seen within NetOptions::timeout_ms, net_failed
-//   on a failed post or completion; the transport is broken afterwards and
-//   every later exchange fails at once. The partners' endpoints of a failed
-//   exchange are retired (Endpoint::failed): other transports sharing them
-//   fail at their next post, a later set-up makes new ones.
+// * exchange(): as hier::LeaderTransport. With a relay (set_relay(), the
+//   engine's in core/mpi) a failed write, post or queue pair never fails the
+//   exchange: the message goes through the relay instead, and so does every
+//   later one to that partner; the partner takes it from there, counted
+//   once (docs/hier.md, "Failure transparency"). A partner is waited for
+//   without a limit; every NetOptions::keepalive_ms of waiting a zero-length
+//   write goes to each partner still awaited, so a dead peer's queue pair
+//   fails (retries out) and its messages too go through the relay. Without
+//   a relay (the MPI-free tests): Status::timeout when an expected arrival is
+//   not seen within NetOptions::timeout_ms, net_failed on a failed post or
+//   completion; the transport is then broken and every later exchange fails
+//   at once. A failed endpoint is retired either way (Endpoint::failed):
+//   other transports sharing it relay (or fail) at their next post, a later
+//   set-up makes a new one.
 // * Not thread-safe per instance; instances in different threads share the
 //   pool under its mutex. Destruction is local.
 #pragma once
@@ -37,6 +45,7 @@
 
 #include "core/bootstrap.h"
 #include "core/hier/net_spin.h"
+#include "core/hier/relay.h"
 #include "core/hier/transport.h"
 #include "core/mlx5/endpoint_pool.h"
 #include "core/mlx5/gather.h"
@@ -73,6 +82,11 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   static constexpr std::size_t kMaxGatherWrs = EndpointPool::kSendDepth - 1;
   // QPs this transport's set-up created (0 when every pair was connected already).
   int qps_created() const { return qps_created_; }
+  // The second path for messages RDMA cannot carry (hier::Relay); set once,
+  // before the first exchange, on every leader of the team alike.
+  void set_relay(std::unique_ptr<hier::Relay> relay) noexcept { relay_ = std::move(relay); }
+  // Messages this process sent through relays (all transports), for stats.
+  static std::uint64_t relayed_count() noexcept;
 
  private:
   struct Peer {
@@ -81,6 +95,14 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
     std::uint32_t rkey[2] = {0, 0};
     std::uint64_t out_bytes = 0;
     std::uint32_t slot = 0;  // its slot: the immediate names it
+    std::uint32_t member = 0;  // its index among the members (Slot::from, sent_to)
+    // Messages to it per parity, any path: the relay's sequence numbers, and
+    // how many arrivals from it a round expects (exchanges are symmetric).
+    std::uint64_t posted[2] = {0, 0};
+    std::uint64_t rdma_posted = 0;  // of them written by RDMA (Slot::sent_to counts their completions)
+    bool relaying = false;          // its endpoint failed: every message goes through the relay
+    bool relayed_now = false;       // this round's message went through the relay
+    hier::Message msg{};            // this round's message (relayed later if its write fails)
   };
   RdmaLeaderTransport(EndpointPool* pool, const hier::StageAreas& areas, const NetOptions& opt)
       : pool_(pool), areas_(areas), opt_(opt), spin_(opt.oversubscribed) {}
@@ -97,6 +119,28 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   // A zero-copy message: builds sges_/wrs_ from m.gather, then posts.
   Status post_gather(const Peer& peer, const hier::Message& m) noexcept;
   Status fail(Status st) noexcept;
+  // Failure transparency (rdma_transport_relay.cc; pool mutex held).
+  // The peer's endpoint failed: its messages go through the relay from now on.
+  void start_relaying(Peer& peer) noexcept;
+  // A zero-copy message's bytes into packed_ (read from the ranks' buffers).
+  bool pack_gather(const hier::Message& m) noexcept;
+  // Sends this round's message to the peer through the relay.
+  Status relay_message(Peer& peer) noexcept;
+  // Relays every pending message whose endpoint failed before its write
+  // was known to complete.
+  Status relay_failed() noexcept;
+  // Takes the notices that came through the relay (after draining the CQ:
+  // a write that landed after all is counted first, its relayed copy dropped).
+  Status take_notices() noexcept;
+  // The completion queue or device failed: the partners hear it (kAbort)
+  // and the call fails (fail_pending).
+  Status abort_pending() noexcept;
+  // Whether every pending message is settled, member by member.
+  bool settled() const noexcept;
+  // A zero-length write to every pending partner not yet heard from.
+  void keepalive() noexcept;
+  // The wait of complete() with a relay: no time limit.
+  Status complete_relayed(std::unique_lock<std::mutex>& lock) noexcept;
   // The slow path of taking `wrs` of the QP's send credits (after
   // Endpoint::take_send found too few): polls until other teams'
   // completions free them. Pool mutex held.
@@ -124,6 +168,12 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   std::uint64_t expect_sent_ = 0;
   int qps_created_ = 0;
   bool broken_ = false;
+  std::uint32_t me_ = 0;              // our member index: the immediates we write name it
+  std::unique_ptr<hier::Relay> relay_;
+  std::vector<char> packed_;  // a relayed zero-copy message's bytes
+  // A partner's endpoint failed or a notice came: rounds end by the
+  // per-member counts (settled()), and notices are looked for at every poll.
+  bool degraded_ = false;
 };
 
 }  // namespace mlxa2a::mlx5

@@ -5,6 +5,7 @@
 #include "core/hier/zero_copy.h"
 #if MLXA2A_HAVE_VERBS
 #include "core/mlx5/endpoint_pool.h"
+#include "core/mlx5/rdma_transport.h"
 #include "core/mlx5/zcopy_sender.h"
 #endif
 
@@ -13,7 +14,8 @@ namespace mlxa2a::core::mpi {
 RdmaCounters rdma_counters() noexcept {
 #if MLXA2A_HAVE_VERBS
   const mlx5::PoolStats s = mlx5::EndpointPool::stats();
-  return {s.writes_posted, s.bytes_written, s.qps_created, s.qps_live, s.mrs_live};
+  return {s.writes_posted, s.bytes_written, s.qps_created, s.qps_live, s.mrs_live,
+          mlx5::RdmaLeaderTransport::relayed_count()};
 #else
   return {};
 #endif

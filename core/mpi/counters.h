@@ -13,6 +13,7 @@ struct RdmaCounters {
   std::uint64_t qps_created = 0;
   long qps_live = 0;
   long mrs_live = 0;
+  std::uint64_t relayed = 0;  // messages sent through PMPI after their write failed
 };
 // Zeros when the shim was built without rdma-core headers.
 RdmaCounters rdma_counters() noexcept;

@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/mpi/group_bootstrap.h"
 #include "core/mpi/leader_transport.h"
+#include "core/mpi/pmpi_relay.h"
 #include "core/mpi/topology.h"
 #if MLXA2A_HAVE_VERBS
 #include "core/mlx5/rdma_transport.h"
@@ -387,6 +388,12 @@ SetupOutcome HierEngine::agree_transports(Setup& s, const SetupOutcome& here) {
 bool HierEngine::build(Setup& s) {
   std::unique_ptr<hier::LeaderTransport> transport;
   if (s.lead && rdma_) {
+#if MLXA2A_HAVE_VERBS
+    // The leaders' split the RDMA set-up ran on carries what a write could
+    // not (docs/hier.md, "Failure transparency"); s.rdma is try_rdma's.
+    static_cast<mlx5::RdmaLeaderTransport*>(s.rdma.get())
+        ->set_relay(std::make_unique<PmpiRelay>(std::move(s.leaders)));
+#endif
     transport = std::move(s.rdma);
   } else if (s.lead) {
     transport = std::make_unique<MpiLeaderTransport>(std::move(s.leaders), std::move(s.first_rank),

@@ -351,6 +351,7 @@ void Runtime::write_job_stats() {
   const std::map<std::string, double> counters = {
       {"rdma_writes_posted", d(r.writes)},   {"rdma_bytes_written", d(r.bytes)},
       {"rdma_qps_live", d(r.qps_live)},      {"rdma_mrs_live", d(r.mrs_live)},
+      {"rdma_messages_relayed", d(r.relayed)},
       {"zcopy_bytes_copied_on_node", d(z.copied)}, {"zcopy_bytes_zero_copy", d(z.zero_copy)},
       {"zcopy_staged_fallbacks", d(z.staged)}, {"rcache_hits", d(z.hits)},
       {"rcache_misses", d(z.misses)},        {"rcache_evictions", d(z.evictions)},
@@ -378,10 +379,11 @@ void Runtime::before_finalize() {
                static_cast<unsigned long long>(c.pmpi), static_cast<unsigned long long>(c.shm));
     const RdmaCounters r = rdma_counters();
     log::trace("stats rdma: calls=%llu writes_posted=%llu bytes_written=%llu qps_created=%llu "
-               "qps_live=%ld mrs_live=%ld",
+               "qps_live=%ld mrs_live=%ld relayed=%llu",
                static_cast<unsigned long long>(c.rdma), static_cast<unsigned long long>(r.writes),
                static_cast<unsigned long long>(r.bytes),
-               static_cast<unsigned long long>(r.qps_created), r.qps_live, r.mrs_live);
+               static_cast<unsigned long long>(r.qps_created), r.qps_live, r.mrs_live,
+               static_cast<unsigned long long>(r.relayed));
     // Process-wide (every thread's calls): the hierarchical engine's copies
     // and what zero-copy read in their place (docs/zerocopy.md).
     const ZeroCopyStats z = zero_copy_stats();

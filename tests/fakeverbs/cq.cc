@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "fault.h"
 #include "objects.h"
 
 namespace fakeverbs {
@@ -37,6 +38,10 @@ int poll_cq_op(ibv_cq* c, int n, ibv_wc* wc) {
   // it (or a peer) completed, and delivers events peers raised.
   deliver_events(*cq->ctx);
   wire::CqRing* r = cq->ring;
+  if (fault::cq_overrun_now()) {
+    SharedLock lk(&r->mu);
+    r->overflowed = true;
+  }
   int got = 0;
   wire::Cqe batch[64];
   while (got < n) {

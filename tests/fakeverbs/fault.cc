@@ -29,9 +29,10 @@ struct Rules {
   double fail_prob = 0;  // each WR of a QP aimed at `prob_target`
   Target prob_target;
   uint64_t fail_post = 0, fail_recv = 0, retry_exc = 0, rem_access = 0, drop_cqe = 0,
-           qp_error = 0, delay_us = 0, fail_reg = 0, port_down = 0, resp_error = 0;
+           qp_error = 0, delay_us = 0, fail_reg = 0, port_down = 0, resp_error = 0,
+           cq_overrun = 0;
   uint64_t n_post = 0, n_recv = 0, n_wr = 0, n_cqe = 0, n_qp_error = 0, n_reg = 0,
-           n_port_down = 0, n_resp_error = 0;
+           n_port_down = 0, n_resp_error = 0, n_poll = 0;
 };
 
 std::mutex g_mu;
@@ -80,6 +81,7 @@ Rules& rules() {  // caller holds g_mu
     else if (k == "qp_error") g_rules.qp_error = n;
     else if (k == "port_down") g_rules.port_down = n;
     else if (k == "resp_error") g_rules.resp_error = n;
+    else if (k == "cq_overrun") g_rules.cq_overrun = n;
     else if (k == "delay_us") g_rules.delay_us = n;
     else if (k == "fail_reg") g_rules.fail_reg = n;
     else if (k == "fail_wr" && parse_target(item, eq + 1, &g_rules.wr_target)) g_rules.fail_wr = n;
@@ -114,6 +116,12 @@ bool qp_error_now() {
   std::lock_guard<std::mutex> g(g_mu);
   Rules& r = rules();
   return ++r.n_qp_error == r.qp_error;
+}
+
+bool cq_overrun_now() {
+  std::lock_guard<std::mutex> g(g_mu);
+  Rules& r = rules();
+  return r.cq_overrun != 0 && ++r.n_poll == r.cq_overrun;
 }
 
 bool resp_error_now() {

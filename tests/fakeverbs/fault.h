@@ -22,6 +22,9 @@
 //                  (a late write hitting a deregistered rkey): its receives
 //                  are flushed and IBV_EVENT_QP_ACCESS_ERR is raised, but no
 //                  send of ours fails and the partner's end stays in RTS
+//   cq_overrun=N   at the Nth ibv_poll_cq call the CQ overruns: completions
+//                  written later are lost and IBV_EVENT_CQ_ERR is raised
+//                  (what a CQ too small for its QPs does)
 //   port_down=N    at the Nth ibv_post_send call the port goes down
 //                  (IBV_EVENT_PORT_ERR; ibv_query_port says DOWN): WRs are
 //                  retried until the QP's retry budget runs out, as on a
@@ -42,6 +45,7 @@ bool fail_post_recv();
 bool fail_reg_mr();
 bool qp_error_now();
 bool resp_error_now();
+bool cq_overrun_now();
 bool port_down_now();
 // -1, or the ibv_wc_status to force on a WR: the qp_index-th (from 1) posted
 // on a QP connected to dest_qpn; `rng` is that QP's fault stream.

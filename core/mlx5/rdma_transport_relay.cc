@@ -1,0 +1,258 @@
+// RdmaLeaderTransport's failure transparency (docs/hier.md, "Failure
+// transparency"): the wait without a time limit, keep-alives, and the
+// messages that go through the relay when RDMA cannot carry them.
+#include <sched.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+
+#include "core/arch.h"
+#include "core/log.h"
+#include "core/mlx5/rdma_transport.h"
+#include "core/wait_cpu.h"
+
+namespace mlxa2a::mlx5 {
+
+namespace {
+
+std::atomic<std::uint64_t> g_relayed{0};
+
+}  // namespace
+
+std::uint64_t RdmaLeaderTransport::relayed_count() noexcept {
+  return g_relayed.load(std::memory_order_relaxed);
+}
+
+void RdmaLeaderTransport::start_relaying(Peer& peer) noexcept {
+  peer.relaying = true;
+  degraded_ = true;
+  MLXA2A_LOG(Warn, "RDMA: the queue pair to leader %u failed (%s); its messages go through PMPI "
+             "from now on",
+             peer.member, *EndpointPool::last_event() ? EndpointPool::last_event() : "write failed");
+}
+
+bool RdmaLeaderTransport::pack_gather(const hier::Message& m) noexcept {
+  // The bytes the gather's SGEs name, in their order (post_gather), read
+  // from the ranks' buffers by CMA (the shm engine's own single copy; the
+  // node's ranks wait in the call, their buffers unchanged).
+  const hier::Gather& g = *m.gather;
+  const std::size_t row = g.dest_ranks.size() * g.chunk;
+  try {
+    packed_.resize(m.bytes);
+    std::size_t at = 0;
+    for (std::size_t a = 0; a < g.sources.size(); ++a) {
+      const hier::GatherSource& src = g.sources[a];
+      if (src.staged) {  // its row was copied into the section as usual
+        std::memcpy(packed_.data() + at, m.send + a * row, row);
+        at += row;
+        continue;
+      }
+      gather_message({&src, 1}, g.dest_ranks, g.bytes_per_peer, g.offset, g.chunk, &one_, a);
+      for (const ibv_sge& e : one_) {
+        if (at + e.length > packed_.size()) return false;
+        iovec local{packed_.data() + at, e.length};
+        iovec remote{reinterpret_cast<void*>(static_cast<std::uintptr_t>(e.addr)), e.length};
+        if (src.pid == getpid()) {
+          std::memcpy(local.iov_base, remote.iov_base, e.length);
+        } else if (::process_vm_readv(src.pid, &local, 1, &remote, 1, 0) !=
+                   static_cast<ssize_t>(e.length)) {
+          MLXA2A_LOG(Error, "relay: reading rank pid %d's send buffer failed: a zero-copy "
+                     "message cannot go through PMPI", static_cast<int>(src.pid));
+          return false;
+        }
+        at += e.length;
+      }
+    }
+    return at == m.bytes;
+  } catch (...) {  // allocation only
+    return false;
+  }
+}
+
+Status RdmaLeaderTransport::relay_message(Peer& peer) noexcept {
+  const hier::Message& m = peer.msg;
+  const char* data = m.send;
+  if (m.gather && m.bytes != 0) {
+    if (!pack_gather(m)) return Status::net_failed;
+    data = packed_.data();
+  }
+  const int par = m.parity & 1;
+  hier::RelayNotice n;
+  n.parity = static_cast<std::uint32_t>(par);
+  n.seq = peer.posted[par];
+  n.offset = m.remote_offset;
+  n.bytes = m.bytes;
+  if (m.head_send) {
+    n.has_head = 1;
+    n.head = *m.head_send;
+    n.head_offset = m.head_remote_offset;
+  }
+  peer.relayed_now = true;
+  g_relayed.fetch_add(1, std::memory_order_relaxed);
+  return relay_->send(static_cast<int>(peer.member), n, data);
+}
+
+Status RdmaLeaderTransport::relay_failed() noexcept {
+  for (const Peer* p : pending_) {
+    Peer& peer = const_cast<Peer&>(*p);  // pending_ points into peers_, which we own
+    if (peer.relayed_now || !peer.ep->failed) continue;
+    if (!peer.relaying) start_relaying(peer);
+    // Its write completed before the failure: the partner has it.
+    if (slot_.sent_to[peer.member] >= peer.rdma_posted) continue;
+    // The write will not complete now (flushed, or its QP retired): its
+    // completion is no longer waited for, and the message goes again.
+    --peer.rdma_posted;
+    if (const Status st = relay_message(peer); st != Status::ok) return st;
+  }
+  return Status::ok;
+}
+
+Status RdmaLeaderTransport::take_notices() noexcept {
+  for (;;) {
+    int member = -1;
+    hier::RelayNotice n;
+    bool got = false;
+    if (const Status st = relay_->next(&member, &n, &got); st != Status::ok) return st;
+    if (!got) return Status::ok;
+    degraded_ = true;
+    if (n.kind == hier::RelayNotice::kAbort) {
+      MLXA2A_LOG(Warn, "RDMA: leader %d lost its completion queue or device; this call fails "
+                 "with it", member);
+      return Status::net_failed;
+    }
+    // An arrival of the same message by RDMA completed before its sender
+    // gave up on it (the CQE is written before the ACK that got lost):
+    // count it first, so the relayed copy is recognised as a duplicate.
+    (void)pool_->poll();
+    const std::size_t at = static_cast<std::size_t>(member);
+    const int par = static_cast<int>(n.parity & 1);
+    if (at >= peers_.size() || !peers_[at].ep || n.parity > 1 ||
+        n.offset + n.bytes > areas_.bytes || n.offset + n.bytes < n.offset ||
+        (n.has_head && n.head_offset + sizeof(hier::Header) > areas_.bytes)) {
+      MLXA2A_LOG(Error, "relay: a notice from leader %d does not fit this team", member);
+      return Status::net_failed;
+    }
+    std::uint64_t& have = slot_.from[par][at];
+    if (n.seq <= have) {  // its write landed after all
+      if (const Status st = relay_->receive(member, nullptr, n.bytes); st != Status::ok) return st;
+      continue;
+    }
+    if (n.seq != have + 1) {
+      MLXA2A_LOG(Error, "relay: leader %d sent message %llu, expected %llu", member,
+                 static_cast<unsigned long long>(n.seq),
+                 static_cast<unsigned long long>(have + 1));
+      return Status::net_failed;
+    }
+    char* out = areas_.out[par];
+    if (n.has_head) std::memcpy(out + n.head_offset, &n.head, sizeof n.head);
+    if (const Status st = relay_->receive(member, out + n.offset, n.bytes); st != Status::ok) {
+      return st;
+    }
+    ++have;
+    ++slot_.arrived[par];
+  }
+}
+
+Status RdmaLeaderTransport::abort_pending() noexcept {
+  // Every partner of the round hears it, whatever it already has from us:
+  // one still waiting for us ends its call, one already done fails its
+  // next (it waits for our next message and finds this notice), so every
+  // rank fails call K or K+1 and containment's agreement completes.
+  hier::RelayNotice n;
+  n.kind = hier::RelayNotice::kAbort;
+  for (const Peer* p : pending_) (void)relay_->send(static_cast<int>(p->member), n, nullptr);
+  return fail_pending(Status::net_failed);
+}
+
+bool RdmaLeaderTransport::settled() const noexcept {
+  const int par = pending_parity_;
+  for (const Peer* p : pending_) {
+    if (slot_.from[par][p->member] < p->posted[par]) return false;
+    if (!p->relayed_now && slot_.sent_to[p->member] < p->rdma_posted) return false;
+  }
+  return true;
+}
+
+void RdmaLeaderTransport::keepalive() noexcept {
+  const int par = pending_parity_;
+  for (const Peer* p : pending_) {
+    Endpoint& ep = *p->ep;
+    if (ep.failed || slot_.from[par][p->member] >= p->posted[par] || !ep.take_send(1)) continue;
+    // A zero-length write needs no memory at either end; it completes once
+    // the partner's HCA acknowledges it, or fails when its retries run out
+    // (the partner's process is gone and its QP with it).
+    ibv_send_wr wr{};
+    wr.wr_id = wire::wr_id(slot_id_, p->member, true);
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = p->out_addr[par];
+    wr.wr.rdma.rkey = p->rkey[par];
+    ibv_send_wr* bad = nullptr;
+    if (Verbs::post_send(ep.qp->get(), &wr, &bad) != 0) {
+      ep.untake_send(1);
+      ep.failed = true;
+    }
+  }
+}
+
+Status RdmaLeaderTransport::complete_relayed(std::unique_lock<std::mutex>& lock) noexcept {
+  const int par = pending_parity_;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  Clock::time_point alive_at = start;
+  const auto interval = std::chrono::milliseconds(opt_.keepalive_ms);
+  const core::wait_cpu::Scope accounted;  // MLXA2A_COLL_STATS: CPU spent waiting
+  const std::uint64_t budget = spin_.budget_ns();
+  auto waited_ns = [&] {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+  };
+  auto done = [&] {
+    spin_.observe(waited_ns());
+    pending_.clear();
+    return Status::ok;
+  };
+  bool spinning = true;
+  for (unsigned i = 0;; ++i) {
+    // A failed CQ or device loses completions for good: arrivals counted
+    // nowhere cannot be told from arrivals that never came, so this is the
+    // one failure that still ends the call (docs/hier.md).
+    if (pool_->poll() != Status::ok) return abort_pending();
+    if (!degraded_) {
+      if (slot_.arrived[par] >= expect_arrived_[par] && slot_.sent >= expect_sent_) return done();
+      if (slot_.failed) degraded_ = true;
+      for (const Peer* p : pending_) degraded_ = degraded_ || p->ep->failed;
+    }
+    if (degraded_) {
+      if (const Status st = relay_failed(); st != Status::ok) return fail(st);
+      if (const Status st = take_notices(); st != Status::ok) return fail(st);
+      if (settled()) return done();
+    }
+    if (spinning && ((i & 15) != 15 || waited_ns() < budget)) {
+      cpu_relax();
+      continue;
+    }
+    spinning = false;
+    lock.unlock();
+    sched_yield();
+    if ((i & 63) == 0 && opt_.idle) opt_.idle();
+    lock.lock();
+    if ((i & 63) != 0) continue;
+    // About once a millisecond: events (a QP the HCA failed shows here long
+    // before its retries run out), a partner's notice (its write failed
+    // while ours went fine), and the keep-alives.
+    pool_->check_events();
+    if (!degraded_) {
+      if (const Status st = take_notices(); st != Status::ok) return fail(st);
+    }
+    if (const Clock::time_point now = Clock::now(); now - alive_at >= interval) {
+      alive_at = now;
+      keepalive();
+    }
+  }
+}
+
+}  // namespace mlxa2a::mlx5
