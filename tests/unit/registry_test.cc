@@ -164,6 +164,7 @@ TEST(Registry, EveryNetSwitchReachesItsField) {
       {"NET_PMPI_STAGE_LIMIT=0", [](Parts& p) { p.net.pmpi_stage_limit = 0; }},
       {"NET_GID_INDEX=3", [](Parts& p) { p.net.gid_index = 3; }},
       {"NET_TIMEOUT=86400000", [](Parts& p) { p.net.timeout_ms = 86400000; }},
+      {"NET_KEEPALIVE=500", [](Parts& p) { p.net.keepalive_ms = 500; }},
       {"NET_QP_TIMEOUT=31", [](Parts& p) { p.net.qp_timeout = 31; }},
       {"NET_RETRY_COUNT=0", [](Parts& p) { p.net.retry_count = 0; }},
       {"NET_TRAFFIC_CLASS=255", [](Parts& p) { p.net.traffic_class = 255; }},
