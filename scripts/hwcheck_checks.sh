@@ -161,14 +161,18 @@ check_leaders() {
   record "$fam" leaders "$judged" "$run_secs" "$judged_detail"
 }
 
+# The bytes a run's ranks sent zero-copy (their "stats zcopy:" lines).
+zero_copy_bytes() {
+  sed -n 's/.*stats zcopy:.* bytes_zero_copy=\([0-9]*\).*/\1/p' "$1" | awk '{ s += $1 } END { print s + 0 }'
+}
+
 # zcopy: zero-copy forced from 1 byte per peer: the leaders' writes gather
 # from the ranks' buffers (trace "zcopy", bytes_zero_copy > 0).
 check_zcopy() {
   local fam=$1 zc
   run_prog "$fam" zcopy "$run_timeout" "MLXA2A_NET_ZCOPY_THRESHOLD=1" "$build/tests/mpi/a2a_rdma-$fam"
   judge "$fam" zcopy 1
-  zc=$(sed -n 's/.*stats zcopy:.* bytes_zero_copy=\([0-9]*\).*/\1/p' "$out/$fam-zcopy.out" |
-       awk '{ s += $1 } END { print s + 0 }')
+  zc=$(zero_copy_bytes "$out/$fam-zcopy.out")
   if [ "$judged" = PASS ] && [ "$zc" = 0 ]; then
     judged=FAIL; judged_detail="no byte went zero-copy: $(grep -m1 -o 'no-zcopy-because=.*' "$out/$fam-zcopy.out" || true)"
   fi
@@ -248,4 +252,33 @@ check_sizes() {
     judged=FAIL; judged_detail="no call took more than one round ($judged_detail)"
   fi
   record "$fam" sizes "$judged" "$run_secs" "1 B to ${largest:-?} B per peer: $judged_detail (one round per call would be $one_round)"
+}
+
+# skew: the last node's first rank (its leader) sleeps $skew_ms before its
+# second call (the first set RDMA up), longer than the network time-out
+# forced to $skew_timeout_ms; the others wait for it inside MPI_Alltoall. A
+# late rank is not a failed one: every call must succeed with the right
+# data, path=rdma.
+check_skew() {
+  local fam=$1 late=$((np - ppn))
+  run_prog "$fam" skew "$run_timeout" \
+    "MLXA2A_NET_TIMEOUT=$skew_timeout_ms A2A_SKEW_RANK=$late A2A_SKEW_MS=$skew_ms A2A_SKEW_CALL=1" \
+    "$build/tests/mpi/a2a_rdma-$fam"
+  judge "$fam" skew 1
+  record "$fam" skew "$judged" "$run_secs" "rank $late ${skew_ms} ms late at call 2 (MLXA2A_NET_TIMEOUT=$skew_timeout_ms): $judged_detail"
+}
+
+# fork: system() after each of 20 calls from the same buffers, zero-copy
+# forced (the leaders' registrations of the ranks' send buffers live across
+# the forks, core/mlx5/fork_watch.h): right data, path=rdma, and bytes went
+# zero-copy.
+check_fork() {
+  local fam=$1 zc
+  run_prog "$fam" fork "$run_timeout" "MLXA2A_NET_ZCOPY_THRESHOLD=1" "$build/tests/mpi/a2a_rdma-$fam" fork 20
+  judge "$fam" fork 1
+  zc=$(zero_copy_bytes "$out/$fam-fork.out")
+  if [ "$judged" = PASS ] && [ "$zc" = 0 ]; then
+    judged=FAIL; judged_detail="no byte went zero-copy ($judged_detail)"
+  fi
+  record "$fam" fork "$judged" "$run_secs" "20 calls, system() after each: $judged_detail, zero-copy bytes=$zc"
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/hwcheck's report (docs/hwcheck.md, schema "mlxa2a-hwcheck/1"):
+"""scripts/hwcheck's report (docs/hwcheck.md, schema "mlxa2a-hwcheck/2"):
 one JSON document and the same as a readable table, from what the checks
 left in hwcheck's output directory:
 
@@ -8,6 +8,10 @@ left in hwcheck's output directory:
   FAMILY-stats.json  the rdma-counts run's MLXA2A_COLL_STATS=json report,
                      whose "fabric" entries are the leaders' devices
   FAMILY-osu.tsv     family, bytes per peer, PMPI us, mlxa2a us, ratio
+  facts.out          each node's facts, ports and GIDs (hwcheck_fabric.py)
+  counters-0.snap    the first counter snapshot (hwcheck_counters.py)
+  counters.tsv       family, check, host, hca:port, counter, class, delta:
+                     the counters that grew during a check
 
   hwcheck_report.py --out DIR --json FILE --text FILE [--meta KEY=VALUE]...
 
@@ -17,7 +21,10 @@ import json
 import os
 import sys
 
-SCHEMA = "mlxa2a-hwcheck/1"
+import hwcheck_counters
+import hwcheck_fabric
+
+SCHEMA = "mlxa2a-hwcheck/2"
 FAMILY_LABEL = {"ompi": "Open MPI", "mpich": "MPICH", "all": "-"}
 
 
@@ -54,9 +61,41 @@ def leaders_of(out, families):
     return found
 
 
+def read_lines(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, errors="replace") as f:
+        return f.read().splitlines()
+
+
+def grown_counters(out):
+    """{(family, check): [counters that grew]} from counters.tsv."""
+    grown = {}
+    for fam, check, host, port, name, kind, delta in rows(os.path.join(out, "counters.tsv"), 7):
+        grown.setdefault((fam, check), []).append(
+            {"host": host, "port": port, "name": name, "kind": kind, "delta": number(delta)})
+    return grown
+
+
+def add_facts(nodes, out, virtual):
+    """Each node's system facts and fabric ports; the reachability report."""
+    facts = read_lines(os.path.join(out, "facts.out"))
+    system, ports = hwcheck_fabric.system(facts), hwcheck_fabric.ports(facts)
+    for host in sorted(set(system) | set(ports)):
+        n = nodes.setdefault(host, {"host": host, "ports": [], "leaders": []})
+        n["system"] = system.get(host, {})
+        n["fabric_ports"] = ports.get(host, [])
+    for n in nodes.values():
+        n.setdefault("system", {})
+        n.setdefault("fabric_ports", [])
+    return hwcheck_fabric.reachability(ports, virtual)
+
+
 def build(out, meta):
     families = meta.get("families", "").split()
-    checks = [{"family": f, "name": n, "verdict": v, "seconds": number(s) or 0.0, "detail": d}
+    grown = grown_counters(out)
+    checks = [{"family": f, "name": n, "verdict": v, "seconds": number(s) or 0.0, "detail": d,
+               "counters": grown.get((f, n), [])}
               for f, n, v, s, d in rows(os.path.join(out, "checks.tsv"), 5)]
     nodes = {}
     for host, hca, port, state, mtu, link in rows(os.path.join(out, "devices.tsv"), 6):
@@ -71,6 +110,7 @@ def build(out, meta):
         for f, size, pmpi, mine, ratio in rows(os.path.join(out, f"{fam}-osu.tsv"), 5):
             osu.append({"family": f, "bytes_per_peer": number(size), "pmpi_us": number(pmpi),
                         "mlxa2a_us": number(mine), "ratio": number(ratio)})
+    reach = add_facts(nodes, out, meta.get("virtual") == "1")
     failed = not checks or any(c["verdict"] == "FAIL" for c in checks)
     return {
         "schema": SCHEMA,
@@ -85,6 +125,9 @@ def build(out, meta):
         "ranks_per_node": number(meta.get("ranks_per_node", "0")) or 0,
         "load_average": meta.get("load_average", ""),
         "nodes": [nodes[h] for h in sorted(nodes)],
+        "counters": hwcheck_counters.describe(
+            hwcheck_counters.read(os.path.join(out, "counters-0.snap"))),
+        "reachability": reach,
         "checks": checks,
         "osu": osu,
     }
@@ -96,6 +139,31 @@ def table(lines, header, body):
         lines.append("  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip())
 
 
+def facts_text(lines, rep):
+    """Each node's system facts, its ports' firmware and subnets, and which
+    node pairs share a subnet."""
+    lines += ["", "node facts (fork env: RDMAV_FORK_SAFE / IBV_FORK_SAFE as the node's shell sees them)"]
+    table(lines, ["node", "ulimit -l", "kernel", "rdma-core", "fork env"],
+          [[n["host"], n["system"].get("ulimit_l", "?"), n["system"].get("kernel", "?"),
+            n["system"].get("rdma_core", "?"), n["system"].get("fork_env", "?")] for n in rep["nodes"]])
+    lines += ["", "fabric (ibv_devinfo -v: firmware; subnet of GID 0 for InfiniBand, of each RoCE GID)"]
+    body = [[n["host"], f"{p['hca']}:{p['port']}", p["link_layer"], p["fw_ver"], p["gids"],
+             " ".join(p["subnets"]) or "-"] for n in rep["nodes"] for p in n["fabric_ports"]]
+    if body:
+        table(lines, ["node", "hca:port", "link layer", "firmware", "gids", "subnets"], body)
+    else:
+        lines.append("(no port listed)")
+    lines += [f"reachability: {rep['reachability']['note']}", f"counters: {rep['counters']}"]
+
+
+def counters_text(lines, rep):
+    body = [[c["name"], c["family"], g["host"], g["port"], g["name"], g["kind"], f"+{g['delta']}"]
+            for c in rep["checks"] for g in c["counters"]]
+    if body:
+        lines += ["", "counters that grew during a check (error: the check failed)"]
+        table(lines, ["check", "family", "node", "hca:port", "counter", "kind", "delta"], body)
+
+
 def text(rep):
     fams = " + ".join(FAMILY_LABEL.get(f, f) for f in rep["families"])
     lines = [f"mlxa2a hwcheck: {rep['verdict']}   {rep['node_count']} nodes x "
@@ -105,6 +173,7 @@ def text(rep):
     table(lines, ["node", "hca:port", "state", "mtu", "link layer"],
           [[n["host"], f"{p['hca']}:{p['port']}", p["state"], p["mtu"], p["link_layer"]]
            for n in rep["nodes"] for p in n["ports"]])
+    facts_text(lines, rep)
     lines += ["", "leaders (what mlxa2a chose; rdma-counts run)"]
     known = ("family", "rank", "host", "hca", "hca_by", "link", "tc", "sl", "pkey",
              "qps_created", "qps_live", "mrs_live")
@@ -123,6 +192,7 @@ def text(rep):
     lines += ["", "checks"]
     table(lines, ["check", "family", "verdict", "seconds", "detail"],
           [[c["name"], c["family"], c["verdict"], c["seconds"], c["detail"]] for c in rep["checks"]])
+    counters_text(lines, rep)
     if rep["osu"]:
         lines += ["", "osu_alltoall (median us over rounds; ratio = mlxa2a / PMPI, below 1 is faster)"]
         table(lines, ["family", "bytes", "PMPI us", "mlxa2a us", "ratio"],

@@ -194,7 +194,7 @@ namespace fakeverbs {
 int make_cmd_fd(const DeviceSpec& d, std::string* name) {
   static std::atomic<uint32_t> seq{0};
   *name = std::to_string(getpid()) + ".dev." + std::to_string(++seq);
-  int fd = open(rendezvous_path(*name).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  int fd = open_new_entry(*name, O_RDWR | O_EXCL);
   if (fd < 0) return -1;
   wire::DeviceRecord rec{wire::kDevMagic, getpid(), uint32_t(d.index)};
   if (write(fd, &rec, sizeof rec) != sizeof rec) {

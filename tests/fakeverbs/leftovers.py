@@ -5,9 +5,9 @@ test harnesses' way of removing it.
 fakeverbs keeps its shared files in one rendezvous directory per job
 ($FAKEVERBS_DIR, else /dev/shm/fakeverbs-<uid>-<job>, rendezvous.h), named
 "<pid>.<kind>..." plus "qpn.*" symlinks to them. A process removes its own at
-exit, and the next user of the same directory sweeps dead pids' entries; a
-job killed with kill -9 in a directory nobody uses again (Open MPI's job id
-is in the name) leaves it behind for good.
+exit, and the next fakeverbs process to start in or beside that directory
+sweeps dead pids' entries (sweep.h); a job killed with kill -9 in a directory
+no fakeverbs process starts in or beside again leaves it behind for good.
 
   run_dir()      a fresh FAKEVERBS_DIR for one run, removed with everything
                  in it when the run is over, however it ended (the MPI and

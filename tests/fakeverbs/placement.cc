@@ -269,12 +269,12 @@ bool pin_pages(uint32_t key, void* addr, size_t len, bool writable) {
     return true;
   }
   hold_pages(key, first, end);
-  const std::string path = rendezvous_path(pin_name(getpid(), key));
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const std::string name = pin_name(getpid(), key);
+  int fd = open_new_entry(name, O_WRONLY | O_TRUNC);
   if (fd < 0) return true;  // detection off for this MR, registration still valid
   ssize_t w = write(fd, entries.data(), n * 8);
   close(fd);
-  if (w != ssize_t(n * 8)) unlink(path.c_str());
+  if (w != ssize_t(n * 8)) unlink(rendezvous_path(name).c_str());
   return true;
 }
 

@@ -12,34 +12,17 @@
 #include <mutex>
 
 #include "common.h"
+#include "sweep.h"
 
 namespace fakeverbs {
 namespace {
 
-// Removes entries of dead processes (and, at exit, our own).  Called once
-// per process when the directory is first used, so a crashed job's leftovers
-// do not accumulate.
-void sweep(const std::string& dir, pid_t self_too) {
-  DIR* d = opendir(dir.c_str());
-  if (!d) return;
-  while (dirent* e = readdir(d)) {
-    std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
-    pid_t pid = owner_pid_of(name);
-    if (pid == 0 && (name.rfind("qpn.", 0) == 0 || name.rfind("gid.", 0) == 0)) {
-      char target[256];
-      ssize_t n = readlinkat(dirfd(d), name.c_str(), target, sizeof target - 1);
-      if (n > 0) {
-        target[n] = 0;
-        pid = owner_pid_of(target);
-      }
-    }
-    if (pid > 0 && (pid == self_too || !pid_alive(pid))) unlinkat(dirfd(d), name.c_str(), 0);
-  }
-  closedir(d);
+void ensure_dir(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    log_error("cannot create rendezvous directory %s: %s", dir.c_str(), strerror(errno));
 }
 
-std::string make_dir() {
+std::string dir_name() {
   std::string dir;
   if (const char* v = getenv("FAKEVERBS_DIR"); v && *v) {
     dir = v;
@@ -52,9 +35,7 @@ std::string make_dir() {
       if (c == '/') c = '_';
     dir = "/dev/shm/fakeverbs-" + std::to_string(getuid()) + "-" + j;
   }
-  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-    log_error("cannot create rendezvous directory %s: %s", dir.c_str(), strerror(errno));
-  sweep(dir, 0);
+  ensure_dir(dir);
   return dir;
 }
 
@@ -69,7 +50,7 @@ struct DirState {
 // directory; rmdir then fails harmlessly while other processes have entries.
 void cleanup_at_exit() {
   const std::string& dir = rendezvous_dir();
-  sweep(dir, getpid());
+  sweep_dir(dir, getpid(), nullptr);
   rmdir(dir.c_str());
 }
 
@@ -81,15 +62,35 @@ const std::string& rendezvous_dir() {
   std::lock_guard<std::mutex> g(mu);
   if (st.pid != getpid()) {
     bool first = st.pid == 0;
-    st.dir = make_dir();
+    st.dir = dir_name();
     st.pid = getpid();
-    if (first) atexit(cleanup_at_exit);
+    // A forked child only tidies the directory it already knows; the
+    // start-up sweep (siblings too, logged) is once per program.
+    if (first) {
+      sweep_at_start(st.dir);
+      atexit(cleanup_at_exit);
+    } else {
+      sweep_dir(st.dir, 0, nullptr);
+    }
   }
   return st.dir;
 }
 
 std::string rendezvous_path(const std::string& name) {
   return rendezvous_dir() + "/" + name;
+}
+
+// A sweeper of another job may remove the directory while it is empty, i.e.
+// between our mkdir and our first entry (sweep.h): ENOENT then means "make
+// it again", once.
+int open_new_entry(const std::string& name, int flags) {
+  const std::string path = rendezvous_path(name);
+  int fd = ::open(path.c_str(), flags | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == ENOENT) {
+    ensure_dir(rendezvous_dir());
+    fd = ::open(path.c_str(), flags | O_CREAT | O_CLOEXEC, 0600);
+  }
+  return fd;
 }
 
 MappedFile::~MappedFile() { reset(); }
@@ -123,7 +124,7 @@ bool MappedFile::create(const std::string& name, size_t size) {
   reset();
   std::string path = rendezvous_path(name);
   unlink(path.c_str());  // a dead process with our pid (pid reuse) left it
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  int fd = open_new_entry(name, O_RDWR | O_EXCL);
   if (fd < 0) return false;
   // ftruncate gives a sparse, zero-filled file: big queues cost nothing
   // until used.
@@ -195,6 +196,10 @@ bool publish_link(const std::string& link, const std::string& target) {
   std::string path = rendezvous_path(link);
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (symlink(target.c_str(), path.c_str()) == 0) return true;
+    if (errno == ENOENT && attempt == 0) {  // directory swept away: see open_new_entry
+      ensure_dir(rendezvous_dir());
+      continue;
+    }
     if (errno != EEXIST) return false;
     char old[256];
     ssize_t n = readlink(path.c_str(), old, sizeof old - 1);

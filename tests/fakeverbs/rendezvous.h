@@ -10,8 +10,9 @@
 //
 // Directory: $FAKEVERBS_DIR, else /dev/shm/fakeverbs-<uid>-<job> where <job>
 // is $FAKEVERBS_JOB, else $PMIX_NAMESPACE (Open MPI / PMIx), else $PMI_ID-less
-// "default".  Entries whose pid is dead are ignored and removed whenever they
-// are met; a process removes its own entries when it destroys the objects
+// "default".  Entries whose pid is dead are ignored, and removed by the next
+// process to start (sweep.h: its directory and the sibling fakeverbs-*
+// ones); a process removes its own entries when it destroys the objects
 // and at exit, and the last one out removes the directory.
 //
 // Thread safety: all functions are thread-safe.
@@ -27,6 +28,9 @@ namespace fakeverbs {
 
 const std::string& rendezvous_dir();
 std::string rendezvous_path(const std::string& name);
+// open(2) of a new entry (O_CREAT | O_CLOEXEC | flags, mode 0600) that makes
+// the directory again if another job's sweep removed it (sweep.h).
+int open_new_entry(const std::string& name, int flags);
 
 // A MAP_SHARED mapping of a rendezvous file.  Movable, not copyable; the
 // owner (creator) unlinks the file on destruction, a mere user only unmaps.

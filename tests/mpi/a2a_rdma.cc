@@ -37,11 +37,23 @@
 //           leaves /dev/shm/mlxa2a-<uid>-<pid>-0-hwcheck-leftover, a leftover
 //           hwcheck must report (its test); as root owned by uid 65534, which
 //           other jobs' stale-segment sweep leaves alone.
+//   fork N  scripts/hwcheck's fork check: N calls of 4 KiB per peer on
+//           MPI_COMM_WORLD from the same buffers, each followed by system()
+//           (a fork and exec, as a job's helper script would); with
+//           zero-copy forced the leaders' registrations of the send buffer
+//           outlive the forks, and every call must still deliver the right
+//           data.
+// Any mode: A2A_SKEW_RANK=R A2A_SKEW_MS=S makes world rank R sleep S ms
+// before its first MPI_Alltoall, or before its call number A2A_SKEW_CALL
+// (0-based; hwcheck's skew check: a rank arriving later than any time-out
+// must not fail the call; from call 1 on, the RDMA set-up of the first call
+// is done and the others wait on the network, not in a set-up collective).
 // Prints the lines run_mpi_test.py reads: CALLS <rank> <n>, RESULT PASS|FAIL.
 #include <mpi.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -59,15 +71,30 @@ unsigned char byte(int src, int dst, int k, int salt) {
   return static_cast<unsigned char>(src * 31 + dst * 7 + k + salt * 13 + 1);
 }
 
-// One call of `bytes` per peer; returns the MPI error code and counts wrong bytes.
-int call(MPI_Comm comm, int bytes, int salt, int* wrong) {
+// A2A_SKEW_RANK / A2A_SKEW_MS / A2A_SKEW_CALL: that world rank arrives late
+// at that call.
+void skew_before_call() {
+  const char* rank = std::getenv("A2A_SKEW_RANK");
+  const char* ms = std::getenv("A2A_SKEW_MS");
+  const char* at = std::getenv("A2A_SKEW_CALL");
+  if (!rank || !ms || std::atoi(rank) != g_world_rank || g_calls != (at ? std::atoi(at) : 0)) return;
+  const long total = std::atol(ms);
+  timespec ts{total / 1000, (total % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+// One call of `bytes` per peer from `send` into `recv` (each bytes * size);
+// returns the MPI error code and counts wrong bytes.
+int call_with(MPI_Comm comm, int bytes, int salt, int* wrong, std::vector<unsigned char>& send,
+              std::vector<unsigned char>& recv) {
   int rank = 0, size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  std::vector<unsigned char> send(static_cast<std::size_t>(bytes) * size), recv(send.size(), 0);
   for (int p = 0; p < size; ++p) {
     for (int k = 0; k < bytes; ++k) send[static_cast<std::size_t>(p) * bytes + k] = byte(rank, p, k, salt);
   }
+  skew_before_call();
   ++g_calls;
   const int rc = MPI_Alltoall(send.data(), bytes, MPI_BYTE, recv.data(), bytes, MPI_BYTE, comm);
   if (rc != MPI_SUCCESS) return rc;
@@ -77,6 +104,14 @@ int call(MPI_Comm comm, int bytes, int salt, int* wrong) {
     }
   }
   return rc;
+}
+
+// The same with buffers of its own.
+int call(MPI_Comm comm, int bytes, int salt, int* wrong) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  std::vector<unsigned char> send(static_cast<std::size_t>(bytes) * size), recv(send.size(), 0);
+  return call_with(comm, bytes, salt, wrong, send, recv);
 }
 
 int counts(int bytes) {
@@ -152,6 +187,21 @@ int sizes() {
   return failed || wrong;
 }
 
+// Forks between calls that reuse their buffers (registered, with zero-copy,
+// by the leaders' registration caches).
+int fork_between(int calls) {
+  int size = 1, wrong = 0, failed = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  constexpr int kBytes = 4096;
+  std::vector<unsigned char> send(static_cast<std::size_t>(kBytes) * size), recv(send.size(), 0);
+  for (int i = 0; i < calls; ++i) {
+    failed |= call_with(MPI_COMM_WORLD, kBytes, i, &wrong, send, recv) != MPI_SUCCESS;
+    failed |= std::system("true") != 0;
+  }
+  if (wrong) std::fprintf(stderr, "rank %d: %d wrong bytes after forks\n", g_world_rank, wrong);
+  return failed || wrong;
+}
+
 void die_with_leftover() {
   const char* leave = std::getenv("A2A_LEAVE_SEGMENT");
   if (leave && std::strcmp(leave, "1") == 0) {
@@ -206,11 +256,13 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
   const char* mode = argc > 1 ? argv[1] : "counts";
   const bool is_leak = argc > 2 && std::strcmp(mode, "leak") == 0;
+  const bool is_fork = argc > 2 && std::strcmp(mode, "fork") == 0;
   const int failed = std::strcmp(mode, "kill") == 0          ? kill_one()
                      : std::strcmp(mode, "sizes") == 0       ? sizes()
                      : std::strcmp(mode, "fault") == 0       ? fault(MPI_COMM_WORLD)
                      : std::strcmp(mode, "fault-churn") == 0 ? fault_churn()
                      : is_leak                               ? leak(std::atoi(argv[2]))
+                     : is_fork                               ? fork_between(std::atoi(argv[2]))
                      : argc > 2 && !std::strcmp(mode, "counts") ? counts(std::atoi(argv[2]))
                                                                 : counts(8);
   std::printf("CALLS %d %d\n", g_world_rank, g_calls);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Validates scripts/hwcheck's JSON report against docs/hwcheck.md's schema
-("mlxa2a-hwcheck/1"): exactly the documented keys and types, a verdict that
+("mlxa2a-hwcheck/2"): exactly the documented keys and types, a verdict that
 follows the checks (FAIL iff one failed), and on demand what a run must show.
 
   check_hwcheck_json.py REPORT [--verdict PASS|FAIL] [--expect-checks LIST]
@@ -18,15 +18,20 @@ import re
 import sys
 
 TOP = {"schema", "verdict", "started", "seconds", "mode", "mlxa2a", "launcher", "families",
-       "node_count", "ranks_per_node", "load_average", "nodes", "checks", "osu"}
-NODE = {"host", "ports", "leaders"}
+       "node_count", "ranks_per_node", "load_average", "nodes", "checks", "osu", "counters",
+       "reachability"}
+NODE = {"host", "ports", "leaders", "system", "fabric_ports"}
+SYSTEM = {"ulimit_l", "kernel", "rdma_core", "fork_env", "sysfs"}
+FABRIC_PORT = {"hca", "port", "fw_ver", "link_layer", "gids", "subnets"}
+REACH = {"hosts_visible", "note", "pairs"}
+GROWN = {"host", "port", "name", "kind", "delta"}
 PORT = {"hca", "port", "state", "mtu", "link_layer"}
 LEADER = {"family", "rank", "host", "hca", "hca_by", "link", "tc", "sl", "pkey",
           "qps_created", "qps_live", "mrs_live"}
-CHECK = {"family", "name", "verdict", "seconds", "detail"}
+CHECK = {"family", "name", "verdict", "seconds", "detail", "counters"}
 OSU = {"family", "bytes_per_peer", "pmpi_us", "mlxa2a_us", "ratio"}
-CHECK_NAMES = {"devices", "rdma-counts", "a2a-check", "sizes", "leaders", "zcopy", "threads",
-               "split-churn", "fault", "osu"}
+CHECK_NAMES = {"devices", "rdma-counts", "a2a-check", "sizes", "leaders", "zcopy", "fork",
+               "threads", "split-churn", "skew", "fault", "osu"}
 FAMILIES = {"ompi", "mpich"}
 
 errors = []
@@ -52,15 +57,33 @@ def keys(obj, want, where, exact=True):
     return ok
 
 
+def validate_facts(n, where):
+    """A node's system facts (strings) and fabric ports."""
+    if keys(n["system"], SYSTEM, f"{where}.system", exact=False):
+        check(all(isinstance(v, str) for v in n["system"].values()), f"{where}.system: not strings")
+    for j, p in enumerate(n["fabric_ports"]):
+        if keys(p, FABRIC_PORT, f"{where}.fabric_ports[{j}]"):
+            check(is_int(p["port"]) and is_int(p["gids"]) and isinstance(p["subnets"], list)
+                  and all(isinstance(x, str) for x in p["subnets"]), f"{where}.fabric_ports[{j}]")
+
+
+def validate_reach(r):
+    if keys(r, REACH, "reachability"):
+        check(is_int(r["hosts_visible"]) and isinstance(r["note"], str) and r["note"],
+              "reachability: hosts_visible/note")
+        for j, p in enumerate(r["pairs"]):
+            keys(p, {"a", "b", "shared"}, f"reachability.pairs[{j}]")
+
+
 def validate(rep):
     if not keys(rep, TOP, "top level"):
         return
-    check(rep["schema"] == "mlxa2a-hwcheck/1", f"schema {rep['schema']!r}")
+    check(rep["schema"] == "mlxa2a-hwcheck/2", f"schema {rep['schema']!r}")
     check(rep["verdict"] in ("PASS", "FAIL"), f"verdict {rep['verdict']!r}")
     check(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", rep["started"]), "started: not UTC ISO 8601")
     check(is_num(rep["seconds"]) and rep["seconds"] >= 0, "seconds")
     check(rep["mode"] in ("cluster", "fake"), f"mode {rep['mode']!r}")
-    for k in ("mlxa2a", "launcher", "load_average"):
+    for k in ("mlxa2a", "launcher", "load_average", "counters"):
         check(isinstance(rep[k], str), f"{k}: not a string")
     check(rep["mlxa2a"].startswith("mlxa2a "), "mlxa2a: not the shim's build line")
     check(isinstance(rep["families"], list) and set(rep["families"]) <= FAMILIES
@@ -75,6 +98,7 @@ def validate(rep):
         for j, p in enumerate(n["ports"]):
             if keys(p, PORT, f"nodes[{i}].ports[{j}]"):
                 check(is_int(p["port"]) and is_int(p["mtu"]), f"nodes[{i}].ports[{j}]: port/mtu")
+        validate_facts(n, f"nodes[{i}]")
         for j, ld in enumerate(n["leaders"]):
             where = f"nodes[{i}].leaders[{j}]"
             if not keys(ld, LEADER, where, exact=False):
@@ -95,6 +119,11 @@ def validate(rep):
         check(c["verdict"] in ("PASS", "FAIL", "SKIP"), f"checks[{i}]: verdict {c['verdict']!r}")
         check(is_num(c["seconds"]) and c["seconds"] >= 0, f"checks[{i}]: seconds")
         check(isinstance(c["detail"], str) and c["detail"], f"checks[{i}]: detail")
+        for j, g in enumerate(c["counters"]):
+            if keys(g, GROWN, f"checks[{i}].counters[{j}]"):
+                check(g["kind"] in ("error", "ecn", "pfc") and is_int(g["delta"]) and g["delta"] > 0,
+                      f"checks[{i}].counters[{j}]: {g!r}")
+    validate_reach(rep["reachability"])
     failed = [c for c in rep["checks"] if isinstance(c, dict) and c.get("verdict") == "FAIL"]
     check(rep["verdict"] == ("FAIL" if failed or not rep["checks"] else "PASS"),
           f"verdict {rep['verdict']} with {len(failed)} failed checks")
