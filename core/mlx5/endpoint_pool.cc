@@ -341,7 +341,9 @@ Status EndpointPool::poll() noexcept {
                    c.qp_num);
         if (ep) ep->failed = true;
         if (s != slots_.end()) s->second->failed = true;
-      } else if (s != slots_.end() && (c.wr_id & 2) == 0) {  // a keep-alive counts nothing
+      } else if (s != slots_.end() && (c.wr_id & 2) != 0) {
+        ++s->second->alive;
+      } else if (s != slots_.end()) {
         Slot& slot = *s->second;
         ++slot.sent;
         if (const std::uint64_t member = c.wr_id >> 32; member < slot.sent_to.size()) {

@@ -83,6 +83,7 @@ struct Slot {
   // member beyond them is counted in the totals only).
   std::vector<std::uint64_t> from[2];  // arrivals from it, per parity
   std::vector<std::uint64_t> sent_to;  // our data writes to it completed
+  std::uint64_t alive = 0;             // our keep-alives (and set-up pings) completed
 };
 
 struct Endpoint {

@@ -82,6 +82,13 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   static constexpr std::size_t kMaxGatherWrs = EndpointPool::kSendDepth - 1;
   // QPs this transport's set-up created (0 when every pair was connected already).
   int qps_created() const { return qps_created_; }
+  // Set-up's last step, after create() on every leader (collective only in
+  // that partners ping each other): a zero-length write to every partner,
+  // waited for. A pair the fabric cannot carry (a crossed rail, another
+  // subnet, a dead link) fails here within the QP's retry budget, before
+  // the team agrees on RDMA, instead of in a user's call. false: *why says
+  // which partner.
+  bool ping(std::string* why) noexcept;
   // The second path for messages RDMA cannot carry (hier::Relay); set once,
   // before the first exchange, on every leader of the team alike.
   void set_relay(std::unique_ptr<hier::Relay> relay) noexcept { relay_ = std::move(relay); }
@@ -139,6 +146,9 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   bool settled() const noexcept;
   // A zero-length write to every pending partner not yet heard from.
   void keepalive() noexcept;
+  // One zero-length signalled write to the peer (keepalive(), ping()); false
+  // if it could not be posted (the endpoint is then failed).
+  bool post_alive(const Peer& peer) noexcept;
   // The wait of complete() with a relay: no time limit.
   Status complete_relayed(std::unique_lock<std::mutex>& lock) noexcept;
   // The slow path of taking `wrs` of the QP's send credits (after

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <string>
 
 #include "core/arch.h"
 #include "core/log.h"
@@ -176,24 +177,71 @@ bool RdmaLeaderTransport::settled() const noexcept {
   return true;
 }
 
+bool RdmaLeaderTransport::post_alive(const Peer& peer) noexcept {
+  // A zero-length write needs no memory at either end; it completes once
+  // the partner's HCA acknowledges it, or fails when its retries run out
+  // (the partner's process is gone and its QP with it).
+  Endpoint& ep = *peer.ep;
+  ibv_send_wr wr{};
+  wr.wr_id = wire::wr_id(slot_id_, peer.member, true);
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = peer.out_addr[0];
+  wr.wr.rdma.rkey = peer.rkey[0];
+  ibv_send_wr* bad = nullptr;
+  if (Verbs::post_send(ep.qp->get(), &wr, &bad) == 0) return true;
+  ep.untake_send(1);
+  ep.failed = true;
+  return false;
+}
+
 void RdmaLeaderTransport::keepalive() noexcept {
   const int par = pending_parity_;
   for (const Peer* p : pending_) {
     Endpoint& ep = *p->ep;
     if (ep.failed || slot_.from[par][p->member] >= p->posted[par] || !ep.take_send(1)) continue;
-    // A zero-length write needs no memory at either end; it completes once
-    // the partner's HCA acknowledges it, or fails when its retries run out
-    // (the partner's process is gone and its QP with it).
-    ibv_send_wr wr{};
-    wr.wr_id = wire::wr_id(slot_id_, p->member, true);
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = p->out_addr[par];
-    wr.wr.rdma.rkey = p->rkey[par];
-    ibv_send_wr* bad = nullptr;
-    if (Verbs::post_send(ep.qp->get(), &wr, &bad) != 0) {
-      ep.untake_send(1);
-      ep.failed = true;
+    (void)post_alive(*p);
+  }
+}
+
+bool RdmaLeaderTransport::ping(std::string* why) noexcept {
+  std::unique_lock<std::mutex> lock(pool_->mutex());
+  std::uint64_t want = slot_.alive;
+  for (const Peer& p : peers_) {
+    if (!p.ep) continue;
+    if (!p.ep->failed && !p.ep->take_send(1) && send_credits(*p.ep, 1) != Status::ok) {
+      p.ep->failed = true;
+    }
+    if (p.ep->failed || !post_alive(p)) {
+      *why = "the queue pair to leader " + std::to_string(p.member) + " failed before its ping";
+      return false;
+    }
+    ++want;
+  }
+  // Bounded by the HCA: each write completes or fails within the QP's retry
+  // budget (MLXA2A_NET_QP_TIMEOUT x MLXA2A_NET_RETRY_COUNT).
+  for (unsigned i = 1;; ++i) {
+    if (pool_->poll() != Status::ok) {
+      *why = "the completion queue failed during the set-up's pings";
+      return false;
+    }
+    if (slot_.alive >= want) return true;
+    for (const Peer& p : peers_) {
+      if (p.ep && p.ep->failed) {
+        *why = "the ping to leader " + std::to_string(p.member) + " failed (" +
+               (*EndpointPool::last_event() ? EndpointPool::last_event() : "write failed") +
+               "): the fabric does not carry the pair";
+        return false;
+      }
+    }
+    if ((i & 63) == 0) {
+      lock.unlock();
+      sched_yield();
+      if (opt_.idle) opt_.idle();
+      lock.lock();
+      pool_->check_events();
+    } else {
+      cpu_relax();
     }
   }
 }

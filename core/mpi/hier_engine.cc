@@ -471,6 +471,12 @@ bool HierEngine::try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank,
     const Status st = mlx5::RdmaLeaderTransport::create(boot, areas, first_rank, peers, opt, &t,
                                                         &rdma_why_);
     if (st != Status::ok) return false;
+    // Every leader got here (create agreed): pinging is safe, each partner
+    // is in RTR. A pair that fails means PMPI leaders for the team.
+    if (!t->ping(&rdma_why_)) {
+      MLXA2A_LOG(Info, "RDMA: %s", rdma_why_.c_str());
+      return false;
+    }
     rdma_gather_sge_ = t->gather_sge();
     *out = std::move(t);
     return true;

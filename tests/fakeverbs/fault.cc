@@ -1,8 +1,11 @@
 #include "fault.h"
 
+#include <pthread.h>
+
 #include <infiniband/verbs.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -58,12 +61,25 @@ bool parse_target(const std::string& item, size_t from, Target* t) {
 
 // Re-parsed whenever the variable changes (counters restart), so a test can
 // aim a rule at a QPN it learns at run time; and after fork.
+// The fast path compares the variable's address (setenv gives a new one)
+// and a pid the fork handler resets: ibv_poll_cq asks on every call.
+pid_t g_pid = 0;
+const char* g_seen = nullptr;
+
 Rules& rules() {  // caller holds g_mu
+  static const bool registered = [] {
+    pthread_atfork(nullptr, nullptr, [] { g_pid = 0; });
+    return true;
+  }();
+  (void)registered;
   const char* v = getenv("FAKEVERBS_FAULT");
+  if (g_pid != 0 && v == g_seen && g_rules.pid == g_pid) return g_rules;
+  if (g_pid == 0) g_pid = getpid();
+  g_seen = v;
   std::string s = v ? v : "";
-  if (g_rules.pid == getpid() && g_rules.text == s) return g_rules;
+  if (g_rules.pid == g_pid && g_rules.text == s) return g_rules;
   g_rules = Rules{};
-  g_rules.pid = getpid();
+  g_rules.pid = g_pid;
   g_rules.text = s;
   size_t pos = 0;
   while (pos < s.size()) {
@@ -119,9 +135,21 @@ bool qp_error_now() {
 }
 
 bool cq_overrun_now() {
+  // Asked at every ibv_poll_cq, which engines spin on: without the rule the
+  // variable is looked at again only every 1024th call (getenv scans the
+  // whole environment), so a rule set at run time takes that long to start.
+  static std::atomic<unsigned> skip{0};
+  if (skip.load(std::memory_order_relaxed) != 0) {
+    skip.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
   std::lock_guard<std::mutex> g(g_mu);
   Rules& r = rules();
-  return r.cq_overrun != 0 && ++r.n_poll == r.cq_overrun;
+  if (r.cq_overrun == 0) {
+    skip.store(1023, std::memory_order_relaxed);
+    return false;
+  }
+  return ++r.n_poll == r.cq_overrun;
 }
 
 bool resp_error_now() {
