@@ -105,7 +105,7 @@ def command(args, family, np, env, prog_args, shim):
 
 # What an injected fault makes mlxa2a say (a failed write and its relay),
 # not a warning of the run's own.
-EXPECTED_UNDER_FAULTS = re.compile(r"warn: RDMA (write failed|: the queue pair to leader)")
+EXPECTED_UNDER_FAULTS = re.compile(r"warn: RDMA( write failed|: the queue pair to leader)")
 
 
 def run(args, family, np, env, prog_args, shim):
