@@ -127,8 +127,9 @@ class Cluster:
             cmd += ["--done-pattern", r"^(CALLS \d+ \d+|RESULT \w+)$",
                     "--done-count", str(sum(self.ranks) + 1), "--finalize-grace", "5"]
         # Remote hosts start from a clean environment (as over ssh): the
-        # test's MLXA2A_* switches travel explicitly (mpirun -x / -genv).
-        forwarded = {k: v for k, v in os.environ.items() if k.startswith("MLXA2A_")}
+        # test's MLXA2A_* switches and the test programs' A2A_* settings travel
+        # explicitly (mpirun -x / -genv).
+        forwarded = {k: v for k, v in os.environ.items() if k.startswith(("MLXA2A_", "A2A_"))}
         for k, v in dict(forwarded, **extra_env).items():
             cmd += ["--env", f"{k}={v}"]
         return cmd + ["--"] + prog
