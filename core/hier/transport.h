@@ -8,8 +8,9 @@
 //   (RDMA, core/mlx5) registers them once and publishes the out-areas'
 //   addresses and keys to its partners; a two-sided one (PMPI) ignores them.
 // * exchange() is called by every leader of each node, the same number of
-//   times on every node, with one Message per remote node it handles (in node
-//   order; Plan::handled_by), addressed to the partner leader there. It
+//   times on every node, with one Message per remote node it handles
+//   (Plan::handled_by), from the next node on, cyclically (node k's leaders
+//   start at node k+1: no incast), addressed to the partner leader there. It
 //   returns once every message of this call has been sent (its send buffer
 //   may be reused) and received in full.
 // * A Message's send lies in the in-area and its recv in the out-area of the

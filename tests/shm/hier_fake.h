@@ -58,6 +58,7 @@ class Mailboxes {
   char* data(int from, int to) { return box_mem(from * nodes_ + to) + sizeof(Mailbox); }
   std::size_t capacity() const { return capacity_; }
   std::atomic<std::uint32_t>& poison() { return *poison_; }
+  int nodes() const { return nodes_; }
 
  private:
   char* box_mem(int i) { return mem_ + 64 + static_cast<std::size_t>(i) * stride_; }
@@ -98,6 +99,7 @@ class FakeTransport final : public LeaderTransport {
       return Status::transport_failed;
     }
     if (layout_ && !layout_ok(messages)) return Status::invalid_argument;
+    if (!cyclic_from_next(messages)) return Status::invalid_argument;
     for (const Message& m : messages) {
       if (m.bytes > boxes_.capacity() || m.node == node_) return Status::invalid_argument;
       Mailbox& b = boxes_.box(node_, m.node);
@@ -159,6 +161,19 @@ class FakeTransport final : public LeaderTransport {
   // (a + b) % L_m of the row from 64-byte chunks (rows rotated by source), at
   // slot b below. Follows run_rank's calls (pattern bytes, iteration = call
   // number) round by round: one leader per node, correct calls only.
+  // The transport contract's order (core/hier/transport.h): from the next
+  // node on, cyclically, so that no node is every leader's first target.
+  bool cyclic_from_next(std::span<const Message> messages) const {
+    const int n = boxes_.nodes();
+    int last = 0;
+    for (const Message& m : messages) {
+      const int distance = ((m.node - node_) % n + n) % n;  // 1 .. n-1 for another node
+      if (distance <= last) return false;
+      last = distance;
+    }
+    return true;
+  }
+
   bool layout_ok(std::span<const Message> messages) {
     const std::vector<int>& src = layout_->members(node_);
     std::size_t chunk = 0, bytes = 0;
