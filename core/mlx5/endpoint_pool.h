@@ -45,6 +45,8 @@
 
 namespace mlxa2a::mlx5 {
 
+struct AsyncEvent;
+
 // Which process a leader is: its port's address and pid (plus a per-process
 // nonce against pid reuse). Plain bytes: compared with memcmp.
 struct ProcessId {
@@ -141,11 +143,20 @@ class EndpointPool {
   // device did (an async event).
   Status poll() noexcept;
   // Reads the device's pending async events (non-blocking) and contains
-  // each: a QP's error retires its endpoint, a port error every endpoint
-  // (and refuses set-ups until the port is ACTIVE again), a CQ or device
-  // error the whole pool. Each is logged with its name; the last one's name
-  // is last_event(). Off the data path: set-ups and waits that yield call it.
+  // each: a QP's error retires its endpoint; a port error refuses new
+  // set-ups until the port is ACTIVE again but fails no endpoint (RC QPs
+  // retry through a flap inside their budget; one that runs out fails by its
+  // completion); PORT_ACTIVE and address events (LID/GID/P_Key/SM change,
+  // client reregister) read the port's address again and rebuild self() and
+  // what set-ups publish; a CQ or device error ends the whole pool. Each is
+  // logged with its name; the last containing one's name is last_event().
+  // Off the data path: set-ups and waits that yield call it.
   void check_events() noexcept;
+  // Whether a new set-up may use the port: reads pending events first (so
+  // an address change is in self()/device()->address() before the card is
+  // made); unavailable while the port is down or has no address, net_failed
+  // once the CQ or device failed, with *why.
+  Status ready(std::string* why) noexcept;
   // RoCE GID choice (gid_choice.h): the candidates this process offers a
   // set-up (all until the first set-up chose, then the one in use), and the
   // choice, applied once, before any QP exists (traced: gid=, gid-by=).
@@ -161,6 +172,9 @@ class EndpointPool {
   // Marks a connected endpoint failed unless its QP is in RTS (ibv_query_qp).
   void check_state(Endpoint& ep) noexcept;
   void fail_all() noexcept;
+  void set_self() noexcept;  // self_'s address from the device's
+  void on_port_event(const AsyncEvent& ev) noexcept;
+  void refresh_address(const char* event) noexcept;
   bool gid_fixed() const noexcept;
   void summarize() noexcept;  // the trace's fabric summary (qos.h)
 
@@ -174,6 +188,7 @@ class EndpointPool {
   std::uint32_t next_slot_ = 1;
   bool cq_failed_ = false;  // the CQ or the device failed: no RDMA in this process any more
   bool port_down_ = false;  // IBV_EVENT_PORT_ERR seen, no IBV_EVENT_PORT_ACTIVE since
+  bool no_address_ = false; // the last re-read of the port's address failed
   bool events_ = false;     // the async fd is non-blocking: check_events() may read it
   std::string gid_by_ = "first";  // why the GID in use: first (not chosen yet), subnet, ...
 };

@@ -37,6 +37,8 @@ using VerbsPtr = std::unique_ptr<T, VerbsDeleter<T>>;
 // How a peer reaches this port: LID on InfiniBand, GID on RoCE.
 struct PortAddress {
   std::uint16_t lid = 0;
+  // RoCE: the GID in use; InfiniBand: GID 0, whose upper 64 bits are the
+  // port's subnet prefix (set-up cards match them, setup_card.h).
   std::uint8_t gid[16] = {};
   std::int32_t gid_index = 0;  // local index used as sgid_index
   std::uint8_t roce = 0;       // link layer Ethernet
@@ -78,6 +80,12 @@ class Device {
     addr_.gid_index = gids_[i].index;
     for (int b = 0; b < 16; ++b) addr_.gid[b] = gids_[i].raw[b];
   }
+  // Reads the port's address again (after IBV_EVENT_PORT_ACTIVE, _LID_CHANGE,
+  // _GID_CHANGE, ...): LID, GIDs (the one in use kept by index when it is
+  // still a candidate), active MTU, P_Key index. Only what new connections
+  // use changes; connected QPs keep theirs. false with *why when the port
+  // is not ACTIVE or has no usable address now.
+  bool refresh(const NetOptions& opt, std::string* why) noexcept;
   const ibv_device_attr& attr() const { return attr_; }
   const std::string& name() const { return name_; }
   // Traffic class, SL and P_Key every QP on this port uses (core/mlx5/qos.h).
@@ -91,6 +99,8 @@ class Device {
   // The first ACTIVE, addressable port in [first, last] whose QoS resolves:
   // fills port_, addr_, qos_. false with *why otherwise.
   bool take_port(int first, int last, const NetOptions& opt, std::string* why);
+  bool read_address(const ibv_port_attr& pa, const NetOptions& opt, int keep_index,
+                    std::string* why);
   const Verbs& v_;
   VerbsPtr<ibv_context> ctx_;  // declared first: destroyed last
   VerbsPtr<ibv_pd> pd_;

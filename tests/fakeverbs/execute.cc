@@ -13,6 +13,7 @@
 
 #include "fault.h"
 #include "hca.h"
+#include "port.h"
 
 namespace fakeverbs {
 
@@ -179,7 +180,8 @@ Outcome Executor::run(SendWr& w) {
     o.status = IBV_WC_LOC_LEN_ERR;
     return o;
   }
-  if (qp_.ctx->dev->port_state != IBV_PORT_ACTIVE || qp_.ctx->port_down || !resolve_peer()) {
+  if (qp_.ctx->dev->port_state != IBV_PORT_ACTIVE || port::down(*qp_.ctx->dev) ||
+      !resolve_peer()) {
     o.wait = true;
     return o;
   }

@@ -9,6 +9,7 @@
 #include "fault.h"
 #include "hca.h"
 #include "objects.h"
+#include "port.h"
 
 namespace fakeverbs {
 
@@ -120,7 +121,7 @@ std::atomic<uint32_t> g_qp_seq{0};
 // the source GID's subnet is not routed - the key names nobody, so packets
 // are dropped and retried until the retry count runs out, as on a fabric.
 std::string dest_key_of(const DeviceSpec& d, const ibv_ah_attr& ah) {
-  if (!d.roce) return address_key(false, ah.dlid, ah.grh.dgid);
+  if (!d.roce) return address_key(false, ah.dlid, port::gid(d, d.gid));  // in our subnet
   const std::string own = address_key(true, 0, ah.grh.dgid);
   const size_t s = ah.grh.sgid_index;
   if (s < d.gids.size() && !same_subnet(d.gids[s].gid, ah.grh.dgid, d.gids[s].prefix)) {
