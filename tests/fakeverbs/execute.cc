@@ -115,7 +115,8 @@ bool Executor::resolve_peer() {
   {
     SharedLock lk(&p->mu);
     if (p->magic != wire::kQpMagic || (p->state != IBV_QPS_RTR && p->state != IBV_QPS_RTS) ||
-        p->dest_qpn != qp_.qpn() || strcmp(p->dest_key, me->local_key) != 0)
+        p->dest_qpn != qp_.qpn() || strcmp(p->dest_key, me->local_key) != 0 ||
+        now_ns() < p->port_down_until)  // its port is down: no answer, we retry
       return false;
   }
   if (!qp_.peer_cq_file && !qp_.peer_cq_file.open(p->recv_cq)) return false;

@@ -40,9 +40,10 @@ void raise(const DeviceSpec& d, ibv_event_type t) {
   }
 }
 
-// Every QP of the device's contexts answers at the port's address now: its
-// rendezvous link and the key peers check (wire.h local_key) follow it.
-void move_qps(const DeviceSpec& d) {
+// fn(qp) for every QP of the device's contexts, with its mutex and its
+// shared file's held. Takes Context::mu and Qp::mu: the caller holds neither.
+template <class Fn>
+void for_each_qp(const DeviceSpec& d, Fn fn) {
   std::vector<Context*> ctxs;
   {
     std::lock_guard<std::mutex> g(g_mu);
@@ -50,22 +51,30 @@ void move_qps(const DeviceSpec& d) {
       if (c->dev == &d) ctxs.push_back(c);
     }
   }
-  const std::string key = address_key(d);
   for (Context* c : ctxs) {
     std::lock_guard<std::mutex> cg(c->mu);
     for (auto& [qpn, qp] : c->qps) {
       std::lock_guard<std::mutex> qg(qp->mu);
-      const std::string link = "qpn." + key + "." + std::to_string(qpn);
-      if (!publish_link(link, qp->file.name())) {
-        log_error("QP 0x%x cannot move to %s (%s): it stays unreachable", qpn, link.c_str(),
-                  strerror(errno));
-      }
-      remove_entry(qp->link);
-      qp->link = link;
       SharedLock lk(&qp->sh->mu);
-      snprintf(qp->sh->local_key, sizeof qp->sh->local_key, "%s", key.c_str());
+      fn(*qp);
     }
   }
+}
+
+// Every QP of the device answers at the port's address now: its rendezvous
+// link and the key peers check (wire.h local_key) follow it.
+void move_qps(const DeviceSpec& d) {
+  const std::string key = address_key(d);
+  for_each_qp(d, [&](Qp& qp) {
+    const std::string link = "qpn." + key + "." + std::to_string(qp.qpn());
+    if (!publish_link(link, qp.file.name())) {
+      log_error("QP 0x%x cannot move to %s (%s): it stays unreachable", qp.qpn(), link.c_str(),
+                strerror(errno));
+    }
+    remove_entry(qp.link);
+    qp.link = link;
+    snprintf(qp.sh->local_key, sizeof qp.sh->local_key, "%s", key.c_str());
+  });
 }
 
 }  // namespace
@@ -96,8 +105,13 @@ void go_down(const DeviceSpec& d, uint64_t ns) {
   uint64_t was = s.down_until.load();
   while (was < until && !s.down_until.compare_exchange_weak(was, until)) {
   }
+  // Peers see it in the QPs they send to (wire.h): their packets to us are
+  // lost too, until the same time (one monotonic clock on the host).
+  for_each_qp(d, [&](Qp& qp) { qp.sh->port_down_until = std::max(until, was); });
   if (was == 0) raise(d, IBV_EVENT_PORT_ERR);
 }
+
+uint64_t down_until(const DeviceSpec& d) { return state_of(d).down_until.load(); }
 
 void change_lid(const DeviceSpec& d) {
   if (d.roce) return;  // RoCE ports have no LID

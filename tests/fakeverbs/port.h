@@ -8,7 +8,8 @@
 // through packets that no longer arrive.
 //  * Down: WRs of its QPs find no path and are retried until the port is
 //    back (they then complete) or their retry budget runs out
-//    (IBV_WC_RETRY_EXC_ERR), as on a link flap. A flap ends when its time is
+//    (IBV_WC_RETRY_EXC_ERR), as on a link flap; so are the peers' WRs to its
+//    QPs (the deadline is in each QP's shared file, wire.h). A flap ends when its time is
 //    up; IBV_EVENT_PORT_ACTIVE is raised by whoever looks at the port first
 //    (the progress thread retrying a WR, ibv_query_port, ibv_get_async_event).
 //  * LID / GID change: ibv_query_port / ibv_query_gid answer the new address,
@@ -46,6 +47,9 @@ void go_down(const DeviceSpec& d, uint64_t ns);
 // moved to it; raises IBV_EVENT_LID_CHANGE / IBV_EVENT_GID_CHANGE.
 void change_lid(const DeviceSpec& d);
 void change_gid(const DeviceSpec& d);
+
+// The deadline go_down() set (0: up), for a QP created meanwhile (wire.h).
+uint64_t down_until(const DeviceSpec& d);
 
 // The port's address now.
 uint16_t lid(const DeviceSpec& d);

@@ -208,6 +208,7 @@ FV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* ia) {
   sh->rq_cap = ia->cap.max_recv_wr;
   sh->rq_sge = rq_sge;
   std::string key = ctx->dev->address_key();
+  sh->port_down_until = port::down_until(*ctx->dev);
   snprintf(sh->local_key, sizeof sh->local_key, "%s", key.c_str());
   snprintf(sh->recv_cq, sizeof sh->recv_cq, "%s", rcq->file.name().c_str());
   // Responders check keys in, and write into the memory of, the process whose
