@@ -122,12 +122,12 @@ bool EndpointPool::gid_fixed() const noexcept {
   return !endpoints_.empty() || QueuePair::live_count() > 0 || gid_by_ != "first";
 }
 
-void EndpointPool::use_gid(int k, bool matched) noexcept {
+void EndpointPool::use_gid(int k) noexcept {
   if (gid_fixed() || k < 0 || static_cast<std::size_t>(k) >= device_->gids().size()) return;
   device_->use_gid(static_cast<std::size_t>(k));
-  gid_by_ = opt_.gid_index >= 0 ? "MLXA2A_NET_GID_INDEX" : matched ? "subnet" : "no-common-subnet";
-  MLXA2A_LOG(Info, "RDMA: GID index %d (%s)", device_->address().gid_index,
-             matched ? "its subnet is the other nodes' leaders'" : "no subnet common to all leaders: the first");
+  gid_by_ = opt_.gid_index >= 0 ? "MLXA2A_NET_GID_INDEX" : "subnet";
+  MLXA2A_LOG(Info, "RDMA: GID index %d (its subnet is the other nodes' leaders')",
+             device_->address().gid_index);
   summarize();
 }
 

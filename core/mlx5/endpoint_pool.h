@@ -159,9 +159,10 @@ class EndpointPool {
   Status ready(std::string* why) noexcept;
   // RoCE GID choice (gid_choice.h): the candidates this process offers a
   // set-up (all until the first set-up chose, then the one in use), and the
-  // choice, applied once, before any QP exists (traced: gid=, gid-by=).
+    // choice, applied once, before any QP exists and only when it shares a
+  // subnet with every other leader (traced: gid=, gid-by=).
   GidList gid_offer() const noexcept;
-  void use_gid(int k, bool matched) noexcept;
+  void use_gid(int k) noexcept;
   // The name of the last containing async event of this process ("" if
   // none), for the containment trace. Any thread.
   static const char* last_event() noexcept;

@@ -100,7 +100,7 @@ void choose_gids(EndpointPool* pool, int me, std::vector<Card>* cards,
     const GidCandidate& g = lists[static_cast<std::size_t>(m)].e[k];
     (*chosen)[static_cast<std::size_t>(m)] = g;
     if (m == me) {
-      if (matched) pool->use_gid(k, matched);
+            if (matched) pool->use_gid(k);
       continue;
     }
     PortAddress& a = (*cards)[static_cast<std::size_t>(m)].addr;
