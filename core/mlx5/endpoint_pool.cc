@@ -84,14 +84,21 @@ EndpointPool* EndpointPool::get(const NetOptions& opt, std::string* why) noexcep
   return g_pool.get();
 }
 
-std::uint32_t EndpointPool::link_layers(const NetOptions& opt) noexcept {
+PortOffer EndpointPool::port_offer(const NetOptions& opt) noexcept {
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    if (g_pool) return g_pool->device_->address().roce ? kLinkEth : kLinkIb;
-    if (g_tried) return 0;
+    if (g_pool) {
+      std::lock_guard<std::mutex> pool_lock(g_pool->mutex_);  // the address may be refreshed
+      const PortAddress& a = g_pool->device_->address();
+      PortOffer o;
+      o.links = a.roce ? kLinkEth : kLinkIb;
+      if (!a.roce) o.add_subnet(ib_subnet_of(a.gid));
+      return o;
+    }
+    if (g_tried) return {};
   }
   const Verbs* v = load_verbs(opt.verbs_library.c_str());
-  return v ? available_link_layers(*v, opt) : 0;
+  return v ? available_ports(*v, opt) : PortOffer{};
 }
 
 void EndpointPool::summarize() noexcept try {

@@ -112,9 +112,11 @@ class EndpointPool {
   static constexpr std::size_t kMaxEndpoints = 1024;
 
   static EndpointPool* get(const NetOptions& opt, std::string* why) noexcept;
-  // The link layers (link_layer.h) this process can offer a team: its open
-  // port's, none if opening failed, else what its ports have (set-up only).
-  static std::uint32_t link_layers(const NetOptions& opt) noexcept;
+    // What this process can offer a team (resources.h): its open port's link
+  // layer and subnet, nothing if opening failed, else what its ports have
+  // (set-up only). link_layers() is its links.
+  static PortOffer port_offer(const NetOptions& opt) noexcept;
+  static std::uint32_t link_layers(const NetOptions& opt) noexcept { return port_offer(opt).links; }
   static void shutdown() noexcept;
   static PoolStats stats() noexcept;
   static void count_writes(std::uint64_t writes, std::uint64_t bytes) noexcept;

@@ -27,16 +27,19 @@ std::uint32_t card_format() noexcept {
   return v && *v ? static_cast<std::uint32_t>(std::strtoul(v, nullptr, 0)) : kCardFormat;
 }
 
-// Round 0: each leader's build (magic, card format) and the link layers its
-// ports offer. Leaders of another format are refused before any round whose
-// layout could differ (*mismatch: then no later round runs, on any leader
-// of this build: all saw the same preambles). Otherwise the team takes a
-// link layer all leaders have (link_layer.h), so no leader opens a port the
-// other nodes cannot reach. Collective: one allgather whatever happens.
+// Round 0: each leader's build (magic, card format) and the link layers and
+// InfiniBand subnets its ports offer. Leaders of another format are refused
+// before any round whose layout could differ (*mismatch: then no later round
+// runs, on any leader of this build: all saw the same preambles). Otherwise
+// the team takes a link layer all leaders have (link_layer.h), so no leader
+// opens a port the other nodes cannot reach, and every leader prefers a port
+// on the team's common subnet (rail_subnet). Collective: one allgather
+// whatever happens.
 EndpointPool* open_pool(GroupBootstrap& boot, const NetOptions& opt,
                         std::span<const int> first_rank, std::string* why, bool* mismatch) noexcept {
-  const std::uint32_t offer = EndpointPool::link_layers(opt);
-  const Preamble mine = make_preamble(offer, card_format());
+    const PortOffer ports = EndpointPool::port_offer(opt);
+  const std::uint32_t offer = ports.links;
+  const Preamble mine = make_preamble(ports, card_format());
   std::vector<Preamble> all;
   std::vector<std::uint32_t> offers;
   try {
@@ -56,9 +59,10 @@ EndpointPool* open_pool(GroupBootstrap& boot, const NetOptions& opt,
     *why = "set-up allgather failed";
     return nullptr;
   }
-  for (std::size_t m = 0; m < all.size(); ++m) offers[m] = all[m].links;
+    for (std::size_t m = 0; m < all.size(); ++m) offers[m] = all[m].offer.links;
   NetOptions net = opt;
   net.link_layers = agree_link_layer(offers.data(), boot.size());
+    net.ib_subnet = rail_subnet(all);
   if (net.link_layers == 0) {
     *why = std::string("no link layer in common with the other nodes' leaders (here: ") +
            link_layer_name(offer) + ")";

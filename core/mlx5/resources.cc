@@ -138,9 +138,13 @@ std::vector<NetOptions::Port> ports_by_locality(const Verbs& v, ibv_device** lis
           pa.state != IBV_PORT_ACTIVE) {
         continue;
       }
-      if (!(opt.link_layers & layer_of(pa))) continue;  // the other nodes cannot reach it
-      cands.push_back({v.get_device_name(list[i]), p,
-                       pa.link_layer == IBV_LINK_LAYER_ETHERNET, -1});
+            if (!(opt.link_layers & layer_of(pa))) continue;  // the other nodes cannot reach it
+      const bool roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+      ibv_gid g{};
+      const bool on_subnet = !roce && opt.ib_subnet != 0 &&
+                             v.query_gid(ctx.get(), static_cast<std::uint8_t>(p), 0, &g) == 0 &&
+                             ib_subnet_of(g.raw) == opt.ib_subnet;
+      cands.push_back({v.get_device_name(list[i]), p, roce, -1, on_subnet});
       device_of.push_back(i);
     }
   }
@@ -220,11 +224,24 @@ template struct VerbsDeleter<ibv_cq>;
 template struct VerbsDeleter<ibv_mr>;
 template struct VerbsDeleter<ibv_qp>;
 
-std::uint32_t available_link_layers(const Verbs& v, const NetOptions& opt) noexcept try {
+std::uint64_t ib_subnet_of(const std::uint8_t gid[16]) noexcept {
+  std::uint64_t s = 0;
+  for (int b = 0; b < 8; ++b) s = s << 8 | gid[b];
+  return s;
+}
+
+void PortOffer::add_subnet(std::uint64_t s) noexcept {
+  for (std::uint32_t i = 0; i < n_subnets; ++i) {
+    if (subnets[i] == s) return;
+  }
+  if (n_subnets < kMaxOffered) subnets[n_subnets++] = s;
+}
+
+PortOffer available_ports(const Verbs& v, const NetOptions& opt) noexcept try {
   int n = 0;
   std::unique_ptr<ibv_device*, decltype(v.free_device_list)> list(v.get_device_list(&n),
                                                                    v.free_device_list);
-  std::uint32_t layers = 0;
+  PortOffer offer;
   for (int i = 0; list && i < n; ++i) {
     const std::string name = v.get_device_name(list.get()[i]);
     auto allowed = [&](int port) {
@@ -244,12 +261,17 @@ std::uint32_t available_link_layers(const Verbs& v, const NetOptions& opt) noexc
           (pa.link_layer != IBV_LINK_LAYER_ETHERNET && pa.lid == 0)) {
         continue;
       }
-      layers |= layer_of(pa);
+      offer.links |= layer_of(pa);
+      ibv_gid g{};
+      if (pa.link_layer != IBV_LINK_LAYER_ETHERNET &&
+          v.query_gid(ctx.get(), static_cast<std::uint8_t>(p), 0, &g) == 0) {
+        offer.add_subnet(ib_subnet_of(g.raw));
+      }
     }
   }
-  return layers;
+  return offer;
 } catch (...) {  // allocation only
-  return 0;
+  return {};
 }
 
 bool Device::grow_cq(int depth) noexcept {

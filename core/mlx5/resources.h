@@ -45,10 +45,21 @@ struct PortAddress {
   std::uint8_t mtu = 0;        // enum ibv_mtu, the port's active MTU
 };
 
-// The link layers (link_layer.h bits) of the ACTIVE, addressable ports this
-// process may use (MLXA2A_NET_DEVICES, else all). Opens each device briefly:
-// set-up only. 0 when there is none.
-std::uint32_t available_link_layers(const Verbs& v, const NetOptions& opt) noexcept;
+// What the ACTIVE, addressable ports this process may use (MLXA2A_NET_DEVICES,
+// else all) offer a team: their link layers (link_layer.h bits; 0 when there
+// is none) and the distinct subnet prefixes of the InfiniBand ones (the upper
+// 64 bits of GID 0, big-endian bytes as a number), at most kMaxOffered.
+struct PortOffer {
+  static constexpr int kMaxOffered = 4;
+  std::uint32_t links = 0;
+  std::uint32_t n_subnets = 0;
+  std::uint64_t subnets[kMaxOffered] = {};
+  void add_subnet(std::uint64_t s) noexcept;
+};
+// Opens each device briefly: set-up only.
+PortOffer available_ports(const Verbs& v, const NetOptions& opt) noexcept;
+// GID 0's subnet prefix as PortOffer numbers it.
+std::uint64_t ib_subnet_of(const std::uint8_t gid[16]) noexcept;
 
 class Device {
  public:

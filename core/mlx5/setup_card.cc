@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -9,12 +10,39 @@
 
 namespace mlxa2a::mlx5 {
 
-Preamble make_preamble(std::uint32_t links, std::uint32_t format) noexcept {
+Preamble make_preamble(const PortOffer& offer, std::uint32_t format) noexcept {
   Preamble p;
   p.format = format;
-  p.links = links;
+  p.offer = offer;
   std::snprintf(p.build, sizeof p.build, "%s", core::version::kVersionLine);
   return p;
+}
+
+std::uint64_t rail_subnet(std::span<const Preamble> all) noexcept {
+  std::uint64_t common[PortOffer::kMaxOffered];
+  std::size_t n = 0;
+  for (const Preamble& p : all) {  // the first leader offering subnets names the candidates
+    if (p.offer.n_subnets == 0) continue;
+    for (std::uint32_t i = 0; i < p.offer.n_subnets && i < PortOffer::kMaxOffered; ++i) {
+      common[n++] = p.offer.subnets[i];
+    }
+    break;
+  }
+  auto offered_by = [](const PortOffer& o, std::uint64_t s) {
+    for (std::uint32_t i = 0; i < o.n_subnets && i < PortOffer::kMaxOffered; ++i) {
+      if (o.subnets[i] == s) return true;
+    }
+    return false;
+  };
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool everyone = std::all_of(all.begin(), all.end(), [&](const Preamble& p) {
+      return p.offer.n_subnets == 0 || offered_by(p.offer, common[i]);
+    });
+    if (everyone) common[kept++] = common[i];
+  }
+      if (kept == 0) return 0;
+  return *std::min_element(common, common + kept);
 }
 
 int node_of_member(std::span<const int> first_rank, int member) noexcept {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
 
 #include "core/mlx5/endpoint_pool.h"
 #include "core/mlx5/gid_choice.h"
@@ -32,14 +33,24 @@ inline constexpr std::uint32_t kCardFormat = 2;
 struct Preamble {
   std::uint32_t magic = kCardMagic;
   std::uint32_t format = kCardFormat;
-  std::uint32_t links = 0;  // link layers this leader offers (link_layer.h)
-  std::uint32_t reserved = 0;
+  PortOffer offer;      // link layers and InfiniBand subnets this leader offers
   char build[48] = {};  // the build's version line, cut to fit, NUL-terminated
 };
 
-// This build's preamble offering `links`; `format` is kCardFormat except in
-// tests (MLXA2A_DEBUG_CARD_FORMAT, read by the set-up).
-Preamble make_preamble(std::uint32_t links, std::uint32_t format) noexcept;
+// Its layout is a promise to other builds: a change here is a new protocol.
+static_assert(sizeof(Preamble) == 96 && std::is_trivially_copyable_v<Preamble>);
+
+// This build's preamble; `format` is kCardFormat except in tests
+// (MLXA2A_DEBUG_CARD_FORMAT, read by the set-up).
+Preamble make_preamble(const PortOffer& offer, std::uint32_t format) noexcept;
+
+// Rails on separate InfiniBand subnets: the subnet every leader is to use -
+// the lowest of those that every leader offering any offers - so that all
+// meet on one. Not one per leader slot: a leader's partners on other nodes
+// are of other slots as soon as there are three nodes and two leaders per
+// node (Plan::serving), and a process has one port for all its partners.
+// 0: none in common (then reachability decides, pair by pair).
+std::uint64_t rail_subnet(std::span<const Preamble> all) noexcept;
 
 // Which node a member of the leaders' group is on: leader j of node m is
 // member first_rank[m] + j.

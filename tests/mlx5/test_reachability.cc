@@ -16,6 +16,7 @@
 
 #include "core/hier/hier_alltoall.h"
 #include "core/mlx5/endpoint_pool.h"
+#include "core/mlx5/hca_choice.h"
 #include "core/mlx5/setup_card.h"
 #include "tests/mlx5/fork_group.h"
 #include "tests/mlx5/rdma_fixture.h"
@@ -71,7 +72,9 @@ TEST(Reachability, RoceNeedsTheChosenGidsInOneSubnetAndOneLinkLayer) {
 
 TEST(CardFormat, AMismatchNamesTheNodeBothFormatsAndBothBuilds) {
   const std::vector<int> first_rank = {0, 2, 3};  // node 0 has two leaders
-  std::vector<Preamble> all(4, make_preamble(1, kCardFormat));
+    PortOffer ib;
+  ib.links = 1;
+  std::vector<Preamble> all(4, make_preamble(ib, kCardFormat));
   std::string why;
   EXPECT_EQ(format_mismatch(all, 0, first_rank, &why), -1);
   std::snprintf(all[3].build, sizeof all[3].build, "mlxa2a 9.9 (git other)");
@@ -88,12 +91,39 @@ TEST(CardFormat, AMismatchNamesTheNodeBothFormatsAndBothBuilds) {
   EXPECT_EQ(node_of_member(first_rank, 2), 1);
 }
 
+TEST(Rails, LeadersMeetOnTheLowestSubnetAllOffer) {
+  auto offering = [](std::initializer_list<std::uint64_t> subnets) {
+    PortOffer o;
+    o.links = 1;
+    for (std::uint64_t s : subnets) o.add_subnet(s);
+    return make_preamble(o, kCardFormat);
+  };
+  // Two nodes listing their rails in opposite orders, a RoCE-only leader
+  // (no subnets: not counted).
+  std::vector<Preamble> all = {offering({7, 3}), offering({3, 7}), offering({})};
+    EXPECT_EQ(rail_subnet(all), 3u);
+  all.push_back(offering({7}));  // one leader has only 7: everyone takes it
+  EXPECT_EQ(rail_subnet(all), 7u);
+  all.push_back(offering({9}));  // nothing in common: no preference
+  EXPECT_EQ(rail_subnet(all), 0u);
+}
+
+TEST(Rails, ThePortOnTheAssignedSubnetIsChosenFirst) {
+  std::vector<PortCandidate> c = {{"mlx5_0", 1, false, 0, false}, {"mlx5_1", 1, false, 1, true}};
+  const HcaChoice h = choose_hca(c, {0}, 0);  // mlx5_0 is nearer but on the other subnet
+  EXPECT_EQ(h.index, 1);
+  EXPECT_EQ(h.reason, "numa1-remote,rail1/1,subnet");
+  c[0].on_subnet = true;  // both on it: the subnet decides nothing
+  EXPECT_EQ(choose_hca(c, {0}, 0).reason, "numa0-near,rail1/1");
+}
+
 // Two single-rank nodes; rank r's environment is env[r] (name=value pairs).
 // want_why "": RDMA set up and an exchange checked; else the set-up is
 // refused on both with a reason containing want_why[r].
 struct Case {
   std::vector<std::vector<std::pair<const char*, const char*>>> env;
   std::vector<const char*> want_why;
+  std::vector<const char*> want_hca = {};  // with RDMA: the device each rank took
 };
 
 int case_rank(ForkBootstrap& boot, int rank, const test::ForkGroupWiring& wiring, const Case& c) {
@@ -114,7 +144,16 @@ int case_rank(ForkBootstrap& boot, int rank, const test::ForkGroupWiring& wiring
   std::vector<unsigned char> send(2 * 64), recv(2 * 64, 0);
   shm::test::fill_send(send, rank, 2, 1, 64);
   FT_CHECK_STATUS(e->run(send.data(), recv.data(), 64), Status::ok);
-  FT_CHECK(shm::test::check_recv(recv, rank, 2, 1, 64));
+    FT_CHECK(shm::test::check_recv(recv, rank, 2, 1, 64));
+  if (!c.want_hca.empty()) {
+    const EndpointPool* pool = EndpointPool::get(test::test_options(), &why);
+    FT_CHECK(pool != nullptr);
+    const std::string& took = pool->device()->name();
+    if (took != c.want_hca[static_cast<std::size_t>(rank)]) {
+      std::fprintf(stderr, "rank %d took %s (%s)\n", rank, took.c_str(), pool->device()->choice().c_str());
+    }
+    FT_CHECK(took == c.want_hca[static_cast<std::size_t>(rank)]);
+  }
   return 0;
 }
 
@@ -150,11 +189,19 @@ TEST(Reachability, RoceLeadersOnOneSubnetUseRdma) {
             {"", ""}});
 }
 
-TEST(Reachability, RailsOnDifferentSubnetsAreNeverPaired) {
-  // Two HCAs per node, listed in the other order on node 1: leader 0 of each
-  // takes its first, and those are on different subnets.
+TEST(Reachability, RailsListedInOtherOrdersMeetOnOneSubnet) {
+    // Two HCAs per node on subnets 1 and 2, listed in the other order on node
+  // 1: by list order both leaders would take mlx5_0, on different subnets;
+  // both prefer subnet 1, on mlx5_0 here and mlx5_1 there.
   run_case({{{{"FAKEVERBS_DEVICES", "2"}, {"FAKEVERBS_SUBNETS", "1,2"}},
              {{"FAKEVERBS_DEVICES", "2"}, {"FAKEVERBS_SUBNETS", "2,1"}}},
+            {"", ""},
+            {"mlx5_0", "mlx5_1"}});
+}
+
+TEST(Reachability, RailsWithNoSubnetInCommonAreNeverPaired) {
+  run_case({{{{"FAKEVERBS_DEVICES", "2"}, {"FAKEVERBS_SUBNETS", "1,2"}},
+             {{"FAKEVERBS_DEVICES", "2"}, {"FAKEVERBS_SUBNETS", "3,4"}}},
             {"no common subnet", "no common subnet"}});
 }
 
