@@ -112,7 +112,7 @@ class EndpointPool {
   static constexpr std::size_t kMaxEndpoints = 1024;
 
   static EndpointPool* get(const NetOptions& opt, std::string* why) noexcept;
-    // What this process can offer a team (resources.h): its open port's link
+  // What this process can offer a team (resources.h): its open port's link
   // layer and subnet, nothing if opening failed, else what its ports have
   // (set-up only). link_layers() is its links.
   static PortOffer port_offer(const NetOptions& opt) noexcept;
@@ -161,7 +161,7 @@ class EndpointPool {
   Status ready(std::string* why) noexcept;
   // RoCE GID choice (gid_choice.h): the candidates this process offers a
   // set-up (all until the first set-up chose, then the one in use), and the
-    // choice, applied once, before any QP exists and only when it shares a
+  // choice, applied once, before any QP exists and only when it shares a
   // subnet with every other leader (traced: gid=, gid-by=).
   GidList gid_offer() const noexcept;
   void use_gid(int k) noexcept;

@@ -69,8 +69,8 @@ class HwlocLocality final : public Locality {
 
 HcaChoice choose_hca(const std::vector<PortCandidate>& candidates, const std::vector<int>& my_numa,
                      int leader_slot) {
-    HcaChoice out;
-    // Only when the subnet decides something: some candidates are on it, some not.
+  HcaChoice out;
+  // Only when the subnet decides something: some candidates are on it, some not.
   auto on = [](const PortCandidate& c) { return c.on_subnet; };
   const bool by_subnet = std::any_of(candidates.begin(), candidates.end(), on) &&
                          !std::all_of(candidates.begin(), candidates.end(), on);
@@ -92,7 +92,7 @@ HcaChoice choose_hca(const std::vector<PortCandidate>& candidates, const std::ve
   const PortCandidate& c = candidates[static_cast<std::size_t>(out.index)];
   static const char* const kind[] = {"-near", "-unknown", "-remote"};
   out.reason = (c.numa < 0 ? std::string("numa?") : "numa" + std::to_string(c.numa)) +
-                              kind[best] + ",rail" + std::to_string(rail + 1) + "/" + std::to_string(k) +
+               kind[best] + ",rail" + std::to_string(rail + 1) + "/" + std::to_string(k) +
                (by_subnet ? ",subnet" : "");
   return out;
 }

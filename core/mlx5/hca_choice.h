@@ -30,7 +30,7 @@ struct PortCandidate {
   int port = 1;
   bool roce = false;
   int numa = -1;  // NUMA node of the device, -1 unknown
-    // On the subnet the team's leaders all prefer (rails on separate subnets,
+  // On the subnet the team's leaders all prefer (rails on separate subnets,
   // setup_card.h): when some candidate is, only those are chosen from.
   bool on_subnet = false;
 };

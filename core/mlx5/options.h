@@ -22,8 +22,8 @@ struct NetOptions : core::config::NetSwitches {
   // Link layers a port may have (core/mlx5/link_layer.h: kLinkIb, kLinkEth):
   // set by the set-up to the one the team's leaders have in common.
   std::uint32_t link_layers = 3;
-    bool link_matched = false;  // ports of another layer were skipped for it (the trace says so)
-    // InfiniBand rails on separate subnets: the subnet prefix (ib_subnet_of)
+  bool link_matched = false;  // ports of another layer were skipped for it (the trace says so)
+  // InfiniBand rails on separate subnets: the subnet prefix (ib_subnet_of)
   // every leader of the team prefers, so that all meet on one
   // (core/mlx5/setup_card.h rail_subnet); 0: no preference.
   std::uint64_t ib_subnet = 0;

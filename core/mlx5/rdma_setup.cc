@@ -36,8 +36,9 @@ std::uint32_t card_format() noexcept {
 // on the team's common subnet (rail_subnet). Collective: one allgather
 // whatever happens.
 EndpointPool* open_pool(GroupBootstrap& boot, const NetOptions& opt,
-                        std::span<const int> first_rank, std::string* why, bool* mismatch) noexcept {
-    const PortOffer ports = EndpointPool::port_offer(opt);
+                        std::span<const int> first_rank, std::string* why,
+                        bool* mismatch) noexcept {
+  const PortOffer ports = EndpointPool::port_offer(opt);
   const std::uint32_t offer = ports.links;
   const Preamble mine = make_preamble(ports, card_format());
   std::vector<Preamble> all;
@@ -59,10 +60,10 @@ EndpointPool* open_pool(GroupBootstrap& boot, const NetOptions& opt,
     *why = "set-up allgather failed";
     return nullptr;
   }
-    for (std::size_t m = 0; m < all.size(); ++m) offers[m] = all[m].offer.links;
+  for (std::size_t m = 0; m < all.size(); ++m) offers[m] = all[m].offer.links;
   NetOptions net = opt;
   net.link_layers = agree_link_layer(offers.data(), boot.size());
-    net.ib_subnet = rail_subnet(all);
+  net.ib_subnet = rail_subnet(all);
   if (net.link_layers == 0) {
     *why = std::string("no link layer in common with the other nodes' leaders (here: ") +
            link_layer_name(offer) + ")";
@@ -104,7 +105,7 @@ void choose_gids(EndpointPool* pool, int me, std::vector<Card>* cards,
     const GidCandidate& g = lists[static_cast<std::size_t>(m)].e[k];
     (*chosen)[static_cast<std::size_t>(m)] = g;
     if (m == me) {
-            if (matched) pool->use_gid(k);
+      if (matched) pool->use_gid(k);
       continue;
     }
     PortAddress& a = (*cards)[static_cast<std::size_t>(m)].addr;

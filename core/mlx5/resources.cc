@@ -37,25 +37,27 @@ bool zero_gid(const ibv_gid& g) {
 // address (getifaddrs), else `assumed`: a RoCE GID is made from an address
 // of the port's netdev, so normally it is there (a process in another
 // network namespace, or fakeverbs, sees none).
+// The address bytes of an AF_INET / AF_INET6 socket address (a netmask's
+// family field is not relied on).
+const std::uint8_t* ip_bytes(const sockaddr* a, int family) {
+  if (family == AF_INET) {
+    return reinterpret_cast<const std::uint8_t*>(&reinterpret_cast<const sockaddr_in*>(a)->sin_addr);
+  }
+  return reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr.s6_addr;
+}
+
 int gid_prefix(const ibv_gid& g, bool v4, int assumed) {
   ifaddrs* all = nullptr;
   if (getifaddrs(&all) != 0) return assumed;
+  const int family = v4 ? AF_INET : AF_INET6;
+  const std::size_t len = v4 ? 4 : 16;  // the address: a GID's last 4 bytes, or all 16
   int bits = -1;
   for (const ifaddrs* i = all; i && bits < 0; i = i->ifa_next) {
-    if (!i->ifa_addr || !i->ifa_netmask) continue;
-    const std::uint8_t* addr = nullptr;
-    const std::uint8_t* mask = nullptr;
-    std::size_t len = 0;
-    if (v4 && i->ifa_addr->sa_family == AF_INET) {
-      addr = reinterpret_cast<const std::uint8_t*>(&reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr);
-      mask = reinterpret_cast<const std::uint8_t*>(&reinterpret_cast<const sockaddr_in*>(i->ifa_netmask)->sin_addr);
-      len = 4;
-    } else if (!v4 && i->ifa_addr->sa_family == AF_INET6) {
-      addr = reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr.s6_addr;
-      mask = reinterpret_cast<const sockaddr_in6*>(i->ifa_netmask)->sin6_addr.s6_addr;
-      len = 16;
+    if (!i->ifa_addr || !i->ifa_netmask || i->ifa_addr->sa_family != family ||
+        std::memcmp(ip_bytes(i->ifa_addr, family), g.raw + 16 - len, len) != 0) {
+      continue;
     }
-    if (!addr || std::memcmp(addr, g.raw + 16 - len, len) != 0) continue;
+    const std::uint8_t* mask = ip_bytes(i->ifa_netmask, family);
     bits = v4 ? 96 : 0;
     for (std::size_t b = 0; b < len; ++b) bits += __builtin_popcount(mask[b]);
   }
@@ -138,7 +140,7 @@ std::vector<NetOptions::Port> ports_by_locality(const Verbs& v, ibv_device** lis
           pa.state != IBV_PORT_ACTIVE) {
         continue;
       }
-            if (!(opt.link_layers & layer_of(pa))) continue;  // the other nodes cannot reach it
+      if (!(opt.link_layers & layer_of(pa))) continue;  // the other nodes cannot reach it
       const bool roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
       ibv_gid g{};
       const bool on_subnet = !roce && opt.ib_subnet != 0 &&

@@ -41,7 +41,7 @@ std::uint64_t rail_subnet(std::span<const Preamble> all) noexcept {
     });
     if (everyone) common[kept++] = common[i];
   }
-      if (kept == 0) return 0;
+  if (kept == 0) return 0;
   return *std::min_element(common, common + kept);
 }
 
@@ -93,7 +93,9 @@ std::string ib_subnet_text(const std::uint8_t gid[16]) {
 std::string gid_subnet_text(const GidCandidate& g) {
   std::uint8_t net[16];
   std::memcpy(net, g.raw, sizeof net);
-  for (int bit = g.prefix; bit < 128; ++bit) net[bit / 8] &= static_cast<std::uint8_t>(~(0x80 >> (bit % 8)));
+  for (int bit = g.prefix; bit < 128; ++bit) {
+    net[bit / 8] &= static_cast<std::uint8_t>(~(0x80 >> (bit % 8)));  // the host part off
+  }
   static constexpr std::uint8_t kV4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
   char text[INET6_ADDRSTRLEN] = {};
   const bool v4 = std::memcmp(net, kV4, sizeof kV4) == 0 && g.prefix >= 96;

@@ -72,7 +72,7 @@ TEST(Reachability, RoceNeedsTheChosenGidsInOneSubnetAndOneLinkLayer) {
 
 TEST(CardFormat, AMismatchNamesTheNodeBothFormatsAndBothBuilds) {
   const std::vector<int> first_rank = {0, 2, 3};  // node 0 has two leaders
-    PortOffer ib;
+  PortOffer ib;
   ib.links = 1;
   std::vector<Preamble> all(4, make_preamble(ib, kCardFormat));
   std::string why;
@@ -101,7 +101,7 @@ TEST(Rails, LeadersMeetOnTheLowestSubnetAllOffer) {
   // Two nodes listing their rails in opposite orders, a RoCE-only leader
   // (no subnets: not counted).
   std::vector<Preamble> all = {offering({7, 3}), offering({3, 7}), offering({})};
-    EXPECT_EQ(rail_subnet(all), 3u);
+  EXPECT_EQ(rail_subnet(all), 3u);
   all.push_back(offering({7}));  // one leader has only 7: everyone takes it
   EXPECT_EQ(rail_subnet(all), 7u);
   all.push_back(offering({9}));  // nothing in common: no preference
@@ -144,7 +144,7 @@ int case_rank(ForkBootstrap& boot, int rank, const test::ForkGroupWiring& wiring
   std::vector<unsigned char> send(2 * 64), recv(2 * 64, 0);
   shm::test::fill_send(send, rank, 2, 1, 64);
   FT_CHECK_STATUS(e->run(send.data(), recv.data(), 64), Status::ok);
-    FT_CHECK(shm::test::check_recv(recv, rank, 2, 1, 64));
+  FT_CHECK(shm::test::check_recv(recv, rank, 2, 1, 64));
   if (!c.want_hca.empty()) {
     const EndpointPool* pool = EndpointPool::get(test::test_options(), &why);
     FT_CHECK(pool != nullptr);
@@ -190,7 +190,7 @@ TEST(Reachability, RoceLeadersOnOneSubnetUseRdma) {
 }
 
 TEST(Reachability, RailsListedInOtherOrdersMeetOnOneSubnet) {
-    // Two HCAs per node on subnets 1 and 2, listed in the other order on node
+  // Two HCAs per node on subnets 1 and 2, listed in the other order on node
   // 1: by list order both leaders would take mlx5_0, on different subnets;
   // both prefer subnet 1, on mlx5_0 here and mlx5_1 there.
   run_case({{{{"FAKEVERBS_DEVICES", "2"}, {"FAKEVERBS_SUBNETS", "1,2"}},
