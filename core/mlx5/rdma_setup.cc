@@ -2,7 +2,6 @@
 // (core/collective_setup.h): every leader runs every round whatever failed
 // before, so that nobody skips an allgather its partners are in.
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -22,9 +21,8 @@ namespace {
 
 // This build's card format, or MLXA2A_DEBUG_CARD_FORMAT's: tests make one
 // leader claim another format to see the mismatch refused (setup_card.h).
-std::uint32_t card_format() noexcept {
-  const char* v = std::getenv("MLXA2A_DEBUG_CARD_FORMAT");
-  return v && *v ? static_cast<std::uint32_t>(std::strtoul(v, nullptr, 0)) : kCardFormat;
+std::uint32_t card_format(const NetOptions& opt) noexcept {
+  return opt.debug_card_format != 0 ? opt.debug_card_format : kCardFormat;
 }
 
 // Round 0: each leader's build (magic, card format) and the link layers and
@@ -40,7 +38,7 @@ EndpointPool* open_pool(GroupBootstrap& boot, const NetOptions& opt,
                         bool* mismatch) noexcept {
   const PortOffer ports = EndpointPool::port_offer(opt);
   const std::uint32_t offer = ports.links;
-  const Preamble mine = make_preamble(ports, card_format());
+  const Preamble mine = make_preamble(ports, card_format(opt));
   std::vector<Preamble> all;
   std::vector<std::uint32_t> offers;
   try {

@@ -41,7 +41,7 @@ struct Preamble {
 static_assert(sizeof(Preamble) == 96 && std::is_trivially_copyable_v<Preamble>);
 
 // This build's preamble; `format` is kCardFormat except in tests
-// (MLXA2A_DEBUG_CARD_FORMAT, read by the set-up).
+// (MLXA2A_DEBUG_CARD_FORMAT, NetOptions::debug_card_format).
 Preamble make_preamble(const PortOffer& offer, std::uint32_t format) noexcept;
 
 // Rails on separate InfiniBand subnets: the subnet every leader is to use -

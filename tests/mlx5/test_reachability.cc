@@ -124,16 +124,19 @@ struct Case {
   std::vector<std::vector<std::pair<const char*, const char*>>> env;
   std::vector<const char*> want_why;
   std::vector<const char*> want_hca = {};  // with RDMA: the device each rank took
+  std::vector<std::uint32_t> card_format = {};  // MLXA2A_DEBUG_CARD_FORMAT per rank
 };
 
 int case_rank(ForkBootstrap& boot, int rank, const test::ForkGroupWiring& wiring, const Case& c) {
   for (const auto& [k, v] : c.env[static_cast<std::size_t>(rank)]) setenv(k, v, 1);
   const char* want = c.want_why[static_cast<std::size_t>(rank)];
   const bool refuse = *want != 0;
+  NetOptions opt = test::test_options();
+  if (!c.card_format.empty()) opt.debug_card_format = c.card_format[static_cast<std::size_t>(rank)];
   std::unique_ptr<hier::HierAlltoall> e;
   int created = 0;
   std::string why;
-  const int rc = test::build_rdma_hier(boot, rank, {0, 1}, {}, test::test_options(), wiring, &e,
+  const int rc = test::build_rdma_hier(boot, rank, {0, 1}, {}, opt, wiring, &e,
                                        refuse ? Status::unavailable : Status::ok, &created,
                                        nullptr, &why);
   if (refuse) {
@@ -209,7 +212,7 @@ TEST(CardFormat, NodesOfDifferentBuildsRefuseRdmaWithBothNamed) {
   const std::string ours = std::to_string(kCardFormat);
   static const std::string want0 = "set-up card of node 1 has format 99, ours " + ours;
   static const std::string want1 = "set-up card of node 0 has format " + ours + ", ours 99";
-  run_case({{{}, {{"MLXA2A_DEBUG_CARD_FORMAT", "99"}}}, {want0.c_str(), want1.c_str()}});
+  run_case({{{}, {}}, {want0.c_str(), want1.c_str()}, {}, {0, 99}});
 }
 
 }  // namespace
