@@ -26,6 +26,9 @@ struct NetSwitches {
   std::string verbs_library = "libibverbs.so.1";  // MLXA2A_NET_VERBS_LIBRARY
   std::vector<NetPort> devices;  // MLXA2A_NET_DEVICES; empty: first ACTIVE port of any device
   int gid_index = -1;            // MLXA2A_NET_GID_INDEX; -1: matched by subnet (core/mlx5/gid_choice.h)
+  // MLXA2A_DEBUG_CARD_FORMAT (tests): the set-up card format claimed; 0: this
+  // build's (core/mlx5/setup_card.h).
+  std::uint32_t debug_card_format = 0;
   // MLXA2A_NET_TIMEOUT: bounds set-up hand-overs and the containment
   // agreement; a partner's data is waited for without a limit (keepalive_ms).
   std::uint32_t timeout_ms = 120000;

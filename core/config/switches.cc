@@ -445,6 +445,16 @@ constexpr Spec kSwitches[] = {
      .verbosity = Verbosity::Developer,
      .scope = Scope::AllEqual,
      .check = check_node_layout},
+    {.name = "DEBUG_CARD_FORMAT",
+     .type = Type::Int,
+     .default_text = "0",
+     .description = "For tests only: the RDMA set-up card format this process claims "
+                    "(0 = this build's). Leaders of other formats refuse RDMA for the team, "
+                    "naming both builds.",
+     .verbosity = Verbosity::Developer,
+     .min = 0,
+     .max = 65535,
+     .store = net<&NetSwitches::debug_card_format>},
     {.name = "DEBUG_TUNE_TIMES",
      .type = Type::String,
      .default_text = "",

@@ -51,11 +51,26 @@ bool next_async_event(const Verbs& v, ibv_context* ctx, AsyncEvent* out) noexcep
       out->scope = AsyncEvent::Scope::qp;
       out->qpn = ev.element.qp ? ev.element.qp->qp_num : 0;
       break;
+    // Unaffiliated, naming a port (man ibv_get_async_event). A port that
+    // went down does not fail its RC QPs: they retry, and survive a flap
+    // shorter than their retry budget.
     case IBV_EVENT_PORT_ERR:
       out->scope = AsyncEvent::Scope::port;
+      out->port = static_cast<std::uint8_t>(ev.element.port_num);
       break;
     case IBV_EVENT_PORT_ACTIVE:
       out->scope = AsyncEvent::Scope::port_up;
+      out->port = static_cast<std::uint8_t>(ev.element.port_num);
+      break;
+    // The port's address or partition changed, or a new SM may have
+    // reassigned them: the cached LID/GID/P_Key index may be stale.
+    case IBV_EVENT_LID_CHANGE:
+    case IBV_EVENT_GID_CHANGE:
+    case IBV_EVENT_PKEY_CHANGE:
+    case IBV_EVENT_SM_CHANGE:
+    case IBV_EVENT_CLIENT_REREGISTER:
+      out->scope = AsyncEvent::Scope::address;
+      out->port = static_cast<std::uint8_t>(ev.element.port_num);
       break;
     // A CQ in error has lost completions for good (overrun); a fatal device
     // error ends every verbs object of the context.

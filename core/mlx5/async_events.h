@@ -19,14 +19,18 @@ namespace mlxa2a::mlx5 {
 
 struct AsyncEvent {
   enum class Scope {
-    info,    // nothing to contain (LID/GID/SM change, path migrated, ...)
-    qp,      // one QP is in error (qpn)
-    port,    // the port went down: every QP on it stops
-    port_up, // the port is ACTIVE again
-    device,  // the CQ or the device failed: nothing here works any more
+    info,     // nothing to contain (path migrated, SRQ limit, ...)
+    qp,       // one QP is in error (qpn)
+    port,     // the port went down (port): its QPs retry until it returns or
+              // their retry budget runs out; new connections wait for it
+    port_up,  // the port is ACTIVE again (port)
+    address,  // the port's LID, GIDs, P_Keys or SM changed (port): what new
+              // set-ups are offered must be read again
+    device,   // the CQ or the device failed: nothing here works any more
   };
   Scope scope = Scope::info;
   std::uint32_t qpn = 0;
+  std::uint8_t port = 0;  // port scopes: which port of the device
   const char* name = "";  // e.g. "IBV_EVENT_QP_FATAL", for the log and the trace
 };
 

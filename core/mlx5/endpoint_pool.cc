@@ -59,8 +59,7 @@ EndpointPool* EndpointPool::get(const NetOptions& opt, std::string* why) noexcep
             g_why = "the device's largest CQ is too small";
           } else {
             const PortAddress& a = p->device_->address();
-            std::memcpy(p->self_.gid, a.gid, sizeof a.gid);
-            p->self_.lid = a.lid;
+            p->set_self();
             p->self_.pid = static_cast<std::uint32_t>(getpid());
             p->self_.nonce = static_cast<std::uint64_t>(
                 std::chrono::steady_clock::now().time_since_epoch().count()) ^
@@ -85,14 +84,21 @@ EndpointPool* EndpointPool::get(const NetOptions& opt, std::string* why) noexcep
   return g_pool.get();
 }
 
-std::uint32_t EndpointPool::link_layers(const NetOptions& opt) noexcept {
+PortOffer EndpointPool::port_offer(const NetOptions& opt) noexcept {
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    if (g_pool) return g_pool->device_->address().roce ? kLinkEth : kLinkIb;
-    if (g_tried) return 0;
+    if (g_pool) {
+      std::lock_guard<std::mutex> pool_lock(g_pool->mutex_);  // the address may be refreshed
+      const PortAddress& a = g_pool->device_->address();
+      PortOffer o;
+      o.links = a.roce ? kLinkEth : kLinkIb;
+      if (!a.roce) o.add_subnet(ib_subnet_of(a.gid));
+      return o;
+    }
+    if (g_tried) return {};
   }
   const Verbs* v = load_verbs(opt.verbs_library.c_str());
-  return v ? available_link_layers(*v, opt) : 0;
+  return v ? available_ports(*v, opt) : PortOffer{};
 }
 
 void EndpointPool::summarize() noexcept try {
@@ -123,12 +129,12 @@ bool EndpointPool::gid_fixed() const noexcept {
   return !endpoints_.empty() || QueuePair::live_count() > 0 || gid_by_ != "first";
 }
 
-void EndpointPool::use_gid(int k, bool matched) noexcept {
+void EndpointPool::use_gid(int k) noexcept {
   if (gid_fixed() || k < 0 || static_cast<std::size_t>(k) >= device_->gids().size()) return;
   device_->use_gid(static_cast<std::size_t>(k));
-  gid_by_ = opt_.gid_index >= 0 ? "MLXA2A_NET_GID_INDEX" : matched ? "subnet" : "no-common-subnet";
-  MLXA2A_LOG(Info, "RDMA: GID index %d (%s)", device_->address().gid_index,
-             matched ? "its subnet is the other nodes' leaders'" : "no subnet common to all leaders: the first");
+  gid_by_ = opt_.gid_index >= 0 ? "MLXA2A_NET_GID_INDEX" : "subnet";
+  MLXA2A_LOG(Info, "RDMA: GID index %d (its subnet is the other nodes' leaders')",
+             device_->address().gid_index);
   summarize();
 }
 
@@ -154,7 +160,7 @@ Status EndpointPool::endpoint(const ProcessId& remote, std::shared_ptr<Endpoint>
   *created = false;
   check_events();
   if (cq_failed_) return Status::net_failed;
-  if (port_down_) return Status::unavailable;
+  if (port_down_ || no_address_) return Status::unavailable;
   try {
     if (auto it = endpoints_.find(remote); it != endpoints_.end()) {
       // Error completions not yet polled, or a QP the HCA moved to the error
@@ -270,36 +276,109 @@ void EndpointPool::fail_all() noexcept {
   for (auto& [id, ep] : endpoints_) ep->failed = true;
 }
 
+void EndpointPool::set_self() noexcept {
+  const PortAddress& a = device_->address();
+  std::memcpy(self_.gid, a.gid, sizeof a.gid);
+  self_.lid = a.lid;
+}
+
+// The port's address is read again and what new set-ups are offered (our
+// ProcessId, card address, GID candidates) rebuilt from it. A changed
+// ProcessId also makes partners treat the pair as new: their QPs to our old
+// address are replaced at the next set-up (link_rule.h's repair), as they
+// would no longer reach us.
+void EndpointPool::refresh_address(const char* event) noexcept {
+  std::string why;
+  const ProcessId before = self_;
+  if (!device_->refresh(opt_, &why)) {
+    no_address_ = true;
+    MLXA2A_LOG(Warn, "RDMA: after %s %s port %d has no usable address (%s): new teams fall "
+               "back to PMPI until it has", event, device_->name().c_str(), device_->port(),
+               why.c_str());
+    return;
+  }
+  no_address_ = false;
+  set_self();
+  summarize();
+  if (before == self_) {
+    MLXA2A_LOG(Info, "RDMA: after %s %s port %d keeps its address", event,
+               device_->name().c_str(), device_->port());
+    return;
+  }
+  MLXA2A_LOG(Warn, "RDMA: after %s %s port %d has a new address (LID %u, MTU %d): new teams "
+             "use it; pairs connected to the old one are replaced", event,
+             device_->name().c_str(), device_->port(), device_->address().lid,
+             128 << device_->address().mtu);
+}
+
+void EndpointPool::on_port_event(const AsyncEvent& ev) noexcept {
+  using Scope = AsyncEvent::Scope;
+  if (ev.port != 0 && ev.port != device_->port()) {  // another port of the device
+    MLXA2A_LOG(Info, "RDMA: async event %s on port %d (not ours)", ev.name, ev.port);
+    return;
+  }
+  if (ev.scope == Scope::port) {
+    // Its QPs are not failed: an RC QP retries for its whole budget (ACK
+    // timeout x retries, ~8.6 s by default), so a flap shorter than that
+    // costs a stall, not the communicator. A QP whose budget runs out fails
+    // by its error completion. Only new connections wait for the port.
+    g_last_event.store(ev.name, std::memory_order_relaxed);
+    port_down_ = true;
+    MLXA2A_LOG(Warn, "RDMA: async event %s on %s port %d: queue pairs retry until it returns "
+               "(or their retries run out); new teams fall back to PMPI until it is active",
+               ev.name, device_->name().c_str(), device_->port());
+    return;
+  }
+  MLXA2A_LOG(Info, "RDMA: async event %s", ev.name);
+  if (ev.scope == Scope::port_up) port_down_ = false;
+  refresh_address(ev.name);  // PORT_ACTIVE too: the SM may have given a new LID
+}
+
 void EndpointPool::check_events() noexcept {
   if (!events_) return;
   AsyncEvent ev;
   while (next_async_event(device_->verbs(), device_->context(), &ev)) {
     using Scope = AsyncEvent::Scope;
-    if (ev.scope == Scope::info || ev.scope == Scope::port_up) {
-      MLXA2A_LOG(Info, "RDMA: async event %s", ev.name);
-      if (ev.scope == Scope::port_up) port_down_ = false;
-      continue;
-    }
-    g_last_event.store(ev.name, std::memory_order_relaxed);
-    if (ev.scope == Scope::qp) {
-      auto it = by_qpn_.find(ev.qpn);
-      if (it != by_qpn_.end()) it->second->failed = true;
-      MLXA2A_LOG(Warn, "RDMA: async event %s on queue pair %u: its teams fall back to PMPI",
-                 ev.name, ev.qpn);
-      continue;
-    }
-    fail_all();
-    if (ev.scope == Scope::port) {
-      port_down_ = true;
-      MLXA2A_LOG(Warn, "RDMA: async event %s on %s port %d: every team falls back to PMPI, "
-                 "new ones until the port is active again", ev.name, device_->name().c_str(),
-                 device_->port());
-    } else {
-      cq_failed_ = true;
-      MLXA2A_LOG(Error, "RDMA: async event %s on %s: RDMA is off in this process", ev.name,
-                 device_->name().c_str());
+    switch (ev.scope) {
+      case Scope::info:
+        MLXA2A_LOG(Info, "RDMA: async event %s", ev.name);
+        break;
+      case Scope::port:
+      case Scope::port_up:
+      case Scope::address:
+        on_port_event(ev);
+        break;
+      case Scope::qp: {
+        g_last_event.store(ev.name, std::memory_order_relaxed);
+        auto it = by_qpn_.find(ev.qpn);
+        if (it != by_qpn_.end()) it->second->failed = true;
+        MLXA2A_LOG(Warn, "RDMA: async event %s on queue pair %u: its teams fall back to PMPI",
+                   ev.name, ev.qpn);
+        break;
+      }
+      case Scope::device:
+        g_last_event.store(ev.name, std::memory_order_relaxed);
+        fail_all();
+        cq_failed_ = true;
+        MLXA2A_LOG(Error, "RDMA: async event %s on %s: RDMA is off in this process", ev.name,
+                   device_->name().c_str());
+        break;
     }
   }
+}
+
+Status EndpointPool::ready(std::string* why) noexcept {
+  check_events();
+  if (cq_failed_) {
+    *why = std::string("RDMA is off in this process (") + last_event() + ")";
+    return Status::net_failed;
+  }
+  if (port_down_ || no_address_) {
+    *why = device_->name() + " port " + std::to_string(device_->port()) +
+           (port_down_ ? " is down" : " has no usable address");
+    return Status::unavailable;
+  }
+  return Status::ok;
 }
 
 Status EndpointPool::poll() noexcept {

@@ -45,6 +45,8 @@
 
 namespace mlxa2a::mlx5 {
 
+struct AsyncEvent;
+
 // Which process a leader is: its port's address and pid (plus a per-process
 // nonce against pid reuse). Plain bytes: compared with memcmp.
 struct ProcessId {
@@ -138,9 +140,11 @@ class EndpointPool {
   static constexpr std::size_t kMaxEndpoints = 1024;
 
   static EndpointPool* get(const NetOptions& opt, std::string* why) noexcept;
-  // The link layers (link_layer.h) this process can offer a team: its open
-  // port's, none if opening failed, else what its ports have (set-up only).
-  static std::uint32_t link_layers(const NetOptions& opt) noexcept;
+  // What this process can offer a team (resources.h): its open port's link
+  // layer and subnet, nothing if opening failed, else what its ports have
+  // (set-up only). link_layers() is its links.
+  static PortOffer port_offer(const NetOptions& opt) noexcept;
+  static std::uint32_t link_layers(const NetOptions& opt) noexcept { return port_offer(opt).links; }
   static void shutdown() noexcept;
   static PoolStats stats() noexcept;
   static void count_writes(std::uint64_t writes, std::uint64_t bytes) noexcept;
@@ -171,16 +175,26 @@ class EndpointPool {
   // device did (an async event).
   Status poll() noexcept;
   // Reads the device's pending async events (non-blocking) and contains
-  // each: a QP's error retires its endpoint, a port error every endpoint
-  // (and refuses set-ups until the port is ACTIVE again), a CQ or device
-  // error the whole pool. Each is logged with its name; the last one's name
-  // is last_event(). Off the data path: set-ups and waits that yield call it.
+  // each: a QP's error retires its endpoint; a port error refuses new
+  // set-ups until the port is ACTIVE again but fails no endpoint (RC QPs
+  // retry through a flap inside their budget; one that runs out fails by its
+  // completion); PORT_ACTIVE and address events (LID/GID/P_Key/SM change,
+  // client reregister) read the port's address again and rebuild self() and
+  // what set-ups publish; a CQ or device error ends the whole pool. Each is
+  // logged with its name; the last containing one's name is last_event().
+  // Off the data path: set-ups and waits that yield call it.
   void check_events() noexcept;
+  // Whether a new set-up may use the port: reads pending events first (so
+  // an address change is in self()/device()->address() before the card is
+  // made); unavailable while the port is down or has no address, net_failed
+  // once the CQ or device failed, with *why.
+  Status ready(std::string* why) noexcept;
   // RoCE GID choice (gid_choice.h): the candidates this process offers a
   // set-up (all until the first set-up chose, then the one in use), and the
-  // choice, applied once, before any QP exists (traced: gid=, gid-by=).
+  // choice, applied once, before any QP exists and only when it shares a
+  // subnet with every other leader (traced: gid=, gid-by=).
   GidList gid_offer() const noexcept;
-  void use_gid(int k, bool matched) noexcept;
+  void use_gid(int k) noexcept;
   // The name of the last containing async event of this process ("" if
   // none), for the containment trace. Any thread.
   static const char* last_event() noexcept;
@@ -191,6 +205,9 @@ class EndpointPool {
   // Marks a connected endpoint failed unless its QP is in RTS (ibv_query_qp).
   void check_state(Endpoint& ep) noexcept;
   void fail_all() noexcept;
+  void set_self() noexcept;  // self_'s address from the device's
+  void on_port_event(const AsyncEvent& ev) noexcept;
+  void refresh_address(const char* event) noexcept;
   bool gid_fixed() const noexcept;
   void summarize() noexcept;  // the trace's fabric summary (qos.h)
 
@@ -204,6 +221,7 @@ class EndpointPool {
   std::uint32_t next_slot_ = 1;
   bool cq_failed_ = false;  // the CQ or the device failed: no RDMA in this process any more
   bool port_down_ = false;  // IBV_EVENT_PORT_ERR seen, no IBV_EVENT_PORT_ACTIVE since
+  bool no_address_ = false; // the last re-read of the port's address failed
   bool events_ = false;     // the async fd is non-blocking: check_events() may read it
   std::string gid_by_ = "first";  // why the GID in use: first (not chosen yet), subnet, ...
 };

@@ -70,11 +70,20 @@ class HwlocLocality final : public Locality {
 HcaChoice choose_hca(const std::vector<PortCandidate>& candidates, const std::vector<int>& my_numa,
                      int leader_slot) {
   HcaChoice out;
+  // Only when the subnet decides something: some candidates are on it, some not.
+  auto on = [](const PortCandidate& c) { return c.on_subnet; };
+  const bool by_subnet = std::any_of(candidates.begin(), candidates.end(), on) &&
+                         !std::all_of(candidates.begin(), candidates.end(), on);
+  auto eligible = [by_subnet](const PortCandidate& c) { return c.on_subnet || !by_subnet; };
   int best = 3;
-  for (const PortCandidate& c : candidates) best = std::min(best, distance(c, my_numa));
+  for (const PortCandidate& c : candidates) {
+    if (eligible(c)) best = std::min(best, distance(c, my_numa));
+  }
   std::vector<int> nearest;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
-    if (distance(candidates[i], my_numa) == best) nearest.push_back(static_cast<int>(i));
+    if (eligible(candidates[i]) && distance(candidates[i], my_numa) == best) {
+      nearest.push_back(static_cast<int>(i));
+    }
   }
   if (nearest.empty()) return out;
   const int k = static_cast<int>(nearest.size());
@@ -83,7 +92,8 @@ HcaChoice choose_hca(const std::vector<PortCandidate>& candidates, const std::ve
   const PortCandidate& c = candidates[static_cast<std::size_t>(out.index)];
   static const char* const kind[] = {"-near", "-unknown", "-remote"};
   out.reason = (c.numa < 0 ? std::string("numa?") : "numa" + std::to_string(c.numa)) +
-               kind[best] + ",rail" + std::to_string(rail + 1) + "/" + std::to_string(k);
+               kind[best] + ",rail" + std::to_string(rail + 1) + "/" + std::to_string(k) +
+               (by_subnet ? ",subnet" : "");
   return out;
 }
 

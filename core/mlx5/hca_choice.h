@@ -30,6 +30,9 @@ struct PortCandidate {
   int port = 1;
   bool roce = false;
   int numa = -1;  // NUMA node of the device, -1 unknown
+  // On the subnet the team's leaders all prefer (rails on separate subnets,
+  // setup_card.h): when some candidate is, only those are chosen from.
+  bool on_subnet = false;
 };
 
 struct HcaChoice {
@@ -37,7 +40,9 @@ struct HcaChoice {
   std::string reason;  // one token for the trace, e.g. "numa0-near,rail1/2"
 };
 
-// Nearest first: a device on one of `my_numa` (distance 0), of unknown
+// Ports on the assigned subnet only, when some are and some are not (reason
+// ",subnet").
+// Then nearest first: a device on one of `my_numa` (distance 0), of unknown
 // locality or when the process's own is unknown (1), on another NUMA node
 // (2). Among the nearest, leader `leader_slot` of its node takes the
 // (leader_slot mod count)-th in list order, so leaders that share a NUMA

@@ -23,6 +23,10 @@ struct NetOptions : core::config::NetSwitches {
   // set by the set-up to the one the team's leaders have in common.
   std::uint32_t link_layers = 3;
   bool link_matched = false;  // ports of another layer were skipped for it (the trace says so)
+  // InfiniBand rails on separate subnets: the subnet prefix (ib_subnet_of)
+  // every leader of the team prefers, so that all meet on one
+  // (core/mlx5/setup_card.h rail_subnet); 0: no preference.
+  std::uint64_t ib_subnet = 0;
   bool oversubscribed = false;        // yield the core between polls at once
   // Called about once per millisecond while a wait yields (e.g. to drive MPI
   // progress for a peer, core/mpi/team.cc). May be empty.

@@ -1,6 +1,7 @@
 // RdmaLeaderTransport::create: the leaders' collective set-up, as its steps
 // (core/collective_setup.h): every leader runs every round whatever failed
 // before, so that nobody skips an allgather its partners are in.
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -12,42 +13,55 @@
 #include "core/mlx5/link_layer.h"
 #include "core/mlx5/link_rule.h"
 #include "core/mlx5/rdma_transport.h"
+#include "core/mlx5/setup_card.h"
 
 namespace mlxa2a::mlx5 {
 
 namespace {
 
-// What every leader publishes in the first allgather.
-struct Card {
-  ProcessId id;
-  PortAddress addr;
-  std::uint32_t ok = 0;
-  std::uint32_t slot = 0;
-  std::uint64_t out_addr[2] = {0, 0};
-  std::uint32_t rkey[2] = {0, 0};
-  std::uint64_t out_bytes = 0;
-  GidList gids;  // RoCE: the GIDs this leader may use (gid_choice.h)
-};
+// This build's card format, or MLXA2A_DEBUG_CARD_FORMAT's: tests make one
+// leader claim another format to see the mismatch refused (setup_card.h).
+std::uint32_t card_format(const NetOptions& opt) noexcept {
+  return opt.debug_card_format != 0 ? opt.debug_card_format : kCardFormat;
+}
 
-// Round 0: the link layers each leader's ports offer; the team takes one
-// they all have (link_layer.h), so no leader opens a port the other nodes
-// cannot reach. Collective: one allgather whatever happens.
-EndpointPool* open_pool(GroupBootstrap& boot, const NetOptions& opt, std::string* why) noexcept {
-  const std::uint32_t offer = EndpointPool::link_layers(opt);
+// Round 0: each leader's build (magic, card format) and the link layers and
+// InfiniBand subnets its ports offer. Leaders of another format are refused
+// before any round whose layout could differ (*mismatch: then no later round
+// runs, on any leader of this build: all saw the same preambles). Otherwise
+// the team takes a link layer all leaders have (link_layer.h), so no leader
+// opens a port the other nodes cannot reach, and every leader prefers a port
+// on the team's common subnet (rail_subnet). Collective: one allgather
+// whatever happens.
+EndpointPool* open_pool(GroupBootstrap& boot, const NetOptions& opt,
+                        std::span<const int> first_rank, std::string* why,
+                        bool* mismatch) noexcept {
+  const PortOffer ports = EndpointPool::port_offer(opt);
+  const std::uint32_t offer = ports.links;
+  const Preamble mine = make_preamble(ports, card_format(opt));
+  std::vector<Preamble> all;
   std::vector<std::uint32_t> offers;
   try {
-    offers.resize(static_cast<std::size_t>(boot.size()));
+    all.resize(static_cast<std::size_t>(boot.size()));
+    offers.resize(all.size());
   } catch (...) {
-    offers.clear();
+    all.clear();
   }
-  const bool got = !offers.empty() && boot.allgather(&offer, offers.data(), sizeof offer);
+  const bool got = !all.empty() && boot.allgather(&mine, all.data(), sizeof mine);
+  if (got && format_mismatch(all, boot.rank(), first_rank, why) >= 0) {
+    *mismatch = true;
+    MLXA2A_LOG(Warn, "RDMA: %s; the leaders exchange over PMPI", why->c_str());
+    return nullptr;
+  }
   if (offer == 0) return EndpointPool::get(opt, why);  // says why this process has no RDMA
   if (!got) {
     *why = "set-up allgather failed";
     return nullptr;
   }
+  for (std::size_t m = 0; m < all.size(); ++m) offers[m] = all[m].offer.links;
   NetOptions net = opt;
   net.link_layers = agree_link_layer(offers.data(), boot.size());
+  net.ib_subnet = rail_subnet(all);
   if (net.link_layers == 0) {
     *why = std::string("no link layer in common with the other nodes' leaders (here: ") +
            link_layer_name(offer) + ")";
@@ -63,9 +77,13 @@ EndpointPool* open_pool(GroupBootstrap& boot, const NetOptions& opt, std::string
 }
 
 // Which GID each RoCE member uses, the same on every member (gid_choice.h):
-// ours is applied to the pool (once), the partners' replace their cards'
-// addresses, so both ends of every pair agree.
-void choose_gids(EndpointPool* pool, int me, std::vector<Card>* cards) noexcept {
+// ours is applied to the pool (once, and only when it shares a subnet with
+// every other member: a GID fixed on no common subnet would keep this process
+// from later teams that have one), the partners' replace their cards'
+// addresses, so both ends of every pair agree. chosen[m]: member m's GID with
+// its subnet, for the reachability check.
+void choose_gids(EndpointPool* pool, int me, std::vector<Card>* cards,
+                 std::vector<GidCandidate>* chosen) noexcept {
   const int n = static_cast<int>(cards->size());
   std::vector<GidList> lists;
   try {
@@ -82,12 +100,13 @@ void choose_gids(EndpointPool* pool, int me, std::vector<Card>* cards) noexcept 
     bool matched = false;
     const int k = choose_gid(lists.data(), n, m, &matched);
     if (k < 0) continue;
+    const GidCandidate& g = lists[static_cast<std::size_t>(m)].e[k];
+    (*chosen)[static_cast<std::size_t>(m)] = g;
     if (m == me) {
-      pool->use_gid(k, matched);
+      if (matched) pool->use_gid(k);
       continue;
     }
     PortAddress& a = (*cards)[static_cast<std::size_t>(m)].addr;
-    const GidCandidate& g = lists[static_cast<std::size_t>(m)].e[k];
     std::memcpy(a.gid, g.raw, sizeof a.gid);
   }
 }
@@ -96,17 +115,20 @@ void choose_gids(EndpointPool* pool, int me, std::vector<Card>* cards) noexcept 
 
 // create()'s state, handed from step to step (this leader's view).
 struct RdmaLeaderTransport::Setup {
-  Setup(GroupBootstrap& b, const hier::StageAreas& a, std::span<const int> p, const NetOptions& o)
-      : boot(b), areas(a), peers(p), opt(o), size(b.size()), me(b.rank()) {
+  Setup(GroupBootstrap& b, const hier::StageAreas& a, std::span<const int> f,
+        std::span<const int> p, const NetOptions& o)
+      : boot(b), areas(a), first_rank(f), peers(p), opt(o), size(b.size()), me(b.rank()) {
     const std::size_t n = static_cast<std::size_t>(size);
     all_ok.resize(n);
     cards.resize(n);
+    chosen.resize(n);
     links.resize(n);
     all_links.resize(n * n);
     repaired.resize(n);
   }
   GroupBootstrap& boot;
   const hier::StageAreas& areas;
+  std::span<const int> first_rank;
   std::span<const int> peers;
   const NetOptions& opt;
   const int size, me;
@@ -115,6 +137,10 @@ struct RdmaLeaderTransport::Setup {
   std::unique_ptr<RdmaLeaderTransport> t;
   Card mine;  // mine.ok: our card is out, so we act on the pairs
   std::vector<Card> cards;
+  std::vector<GidCandidate> chosen;  // RoCE: the GID each member uses (choose_gids)
+  // Another leader runs another card format: no later round runs (their
+  // sizes may differ), on every leader of this build alike.
+  bool mismatch = false;
   std::vector<Link> links, all_links;  // ours per member; every member's
   std::vector<std::uint32_t> all_ok;
   std::vector<char> repaired;  // per member: its pair is renewed in the repair round
@@ -126,8 +152,14 @@ struct RdmaLeaderTransport::Setup {
   const Link& theirs(std::size_t i) const {
     return all_links[i * static_cast<std::size_t>(size) + static_cast<std::size_t>(me)];
   }
+  // An allgather of the later rounds; false (without communicating) after a
+  // format mismatch.
+  bool gather(const void* mine_bytes, void* all, std::size_t len) {
+    return !mismatch && boot.allgather(mine_bytes, all, len);
+  }
   void open();
-  void register_areas(std::span<const int> first_rank);
+  void register_areas();
+  bool reaches(int p, std::string* why) const;
   void publish_cards();
   void claim_ends();
   void publish_links();
@@ -145,14 +177,14 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
   out->reset();
   std::optional<Setup> st;
   try {
-    st.emplace(boot, areas, peers, opt);
+    st.emplace(boot, areas, first_rank, peers, opt);
   } catch (...) {
     *why = "out of memory";
     return Status::create_failed;  // cannot take part: an out-of-memory job is lost anyway
   }
   Setup& s = *st;
   s.steps.step([&] { s.open(); })  // round 0: a link layer all leaders have
-      .step([&] { s.register_areas(first_rank); })
+      .step([&] { s.register_areas(); })
       .step([&] { s.publish_cards(); })  // round 1: addresses and keys
       .step([&] { s.claim_ends(); })     // our end of every pair
       .step([&] { s.publish_links(); })  // round 2: every end's state
@@ -169,14 +201,24 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
 
 void RdmaLeaderTransport::Setup::open() {
   std::string why;
-  pool = open_pool(boot, opt, &why);
+  pool = open_pool(boot, opt, first_rank, &why, &mismatch);
   if (!pool) steps.fail(Status::unavailable, why);
 }
 
 // The transport, its areas registered (in: local reads, out: remote
 // writes), and the card this leader publishes.
-void RdmaLeaderTransport::Setup::register_areas(std::span<const int> first_rank) {
+void RdmaLeaderTransport::Setup::register_areas() {
   if (!pool) return;
+  {
+    // Pending async events first: the card must carry the port's address
+    // as it is now (a LID/GID change), and a port that is down refuses.
+    std::lock_guard<std::mutex> lock(pool->mutex());
+    std::string why;
+    if (const Status st = pool->ready(&why); st != Status::ok) {
+      steps.fail(Status::unavailable, why);
+      return;
+    }
+  }
   t.reset(new RdmaLeaderTransport(pool, areas, opt));
   t->first_rank_.assign(first_rank.begin(), first_rank.end());
   t->peers_.resize(static_cast<std::size_t>(size));
@@ -216,11 +258,12 @@ void RdmaLeaderTransport::Setup::register_areas(std::span<const int> first_rank)
   }
   mine.out_bytes = areas.bytes;
   mine.gids = pool->gid_offer();
+  std::snprintf(mine.hca, sizeof mine.hca, "%s", dev->name().c_str());
   mine.ok = 1;
 }
 
 void RdmaLeaderTransport::Setup::publish_cards() {
-  if (!boot.allgather(&mine, cards.data(), sizeof mine)) {
+  if (!gather(&mine, cards.data(), sizeof mine)) {
     steps.fail(Status::unavailable, "set-up allgather failed");
     mine.ok = 0;
   }
@@ -229,7 +272,7 @@ void RdmaLeaderTransport::Setup::publish_cards() {
 // Our end of every pair: an existing endpoint or a new one, announced to all.
 void RdmaLeaderTransport::Setup::claim_ends() {
   if (!mine.ok) return;
-  choose_gids(pool, me, &cards);
+  choose_gids(pool, me, &cards, &chosen);
   std::lock_guard<std::mutex> lock(pool->mutex());
   for (int p : peers) {
     if (!is_member(p)) {  // the caller's plan names members only; never index outside
@@ -240,8 +283,14 @@ void RdmaLeaderTransport::Setup::claim_ends() {
     Link& l = links[static_cast<std::size_t>(p)];
     std::shared_ptr<Endpoint> ep;
     bool is_new = false;
-    if (p == me || !c.ok || c.addr.roce != mine.addr.roce ||
-        pool->endpoint(c.id, &ep, &is_new) != Status::ok) {
+    std::string why;
+    if (p != me && c.ok && !reaches(p, &why)) {
+      l.state = Link::Failed;  // the partner finds the same (reachable() is symmetric)
+      MLXA2A_LOG(Warn, "RDMA: %s; the leaders exchange over PMPI", why.c_str());
+      steps.fail(Status::unavailable, why);
+      continue;
+    }
+    if (p == me || !c.ok || pool->endpoint(c.id, &ep, &is_new) != Status::ok) {
       l.state = Link::Failed;
       steps.fail(Status::unavailable,
                  c.ok ? "no queue pair to a partner leader" : "a partner leader has no RDMA");
@@ -264,8 +313,16 @@ void RdmaLeaderTransport::Setup::claim_ends() {
   }
 }
 
+// Whether partner p's port is reachable from ours (setup_card.h).
+bool RdmaLeaderTransport::Setup::reaches(int p, std::string* why) const {
+  const std::size_t i = static_cast<std::size_t>(p);
+  const PortView ours{&mine, chosen[static_cast<std::size_t>(me)]};
+  const PortView theirs{&cards[i], chosen[i]};
+  return reachable(ours, theirs, node_of_member(first_rank, p), why);
+}
+
 void RdmaLeaderTransport::Setup::publish_links() {
-  if (!boot.allgather(links.data(), all_links.data(), links.size() * sizeof(Link))) {
+  if (!gather(links.data(), all_links.data(), links.size() * sizeof(Link))) {
     steps.fail(Status::unavailable, "set-up allgather failed");
     return;
   }
@@ -302,7 +359,7 @@ void RdmaLeaderTransport::Setup::settle_end(std::size_t i, const Link& mine_link
 // The repair round: the replaced ends' new QPs, then both ends connect.
 void RdmaLeaderTransport::Setup::repair_round() {
   if (!repair) return;
-  if (!boot.allgather(links.data(), all_links.data(), links.size() * sizeof(Link))) {
+  if (!gather(links.data(), all_links.data(), links.size() * sizeof(Link))) {
     steps.fail(Status::unavailable, "set-up allgather failed");
     return;
   }
@@ -326,7 +383,7 @@ void RdmaLeaderTransport::Setup::repair_round() {
 void RdmaLeaderTransport::Setup::hear_partners() {
   if (t) t->qps_created_ = static_cast<int>(created.size());
   const std::uint32_t mine_ok = steps.failed_here() ? 0 : 1;
-  if (!boot.allgather(&mine_ok, all_ok.data(), sizeof mine_ok)) {
+  if (!gather(&mine_ok, all_ok.data(), sizeof mine_ok)) {
     steps.fail(Status::unavailable, "set-up allgather failed");
     return;
   }

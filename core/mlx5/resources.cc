@@ -1,5 +1,8 @@
 #include "core/mlx5/resources.h"
 
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -29,10 +32,44 @@ bool zero_gid(const ibv_gid& g) {
   return true;
 }
 
+// The length of the subnet prefix of a GID's IP address, in GID bits (an IPv4
+// /24 is 96 + 24), from the netmask of the local interface that holds the
+// address (getifaddrs), else `assumed`: a RoCE GID is made from an address
+// of the port's netdev, so normally it is there (a process in another
+// network namespace, or fakeverbs, sees none).
+// The address bytes of an AF_INET / AF_INET6 socket address (a netmask's
+// family field is not relied on).
+const std::uint8_t* ip_bytes(const sockaddr* a, int family) {
+  if (family == AF_INET) {
+    return reinterpret_cast<const std::uint8_t*>(&reinterpret_cast<const sockaddr_in*>(a)->sin_addr);
+  }
+  return reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr.s6_addr;
+}
+
+int gid_prefix(const ibv_gid& g, bool v4, int assumed) {
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return assumed;
+  const int family = v4 ? AF_INET : AF_INET6;
+  const std::size_t len = v4 ? 4 : 16;  // the address: a GID's last 4 bytes, or all 16
+  int bits = -1;
+  for (const ifaddrs* i = all; i && bits < 0; i = i->ifa_next) {
+    if (!i->ifa_addr || !i->ifa_netmask || i->ifa_addr->sa_family != family ||
+        std::memcmp(ip_bytes(i->ifa_addr, family), g.raw + 16 - len, len) != 0) {
+      continue;
+    }
+    const std::uint8_t* mask = ip_bytes(i->ifa_netmask, family);
+    bits = v4 ? 96 : 0;
+    for (std::size_t b = 0; b < len; ++b) bits += __builtin_popcount(mask[b]);
+  }
+  freeifaddrs(all);
+  return bits < 0 ? assumed : bits;
+}
+
 // The RoCE GIDs a port may use: the forced index, else every RoCE v2 entry
 // that is IPv4-mapped or a global IPv6 address (routable over L3, what RoCE
-// fabrics are configured for), IPv4 first, table order. The set-up picks
-// one whose subnet the other nodes share (core/mlx5/gid_choice.h). Without
+// fabrics are configured for), IPv4 first, table order, each with its subnet
+// (gid_prefix). The set-up picks one whose subnet the other nodes share, and
+// refuses RDMA when there is none (gid_choice.h, setup_card.h). Without
 // _ibv_query_gid_ex (old rdma-core) the type is unknown; mlx5 lists each
 // address as v1 then v2, so the last IPv4-mapped entry is the one.
 std::vector<GidCandidate> gid_candidates(const Verbs& v, ibv_context* ctx, std::uint8_t port,
@@ -70,7 +107,7 @@ std::vector<GidCandidate> gid_candidates(const Verbs& v, ibv_context* ctx, std::
     } else if (!ipv4.empty()) {
       ipv4.pop_back();  // v1 then v2: keep the later
     }
-    add(v4 ? &ipv4 : &ipv6, g, i, v4 ? 96 + 24 : 64);
+    add(v4 ? &ipv4 : &ipv6, g, i, gid_prefix(g, v4, v4 ? 96 + 24 : 64));
   }
   ipv4.insert(ipv4.end(), ipv6.begin(), ipv6.end());
   if (ipv4.size() > static_cast<std::size_t>(kMaxGidCandidates)) ipv4.resize(kMaxGidCandidates);
@@ -104,8 +141,12 @@ std::vector<NetOptions::Port> ports_by_locality(const Verbs& v, ibv_device** lis
         continue;
       }
       if (!(opt.link_layers & layer_of(pa))) continue;  // the other nodes cannot reach it
-      cands.push_back({v.get_device_name(list[i]), p,
-                       pa.link_layer == IBV_LINK_LAYER_ETHERNET, -1});
+      const bool roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+      ibv_gid g{};
+      const bool on_subnet = !roce && opt.ib_subnet != 0 &&
+                             v.query_gid(ctx.get(), static_cast<std::uint8_t>(p), 0, &g) == 0 &&
+                             ib_subnet_of(g.raw) == opt.ib_subnet;
+      cands.push_back({v.get_device_name(list[i]), p, roce, -1, on_subnet});
       device_of.push_back(i);
     }
   }
@@ -185,11 +226,24 @@ template struct VerbsDeleter<ibv_cq>;
 template struct VerbsDeleter<ibv_mr>;
 template struct VerbsDeleter<ibv_qp>;
 
-std::uint32_t available_link_layers(const Verbs& v, const NetOptions& opt) noexcept try {
+std::uint64_t ib_subnet_of(const std::uint8_t gid[16]) noexcept {
+  std::uint64_t s = 0;
+  for (int b = 0; b < 8; ++b) s = s << 8 | gid[b];
+  return s;
+}
+
+void PortOffer::add_subnet(std::uint64_t s) noexcept {
+  for (std::uint32_t i = 0; i < n_subnets; ++i) {
+    if (subnets[i] == s) return;
+  }
+  if (n_subnets < kMaxOffered) subnets[n_subnets++] = s;
+}
+
+PortOffer available_ports(const Verbs& v, const NetOptions& opt) noexcept try {
   int n = 0;
   std::unique_ptr<ibv_device*, decltype(v.free_device_list)> list(v.get_device_list(&n),
                                                                    v.free_device_list);
-  std::uint32_t layers = 0;
+  PortOffer offer;
   for (int i = 0; list && i < n; ++i) {
     const std::string name = v.get_device_name(list.get()[i]);
     auto allowed = [&](int port) {
@@ -209,12 +263,17 @@ std::uint32_t available_link_layers(const Verbs& v, const NetOptions& opt) noexc
           (pa.link_layer != IBV_LINK_LAYER_ETHERNET && pa.lid == 0)) {
         continue;
       }
-      layers |= layer_of(pa);
+      offer.links |= layer_of(pa);
+      ibv_gid g{};
+      if (pa.link_layer != IBV_LINK_LAYER_ETHERNET &&
+          v.query_gid(ctx.get(), static_cast<std::uint8_t>(p), 0, &g) == 0) {
+        offer.add_subnet(ib_subnet_of(g.raw));
+      }
     }
   }
-  return layers;
+  return offer;
 } catch (...) {  // allocation only
-  return 0;
+  return {};
 }
 
 bool Device::grow_cq(int depth) noexcept {
@@ -296,19 +355,53 @@ bool Device::take_port(int first, int last, const NetOptions& opt, std::string* 
       continue;
     }
     port_ = static_cast<std::uint8_t>(p);
-    addr_.mtu = static_cast<std::uint8_t>(pa.active_mtu);
-    addr_.roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
-    if (addr_.roce) {
-      gids_ = gid_candidates(v_, context(), port_, pa.gid_tbl_len, opt.gid_index, why);
-      if (gids_.empty()) continue;
-      use_gid(0);  // until a set-up matches the other nodes' subnets
-    } else {
-      if (pa.lid == 0) continue;  // no subnet manager has configured the port yet
-      addr_.lid = pa.lid;
-    }
-    if (!resolve_qos(v_, context(), port_, pa, opt, &qos_, why)) continue;
-    return true;
+    addr_ = PortAddress{};
+    gids_.clear();
+    if (read_address(pa, opt, -1, why)) return true;
   }
+  return false;
+}
+
+// The port's address as the port says now: active MTU, LID and GID 0 (its
+// subnet prefix, set-up cards) on InfiniBand, the RoCE GID candidates and
+// the one at `keep_index` (else the first), and the QoS (its P_Key index).
+bool Device::read_address(const ibv_port_attr& pa, const NetOptions& opt, int keep_index,
+                          std::string* why) {
+  addr_.mtu = static_cast<std::uint8_t>(pa.active_mtu);
+  addr_.roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+  if (addr_.roce) {
+    gids_ = gid_candidates(v_, context(), port_, pa.gid_tbl_len, opt.gid_index, why);
+    if (gids_.empty()) return false;
+    std::size_t k = 0;  // until a set-up matches the other nodes' subnets
+    for (std::size_t i = 0; i < gids_.size(); ++i) {
+      if (gids_[i].index == keep_index) k = i;
+    }
+    use_gid(k);
+  } else {
+    if (pa.lid == 0) {  // no subnet manager has configured the port yet
+      *why = "the port has no LID (no subnet manager)";
+      return false;
+    }
+    addr_.lid = pa.lid;
+    ibv_gid g{};
+    if (v_.query_gid(context(), port_, 0, &g) == 0) std::memcpy(addr_.gid, g.raw, sizeof addr_.gid);
+  }
+  return resolve_qos(v_, context(), port_, pa, opt, &qos_, why);
+}
+
+bool Device::refresh(const NetOptions& opt, std::string* why) noexcept try {
+  ibv_port_attr pa{};
+  if (v_.query_port(context(), port_, &pa) != 0) {
+    *why = "ibv_query_port failed";
+    return false;
+  }
+  if (pa.state != IBV_PORT_ACTIVE) {
+    *why = "the port is not ACTIVE";
+    return false;
+  }
+  return read_address(pa, opt, addr_.gid_index, why);
+} catch (...) {  // allocation only (the GID list)
+  *why = "out of memory";
   return false;
 }
 
@@ -393,10 +486,12 @@ Status QueuePair::connect(const PortAddress& remote, std::uint32_t remote_qpn,
   a.rq_psn = remote_psn & 0xffffff;
   a.max_dest_rd_atomic = 0;  // writes only: no RDMA READ/atomic is ever targeted at us
   // RNR (no receive posted here): receives are re-posted as arrivals are
-  // polled (endpoint_pool.cc), so a requester meeting one faces a peer that
-  // stopped polling. It waits the longest finite budget IB has, 491.52 ms
-  // (IB spec table 45) x (rnr_retry 6 + 1) = 3.4 s, then its QP fails.
-  a.min_rnr_timer = 31;
+  // polled (endpoint_pool.cc), so a requester meets one only when this end
+  // is slow to poll. Each RNR NAK makes it wait at least this long before
+  // it retries: 0.64 ms (IB spec table 45, value 12), as NCCL and UCX use.
+  // 31 (491.52 ms, what we had) stalled the writer half a second on any RNR
+  // however soon the receive was back. Budget: x (rnr_retry 6 + 1) = 4.5 ms.
+  a.min_rnr_timer = 12;
   a.ah_attr.port_num = dev_->port();
   a.ah_attr.sl = dev_->qos().service_level;
   if (me.roce) {

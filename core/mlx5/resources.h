@@ -37,16 +37,29 @@ using VerbsPtr = std::unique_ptr<T, VerbsDeleter<T>>;
 // How a peer reaches this port: LID on InfiniBand, GID on RoCE.
 struct PortAddress {
   std::uint16_t lid = 0;
+  // RoCE: the GID in use; InfiniBand: GID 0, whose upper 64 bits are the
+  // port's subnet prefix (set-up cards match them, setup_card.h).
   std::uint8_t gid[16] = {};
   std::int32_t gid_index = 0;  // local index used as sgid_index
   std::uint8_t roce = 0;       // link layer Ethernet
   std::uint8_t mtu = 0;        // enum ibv_mtu, the port's active MTU
 };
 
-// The link layers (link_layer.h bits) of the ACTIVE, addressable ports this
-// process may use (MLXA2A_NET_DEVICES, else all). Opens each device briefly:
-// set-up only. 0 when there is none.
-std::uint32_t available_link_layers(const Verbs& v, const NetOptions& opt) noexcept;
+// What the ACTIVE, addressable ports this process may use (MLXA2A_NET_DEVICES,
+// else all) offer a team: their link layers (link_layer.h bits; 0 when there
+// is none) and the distinct subnet prefixes of the InfiniBand ones (the upper
+// 64 bits of GID 0, big-endian bytes as a number), at most kMaxOffered.
+struct PortOffer {
+  static constexpr int kMaxOffered = 4;
+  std::uint32_t links = 0;
+  std::uint32_t n_subnets = 0;
+  std::uint64_t subnets[kMaxOffered] = {};
+  void add_subnet(std::uint64_t s) noexcept;
+};
+// Opens each device briefly: set-up only.
+PortOffer available_ports(const Verbs& v, const NetOptions& opt) noexcept;
+// GID 0's subnet prefix as PortOffer numbers it.
+std::uint64_t ib_subnet_of(const std::uint8_t gid[16]) noexcept;
 
 class Device {
  public:
@@ -78,6 +91,12 @@ class Device {
     addr_.gid_index = gids_[i].index;
     for (int b = 0; b < 16; ++b) addr_.gid[b] = gids_[i].raw[b];
   }
+  // Reads the port's address again (after IBV_EVENT_PORT_ACTIVE, _LID_CHANGE,
+  // _GID_CHANGE, ...): LID, GIDs (the one in use kept by index when it is
+  // still a candidate), active MTU, P_Key index. Only what new connections
+  // use changes; connected QPs keep theirs. false with *why when the port
+  // is not ACTIVE or has no usable address now.
+  bool refresh(const NetOptions& opt, std::string* why) noexcept;
   const ibv_device_attr& attr() const { return attr_; }
   const std::string& name() const { return name_; }
   // Traffic class, SL and P_Key every QP on this port uses (core/mlx5/qos.h).
@@ -91,6 +110,8 @@ class Device {
   // The first ACTIVE, addressable port in [first, last] whose QoS resolves:
   // fills port_, addr_, qos_. false with *why otherwise.
   bool take_port(int first, int last, const NetOptions& opt, std::string* why);
+  bool read_address(const ibv_port_attr& pa, const NetOptions& opt, int keep_index,
+                    std::string* why);
   const Verbs& v_;
   VerbsPtr<ibv_context> ctx_;  // declared first: destroyed last
   VerbsPtr<ibv_pd> pd_;

@@ -13,6 +13,7 @@
 
 #include "common.h"
 #include "hca.h"
+#include "port.h"
 
 namespace fakeverbs {
 
@@ -129,11 +130,12 @@ bool parse_gid(std::string item, DeviceSpec::GidEntry* e) {
   return prefix >= 0 && prefix <= 128 && inet_pton(AF_INET6, addr.c_str(), e->gid.raw) == 1;
 }
 
-// The GID table of a RoCE port whose own address is `gid`.
-std::vector<DeviceSpec::GidEntry> gid_table(const ibv_gid& gid) {
+// The GID table of a RoCE port whose own address is `gid` in a subnet of
+// `prefix` bits.
+std::vector<DeviceSpec::GidEntry> gid_table(const ibv_gid& gid, int prefix) {
   std::vector<DeviceSpec::GidEntry> def(2);
-  def[0] = {gid, IBV_GID_TYPE_ROCE_V2, 96 + 8};
-  def[1] = {gid, IBV_GID_TYPE_ROCE_V1, 96 + 8};
+  def[0] = {gid, IBV_GID_TYPE_ROCE_V2, prefix};
+  def[1] = {gid, IBV_GID_TYPE_ROCE_V1, prefix};
   const char* v = getenv("FAKEVERBS_GIDS");
   if (!v || !*v) return def;
   std::vector<DeviceSpec::GidEntry> out;
@@ -149,6 +151,21 @@ std::vector<DeviceSpec::GidEntry> gid_table(const ibv_gid& gid) {
     out.push_back(e);
   }
   return out;
+}
+
+// FAKEVERBS_SUBNETS item of device i: its subnet number (0 default), -1 bad.
+int subnet_of(int i, bool roce) {
+  const char* v = getenv("FAKEVERBS_SUBNETS");
+  if (!v || !*v) return 0;
+  const std::string p = list_item(v, i);
+  char* end = nullptr;
+  const long k = strtol(p.c_str(), &end, 0);
+  if (p.empty() || *end || k < 0 || k > (roce ? 255 : 0xffff)) {
+    log_error("FAKEVERBS_SUBNETS=%s: item %d is not a subnet number (0..%d), using 0", v, i,
+              roce ? 255 : 0xffff);
+    return 0;
+  }
+  return int(k);
 }
 
 ibv_port_state port_state() {
@@ -174,21 +191,25 @@ std::vector<DeviceSpec> make_devices() {
     d.numa = numa_of(i);
     // Mellanox OUI 00:02:c9 in the GUID, node and device in the low bytes.
     d.guid = 0x0002c90300000000ull | (uint64_t(node) << 8) | uint64_t(i);
+    const int subnet = subnet_of(i, d.roce);
     if (d.roce) {
-      // RoCE v2 GID of an IPv4 address: ::ffff:10.<node>.<dev>.1
+      // RoCE v2 GID of an IPv4 address: ::ffff:10.<node>.<dev>.1 (10/8), or
+      // with FAKEVERBS_SUBNETS ::ffff:172.16.<subnet>.<host> in a /24, host
+      // 1 + (8 node + dev) mod 254 (unique up to node 31).
       uint8_t* r = d.gid.raw;
       r[10] = r[11] = 0xff;
-      r[12] = 10;
-      r[13] = uint8_t(node);
-      r[14] = uint8_t(i);
-      r[15] = 1;
-      d.gids = gid_table(d.gid);
+      const uint8_t own[4] = {10, uint8_t(node), uint8_t(i), 1};
+      const uint8_t sub[4] = {172, 16, uint8_t(subnet), uint8_t(1 + (8 * node + i) % 254)};
+      memcpy(r + 12, subnet ? sub : own, 4);
+      d.gids = gid_table(d.gid, subnet ? 96 + 24 : 96 + 8);
       d.gid = d.gids[0].gid;
     } else {
       d.lid = uint16_t(1 + node * 16 + i);
-      // Link-local IB GID: fe80::/64 + port GUID (big endian).
+      // IB GID: subnet prefix fe80:0:0:<subnet> + port GUID (big endian).
       d.gid.raw[0] = 0xfe;
       d.gid.raw[1] = 0x80;
+      d.gid.raw[6] = uint8_t(subnet >> 8);
+      d.gid.raw[7] = uint8_t(subnet);
       for (int b = 0; b < 8; ++b) d.gid.raw[8 + b] = uint8_t(d.guid >> (56 - 8 * b));
     }
     d.dev.node_type = IBV_NODE_CA;
@@ -208,7 +229,11 @@ std::vector<DeviceSpec> make_devices() {
 std::string address_key(bool roce, uint16_t lid, const ibv_gid& gid) {
   char buf[64];
   if (!roce) {
-    snprintf(buf, sizeof buf, "L%u", unsigned(lid));
+    // LIDs are unique within a subnet only: another subnet's LID x is
+    // another port (FAKEVERBS_SUBNETS). The default subnet keeps "L<lid>".
+    const unsigned subnet = unsigned(gid.raw[6]) << 8 | gid.raw[7];
+    if (subnet) snprintf(buf, sizeof buf, "L%u.s%x", unsigned(lid), subnet);
+    else snprintf(buf, sizeof buf, "L%u", unsigned(lid));
   } else {
     char* p = buf;
     *p++ = 'G';
@@ -225,9 +250,7 @@ bool same_subnet(const ibv_gid& a, const ibv_gid& b, int prefix) {
   return true;
 }
 
-std::string DeviceSpec::address_key() const {
-  return fakeverbs::address_key(roce, lid, gid);
-}
+std::string DeviceSpec::address_key() const { return port::address_key(*this); }
 
 const Limits& limits() {
   static const Limits l = [] {

@@ -18,6 +18,12 @@
 //                           subnet (ADDR/PREFIX), else dropped (retries run
 //                           out). Default: the port's IPv4-mapped GID in
 //                           10.0.0.0/8 as v2 (index 0) and v1 (index 1)
+// FAKEVERBS_SUBNETS=k0,...  subnet number of each device (the last repeated;
+//                           default 0): InfiniBand GID prefix fe80:0:0:k (a
+//                           LID names a port of its own subnet only: LID
+//                           routing never crosses subnets); RoCE (k <= 255,
+//                           without FAKEVERBS_GIDS) the GID
+//                           ::ffff:172.16.k.<1 + 8 node + dev> in a /24
 // FAKEVERBS_DIR=path        rendezvous directory (default: see rendezvous.h)
 // FAKEVERBS_FAULT=...       fault injection (see fault.h)
 //
@@ -63,7 +69,7 @@ struct DeviceSpec {
   std::vector<GidEntry> gids;  // RoCE: the GID table (index order); gids[0].gid == gid
   std::vector<uint16_t> pkeys;  // P_Key table (host order), pkey_table_len() long
   int numa = -1;                // FAKEVERBS_NUMA; -1: unknown (no answer)
-  std::string address_key() const;  // how peers name this port (rendezvous)
+  std::string address_key() const;  // how peers name this port now (rendezvous, port.h)
   int pkey_table_len() const { return roce ? 1 : Limits::kPkeyTableLen; }
   // The entry at `index`, 0 (empty) past the configured ones.
   uint16_t pkey_at(int index) const {
@@ -77,7 +83,8 @@ const Limits& limits();
 const std::vector<DeviceSpec>& devices();
 const DeviceSpec* device_of(const ibv_device* dev);
 
-// Key of a remote port as named by an address vector (LID on IB, GID on RoCE).
+// Key of a port as named by an address vector: LID and the subnet of `gid`
+// (the sender's: LID routing stays in its subnet) on IB, GID on RoCE.
 std::string address_key(bool roce, uint16_t lid, const ibv_gid& gid);
 // Whether `b` lies in a's subnet (the first `prefix` bits equal).
 bool same_subnet(const ibv_gid& a, const ibv_gid& b, int prefix);

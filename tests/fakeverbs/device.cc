@@ -13,6 +13,7 @@
 
 #include "hca.h"
 #include "objects.h"
+#include "port.h"
 
 namespace fakeverbs {
 
@@ -110,7 +111,7 @@ void fill_port_attr(const DeviceSpec& d, ibv_port_attr* p) {
   p->port_cap_flags = d.roce ? 0x04010000u : 0x02514868u;
   p->max_msg_sz = 0x40000000;
   p->pkey_tbl_len = uint16_t(d.pkey_table_len());
-  p->lid = d.lid;
+  p->lid = port::lid(d);
   p->sm_lid = d.roce ? 0 : 1;
   p->max_vl_num = d.roce ? 0 : 4;
   p->subnet_timeout = d.roce ? 0 : 18;
@@ -125,7 +126,7 @@ int query_port_op(ibv_context* c, uint8_t port, ibv_port_attr* p, size_t len) {
   ibv_port_attr full;
   const Context* ctx = Context::from(c);
   fill_port_attr(*ctx->dev, &full);
-  if (ctx->port_down) {
+  if (port::down(*ctx->dev)) {
     full.state = IBV_PORT_DOWN;
     full.phys_state = 3;  // Disabled
   }
@@ -139,12 +140,12 @@ int query_port_op(ibv_context* c, uint8_t port, ibv_port_attr* p, size_t len) {
 bool gid_at(const DeviceSpec& d, int index, ibv_gid* gid, ibv_gid_type* type) {
   if (d.roce) {
     if (index < 0 || size_t(index) >= d.gids.size()) return false;
-    *gid = d.gids[size_t(index)].gid;
+    *gid = port::gid(d, d.gids[size_t(index)].gid);
     *type = d.gids[size_t(index)].type;
     return true;
   }
   if (index != 0) return false;
-  *gid = d.gid;
+  *gid = port::gid(d, d.gid);
   *type = IBV_GID_TYPE_IB;
   return true;
 }
@@ -227,6 +228,7 @@ Context* make_context(const DeviceSpec* d, pid_t owner, int cmd_fd) {
   ctx->async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
   c.async_fd = ctx->async_fd;
   hca::register_context(ctx);
+  port::attach(ctx);
   allow_peers_to_write();
   return ctx;
 }
@@ -273,6 +275,7 @@ FV_EXPORT int ibv_close_device(ibv_context* c) {
     log_error("ibv_close_device(%s) with %d objects still allocated (leaked)",
               ctx->dev->dev.name, ctx->children.load());
   hca::unregister_context(ctx);
+  port::detach(ctx);
   close(ctx->async_fd);
   if (c->cmd_fd >= 0) close(c->cmd_fd);
   if (!ctx->cmd_file.empty()) remove_entry(ctx->cmd_file);
@@ -360,6 +363,7 @@ FV_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, 
 
 FV_EXPORT int ibv_get_async_event(ibv_context* c, ibv_async_event* ev) {
   Context* ctx = Context::from(c);
+  port::down(*ctx->dev);  // a flap that has ended raises its PORT_ACTIVE now
   uint64_t v;
   if (read(ctx->async_fd, &v, sizeof v) != sizeof v) return -1;  // errno from read
   std::lock_guard<std::mutex> g(ctx->ev_mu);

@@ -13,6 +13,7 @@
 
 #include "fault.h"
 #include "hca.h"
+#include "port.h"
 
 namespace fakeverbs {
 
@@ -114,7 +115,8 @@ bool Executor::resolve_peer() {
   {
     SharedLock lk(&p->mu);
     if (p->magic != wire::kQpMagic || (p->state != IBV_QPS_RTR && p->state != IBV_QPS_RTS) ||
-        p->dest_qpn != qp_.qpn() || strcmp(p->dest_key, me->local_key) != 0)
+        p->dest_qpn != qp_.qpn() || strcmp(p->dest_key, me->local_key) != 0 ||
+        now_ns() < p->port_down_until)  // its port is down: no answer, we retry
       return false;
   }
   if (!qp_.peer_cq_file && !qp_.peer_cq_file.open(p->recv_cq)) return false;
@@ -179,7 +181,8 @@ Outcome Executor::run(SendWr& w) {
     o.status = IBV_WC_LOC_LEN_ERR;
     return o;
   }
-  if (qp_.ctx->dev->port_state != IBV_PORT_ACTIVE || qp_.ctx->port_down || !resolve_peer()) {
+  if (qp_.ctx->dev->port_state != IBV_PORT_ACTIVE || port::down(*qp_.ctx->dev) ||
+      !resolve_peer()) {
     o.wait = true;
     return o;
   }

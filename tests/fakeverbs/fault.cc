@@ -33,9 +33,9 @@ struct Rules {
   Target prob_target;
   uint64_t fail_post = 0, fail_recv = 0, retry_exc = 0, rem_access = 0, drop_cqe = 0,
            qp_error = 0, delay_us = 0, fail_reg = 0, port_down = 0, resp_error = 0,
-           cq_overrun = 0;
+           port_flap = 0, flap_ms = 0, lid_change = 0, gid_change = 0, cq_overrun = 0;
   uint64_t n_post = 0, n_recv = 0, n_wr = 0, n_cqe = 0, n_qp_error = 0, n_reg = 0,
-           n_port_down = 0, n_resp_error = 0, n_poll = 0;
+           n_port_down = 0, n_resp_error = 0, n_flap = 0, n_lid = 0, n_gid = 0, n_poll = 0;
 };
 
 std::mutex g_mu;
@@ -96,6 +96,12 @@ Rules& rules() {  // caller holds g_mu
     else if (k == "drop_cqe") g_rules.drop_cqe = n;
     else if (k == "qp_error") g_rules.qp_error = n;
     else if (k == "port_down") g_rules.port_down = n;
+    else if (k == "port_flap" && item.find(':', eq) != std::string::npos) {
+      g_rules.port_flap = n;
+      g_rules.flap_ms = strtoull(item.c_str() + item.find(':', eq) + 1, nullptr, 0);
+    }
+    else if (k == "lid_change") g_rules.lid_change = n;
+    else if (k == "gid_change") g_rules.gid_change = n;
     else if (k == "resp_error") g_rules.resp_error = n;
     else if (k == "cq_overrun") g_rules.cq_overrun = n;
     else if (k == "delay_us") g_rules.delay_us = n;
@@ -163,6 +169,27 @@ bool port_down_now() {
   Rules& r = rules();
   return ++r.n_port_down == r.port_down;
 }
+
+namespace {
+
+// Whether this call is the rule's Nth (its own counter; 0: never).
+bool nth(uint64_t Rules::*count, uint64_t Rules::*at) {
+  std::lock_guard<std::mutex> g(g_mu);
+  Rules& r = rules();
+  return r.*at != 0 && ++(r.*count) == r.*at;
+}
+
+}  // namespace
+
+uint64_t port_flap_now() {
+  if (!nth(&Rules::n_flap, &Rules::port_flap)) return 0;
+  std::lock_guard<std::mutex> g(g_mu);
+  return rules().flap_ms * 1'000'000 + 1;  // never 0: a 0 ms flap still happens
+}
+
+bool lid_change_now() { return nth(&Rules::n_lid, &Rules::lid_change); }
+
+bool gid_change_now() { return nth(&Rules::n_gid, &Rules::gid_change); }
 
 int wr_status(uint32_t dest_qpn, uint64_t qp_index, uint64_t* rng) {
   std::lock_guard<std::mutex> g(g_mu);

@@ -25,10 +25,20 @@
 //   cq_overrun=N   at the Nth ibv_poll_cq call the CQ overruns: completions
 //                  written later are lost and IBV_EVENT_CQ_ERR is raised
 //                  (what a CQ too small for its QPs does)
-//   port_down=N    at the Nth ibv_post_send call the port goes down
+//   port_down=N    at the Nth ibv_post_send call the port goes down for good
 //                  (IBV_EVENT_PORT_ERR; ibv_query_port says DOWN): WRs are
 //                  retried until the QP's retry budget runs out, as on a
 //                  dead link
+//   port_flap=N:MS at the Nth ibv_post_send call the port goes down for MS
+//                  milliseconds (IBV_EVENT_PORT_ERR, then
+//                  IBV_EVENT_PORT_ACTIVE): WRs queued meanwhile complete if
+//                  it is back within their QP's retry budget, else fail
+//                  with IBV_WC_RETRY_EXC_ERR (port.h)
+//   lid_change=N   at the Nth ibv_post_send call the port gets a new LID
+//                  (IBV_EVENT_LID_CHANGE; InfiniBand ports only)
+//   gid_change=N   at the Nth ibv_post_send call GID index 0 (and its RoCE
+//                  v1 twin) changes (IBV_EVENT_GID_CHANGE); on RoCE, the
+//                  port's address
 // The variable is re-read when it changes (counters restart), so a test may
 // aim a rule at a QPN it learns at run time.
 // An erroring WR moves its QP to the error state exactly as a real error does.
@@ -47,6 +57,11 @@ bool qp_error_now();
 bool resp_error_now();
 bool cq_overrun_now();
 bool port_down_now();
+// At this ibv_post_send call: how long the port goes down (port_flap, ns;
+// 0 not now), and whether its LID / GID change.
+uint64_t port_flap_now();
+bool lid_change_now();
+bool gid_change_now();
 // -1, or the ibv_wc_status to force on a WR: the qp_index-th (from 1) posted
 // on a QP connected to dest_qpn; `rng` is that QP's fault stream.
 int wr_status(uint32_t dest_qpn, uint64_t qp_index, uint64_t* rng);

@@ -46,9 +46,6 @@ struct Context {
   std::mutex ev_mu;
   std::deque<ibv_async_event> events;
   int async_fd = -1;
-  // The port went down at run time (FAKEVERBS_FAULT port_down): queried as
-  // DOWN, and WRs find no peer until their retries run out (execute.cc).
-  std::atomic<bool> port_down{false};
 
   ibv_context* ibv() { return &shell.ibv.context; }
   static Context* from(ibv_context* c);

@@ -8,6 +8,7 @@
 #include "fault.h"
 #include "hca.h"
 #include "objects.h"
+#include "port.h"
 
 namespace fakeverbs {
 
@@ -46,10 +47,39 @@ const char* check_send_wr(const Qp& qp, const ibv_send_wr& w) {
 
 }  // namespace
 
+namespace {
+
+// FAKEVERBS_FAULT's port rules at this ibv_post_send (fault.h): before the
+// QP's mutex is taken, since moving the port's QPs to a new address takes
+// every QP's (port.h).
+void port_faults(const Qp& qp) {
+  const DeviceSpec& d = *qp.ctx->dev;
+  if (fault::port_down_now()) {
+    log_error("FAKEVERBS_FAULT: the port of QP 0x%x goes down", qp.qpn());
+    port::go_down(d, UINT64_MAX);
+  }
+  if (const uint64_t ns = fault::port_flap_now()) {
+    log_error("FAKEVERBS_FAULT: the port of QP 0x%x goes down for %llu ms", qp.qpn(),
+              (unsigned long long)(ns / 1'000'000));
+    port::go_down(d, ns);
+  }
+  if (fault::lid_change_now()) {
+    log_error("FAKEVERBS_FAULT: the port of QP 0x%x gets a new LID", qp.qpn());
+    port::change_lid(d);
+  }
+  if (fault::gid_change_now()) {
+    log_error("FAKEVERBS_FAULT: GID 0 of the port of QP 0x%x changes", qp.qpn());
+    port::change_gid(d);
+  }
+}
+
+}  // namespace
+
 int post_send_op(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   const hca::PostCpu accounted;  // FAKEVERBS_CPU_FILE: the fake driver's share
   Qp* qp = owner_of<Qp>(q);
   if (!qp) return fail(EINVAL);
+  port_faults(*qp);
   std::lock_guard<std::mutex> g(qp->mu);
   if (fault::fail_post_send()) {
     log_error("FAKEVERBS_FAULT: failing ibv_post_send on QP 0x%x", qp->qpn());
@@ -63,13 +93,6 @@ int post_send_op(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
     ibv_async_event ev{};
     ev.element.qp = q;
     ev.event_type = IBV_EVENT_QP_FATAL;
-    qp->ctx->push_async(ev);
-  }
-  if (fault::port_down_now() && !qp->ctx->port_down.exchange(true)) {
-    log_error("FAKEVERBS_FAULT: the port of QP 0x%x goes down", qp->qpn());
-    ibv_async_event ev{};
-    ev.element.port_num = 1;
-    ev.event_type = IBV_EVENT_PORT_ERR;
     qp->ctx->push_async(ev);
   }
   const ibv_qp_state st = qp->state();

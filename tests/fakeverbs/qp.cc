@@ -9,6 +9,7 @@
 #include "fault.h"
 #include "hca.h"
 #include "objects.h"
+#include "port.h"
 
 namespace fakeverbs {
 
@@ -120,7 +121,7 @@ std::atomic<uint32_t> g_qp_seq{0};
 // the source GID's subnet is not routed - the key names nobody, so packets
 // are dropped and retried until the retry count runs out, as on a fabric.
 std::string dest_key_of(const DeviceSpec& d, const ibv_ah_attr& ah) {
-  if (!d.roce) return address_key(false, ah.dlid, ah.grh.dgid);
+  if (!d.roce) return address_key(false, ah.dlid, port::gid(d, d.gid));  // in our subnet
   const std::string own = address_key(true, 0, ah.grh.dgid);
   const size_t s = ah.grh.sgid_index;
   if (s < d.gids.size() && !same_subnet(d.gids[s].gid, ah.grh.dgid, d.gids[s].prefix)) {
@@ -207,6 +208,7 @@ FV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* ia) {
   sh->rq_cap = ia->cap.max_recv_wr;
   sh->rq_sge = rq_sge;
   std::string key = ctx->dev->address_key();
+  sh->port_down_until = port::down_until(*ctx->dev);
   snprintf(sh->local_key, sizeof sh->local_key, "%s", key.c_str());
   snprintf(sh->recv_cq, sizeof sh->recv_cq, "%s", rcq->file.name().c_str());
   // Responders check keys in, and write into the memory of, the process whose

@@ -77,6 +77,9 @@ struct QpShared {
   uint32_t rq_sge;
   uint32_t pending_event;       // ibv_event_type + 1 raised by a peer; 0 = none
   char local_key[48];           // this QP's port address (rendezvous key)
+  // Its port is down until this CLOCK_MONOTONIC time (ns; 0 up, UINT64_MAX
+  // for good, port.h): a peer's packets to it are not answered meanwhile.
+  uint64_t port_down_until;
   char dest_key[48];            // the peer port address, from RTR
   char recv_cq[64];             // rendezvous name of the receive CQ
   char mr_table[64];            // rendezvous name of the owner's MR table

@@ -36,7 +36,8 @@ mlx5::NetOptions test_options() {
 int build_rdma_hier(shm::test::ForkBootstrap& boot, int rank, const std::vector<int>& node_of,
                     const std::vector<int>& leads, const mlx5::NetOptions& opt,
                     const ForkGroupWiring& wiring, std::unique_ptr<hier::HierAlltoall>* engine,
-                    Status want_transport, int* qps_created, unsigned* gather_sge) {
+                    Status want_transport, int* qps_created, unsigned* gather_sge,
+                    std::string* why_out) {
   using hier::HierAlltoall;
   const int n = static_cast<int>(node_of.size());
   const hier::NodeMap map(node_of, leads);
@@ -61,6 +62,7 @@ int build_rdma_hier(shm::test::ForkBootstrap& boot, int rank, const std::vector<
     std::string why;
     const Status st = mlx5::RdmaLeaderTransport::create(group, HierAlltoall::areas_of(*stage),
                                                   first_rank, peers, opt, &rdma, &why);
+    if (why_out) *why_out = why;
     if (st != want_transport) {
       std::fprintf(stderr, "rank %d: transport: %s (%s)\n", rank, to_string(st), why.c_str());
       return 1;

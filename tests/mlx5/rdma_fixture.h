@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/hier/hier_alltoall.h"
@@ -25,10 +26,12 @@ mlx5::NetOptions test_options();
 // Builds this rank's stage and, on leaders, its RDMA transport (collective
 // over the leaders' wiring). 0 on success; 42 when the transport was refused
 // as want_transport says; 1 (after a message) otherwise. *gather_sge: on a
-// leader, its transport's SGEs per WR.
+// leader, its transport's SGEs per WR; *why: on a leader, why the set-up
+// failed ("" if it did not).
 int build_rdma_hier(shm::test::ForkBootstrap& boot, int rank, const std::vector<int>& node_of,
                     const std::vector<int>& leads, const mlx5::NetOptions& opt,
                     const ForkGroupWiring& wiring, std::unique_ptr<hier::HierAlltoall>* engine,
-                    Status want_transport, int* qps_created, unsigned* gather_sge = nullptr);
+                    Status want_transport, int* qps_created, unsigned* gather_sge = nullptr,
+                    std::string* why = nullptr);
 
 }  // namespace mlxa2a::test

@@ -253,6 +253,11 @@ int link_rank(shm::test::ForkBootstrap& boot, int rank, const test::ForkGroupWir
   const std::string devices = std::to_string(1 + std::count(link, link + std::strlen(link), ','));
   setenv("FAKEVERBS_DEVICES", devices.c_str(), 1);
   setenv("FAKEVERBS_LINK", link, 1);
+  // The RoCE ports on one /24 (the default table's addresses differ in the
+  // third byte by device, and leaders refuse RoCE pairs with no common
+  // subnet, setup_card.h). One RoCE device per process here: the table is
+  // every RoCE device's.
+  setenv("FAKEVERBS_GIDS", rank == 0 ? "10.9.0.1/24" : "10.9.0.2/24", 1);
   const std::vector<int> nodes = {0, 1};
   const NetOptions opt = test::test_options();
   const bool refuse = *want_dev0 == 0;

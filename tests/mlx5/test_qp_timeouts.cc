@@ -1,7 +1,9 @@
 // The QP attributes that decide how long the HCA waits for a dead or stalled
-// peer (docs/hier.md, "Timeouts"): ACK timeout 18 (1.07 s per try) and a
-// finite RNR retry, so a peer that stops consuming arrivals fails the QP in
-// seconds instead of the HCA retrying forever. Two QPs of one forked process
+// peer (docs/hier-transports.md, "Timeouts"): ACK timeout 18 (1.07 s per
+// try), a finite RNR retry and an RNR NAK timer of 0.64 ms (min_rnr_timer
+// 12), so a peer that stops consuming arrivals fails the QP in milliseconds
+// instead of the HCA retrying forever, and a receive that is only late
+// stalls the writer about a millisecond, not half a second (31 did). Two QPs of one forked process
 // connected to each other over fakeverbs.
 #include <gtest/gtest.h>
 
@@ -35,6 +37,10 @@ int stalled_receiver() {
   FT_CHECK(v->query_qp(writer->get(), &a, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY,
                        &init) == 0);
   FT_CHECK(a.timeout == 18 && a.retry_cnt == 7 && a.rnr_retry < 7);
+  // The responder's RNR NAK timer is what the requester waits per RNR.
+  FT_CHECK(v->query_qp(reader->get(), &a, IBV_QP_MIN_RNR_TIMER, &init) == 0);
+  if (a.min_rnr_timer != 12) std::fprintf(stderr, "min_rnr_timer %d\n", a.min_rnr_timer);
+  FT_CHECK(a.min_rnr_timer == 12);
 
   // The reader never posts a receive (a peer that stopped polling): the
   // write with immediate meets RNR until the writer's budget runs out.
@@ -63,6 +69,11 @@ int stalled_receiver() {
   if (n != 1) std::fprintf(stderr, "no completion within 8 s: the HCA retries RNR forever\n");
   FT_CHECK(n == 1);
   FT_CHECK(wc.status == IBV_WC_RNR_RETRY_EXC_ERR);
+  // 0.64 ms x (rnr_retry 6 + 1) = 4.5 ms of RNR budget (31: 3.4 s).
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (took >= 1.0) std::fprintf(stderr, "the RNR budget ran out after %.2f s\n", took);
+  FT_CHECK(took < 1.0);
   return 0;
 }
 

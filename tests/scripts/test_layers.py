@@ -20,8 +20,11 @@ RULES = {
     # core/config/shm.h: the MLXA2A_SHM_* switches as plain data (no includes).
     "core/shm/": (("core/shm/", "core/config/shm.h") + SHARED, False),
     "core/hier/": (("core/hier/", "core/shm/") + SHARED, False),
-    # core/config/net.h: the MLXA2A_NET_* switches as plain data (no includes).
-    "core/mlx5/": (("core/mlx5/", "core/hier/", "rcache/", "core/config/net.h") + SHARED, False),
+    # core/config/net.h: the MLXA2A_NET_* switches as plain data (no includes);
+    # core/version/version.h: compile-time constants only (the set-up cards
+    # name the build, core/mlx5/setup_card.h).
+    "core/mlx5/": (("core/mlx5/", "core/hier/", "rcache/", "core/config/net.h",
+                    "core/version/version.h") + SHARED, False),
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 

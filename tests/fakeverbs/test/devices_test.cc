@@ -114,6 +114,39 @@ TEST(Devices, PortDownRefusesTraffic) {
       {"FAKEVERBS_PORT_STATE=down"});
 }
 
+// FAKEVERBS_SUBNETS: each device's IB subnet prefix; a LID names a port of
+// the sender's subnet only, so two ports on different subnets never reach
+// each other (IB routes between subnets by GRH through routers, not by LID).
+TEST(Devices, SubnetsSetTheGidPrefixAndLidsStayInTheirSubnet) {
+  run_one(
+      [](Channel&) {
+        EndpointOptions o;
+        o.timeout = 8;  // ~1 ms
+        o.retry_cnt = 1;
+        Endpoint a(o);
+        o.device = 1;
+        Endpoint b(o), c(o);
+        ibv_gid g{};
+        ASSERT_EQ(ibv_query_gid(a.ctx, 1, 0, &g), 0);
+        EXPECT_EQ(g.raw[0], 0xfe);
+        EXPECT_EQ(g.raw[7], 1);
+        ASSERT_EQ(ibv_query_gid(b.ctx, 1, 0, &g), 0);
+        EXPECT_EQ(g.raw[7], 2);
+        a.connect(b.address());
+        b.connect(a.address());
+        ASSERT_EQ(a.post_write(1, b.address(), 0, 8, true, 64), 0);
+        auto wc = a.poll(1);
+        ASSERT_EQ(wc.size(), 1u);
+        EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR) << wc_name(wc[0].status);
+        c.connect_self();  // within one subnet all is as before
+        ASSERT_EQ(c.post_write(2, c.address(), 0, 8, true, 64), 0);
+        wc = c.poll(1);
+        ASSERT_EQ(wc.size(), 1u);
+        EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS) << wc_name(wc[0].status);
+      },
+      {"FAKEVERBS_DEVICES=2", "FAKEVERBS_SUBNETS=1,2"});
+}
+
 TEST(StockTools, IbvDevicesListsFakeDevices) {
   const char* tool = getenv("FV_IBV_DEVICES");
   if (!tool || !*tool) GTEST_SKIP() << "ibv_devices (ibverbs-utils) not installed";

@@ -150,6 +150,81 @@ TEST(Faults, PortDownRaisesPortErrAndWritesRunOutOfRetries) {
   });
 }
 
+namespace {
+
+// The next async event of the context (made non-blocking), or -1.
+int next_event(ibv_context* ctx, int* port = nullptr) {
+  int fl = fcntl(ctx->async_fd, F_GETFL);
+  fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+  ibv_async_event ev{};
+  if (ibv_get_async_event(ctx, &ev) != 0) return -1;
+  if (port) *port = int(ev.element.port_num);
+  ibv_ack_async_event(&ev);
+  return ev.event_type;
+}
+
+}  // namespace
+
+TEST(Faults, PortFlapInsideTheRetryBudgetDelaysTheWriteOnly) {
+  // The harness's QPs retry for 16.8 ms x 3: a 10 ms flap is survived.
+  with_fault("port_flap=1:10", [](Endpoint& e, Address& self) {
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(e.post_write(1, self, 0, 8, true, 1024), 0);  // down from here for 10 ms
+    int port = 0;
+    EXPECT_EQ(next_event(e.ctx, &port), IBV_EVENT_PORT_ERR);
+    EXPECT_EQ(port, 1);
+    ibv_port_attr pa{};
+    ASSERT_EQ(ibv_query_port(e.ctx, 1, &pa), 0);
+    EXPECT_EQ(pa.state, IBV_PORT_DOWN);
+    auto wc = e.poll(1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS) << wc_name(wc[0].status);
+    EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(10));
+    EXPECT_EQ(next_event(e.ctx, &port), IBV_EVENT_PORT_ACTIVE);
+    ASSERT_EQ(ibv_query_port(e.ctx, 1, &pa), 0);
+    EXPECT_EQ(pa.state, IBV_PORT_ACTIVE);
+  });
+}
+
+TEST(Faults, PortFlapLongerThanTheRetryBudgetFailsTheWrite) {
+  with_fault("port_flap=1:300", [](Endpoint& e, Address& self) {
+    EXPECT_EQ(e.post_write(1, self, 0, 8, true, 1024), 0);
+    auto wc = e.poll(1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR) << wc_name(wc[0].status);
+  });
+}
+
+TEST(Faults, LidChangeMovesThePortAndItsQueuePairs) {
+  with_fault("lid_change=1", [](Endpoint& e, Address& self) {
+    ibv_port_attr before{};
+    ASSERT_EQ(ibv_query_port(e.ctx, 1, &before), 0);
+    // The QP now answers at the new LID only: its own connection, made to
+    // the old one, runs out of retries as a peer's would.
+    EXPECT_EQ(e.post_write(1, self, 0, 8, true, 1024), 0);
+    EXPECT_EQ(next_event(e.ctx), IBV_EVENT_LID_CHANGE);
+    ibv_port_attr now{};
+    ASSERT_EQ(ibv_query_port(e.ctx, 1, &now), 0);
+    EXPECT_NE(now.lid, before.lid);
+    auto wc = e.poll(1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR) << wc_name(wc[0].status);
+  });
+}
+
+TEST(Faults, GidChangeRaisesTheEventAndQueryGidAnswersTheNewGid) {
+  with_fault("gid_change=1", [](Endpoint& e, Address& self) {
+    ibv_gid before{}, now{};
+    ASSERT_EQ(ibv_query_gid(e.ctx, 1, 0, &before), 0);
+    EXPECT_EQ(e.post_write(1, self, 0, 8, true, 1024), 0);
+    EXPECT_EQ(next_event(e.ctx), IBV_EVENT_GID_CHANGE);
+    ASSERT_EQ(ibv_query_gid(e.ctx, 1, 0, &now), 0);
+    EXPECT_NE(memcmp(&before, &now, sizeof now), 0);
+    EXPECT_EQ(memcmp(&before, &now, 8), 0);  // the same subnet prefix
+    e.poll(1);
+  });
+}
+
 TEST(Transport, UnreachablePeerRetryExceeded) {
   run_one([](Channel&) {
     EndpointOptions o;
