@@ -25,6 +25,7 @@ TUNING = {"comm_size", "bytes_per_peer_from", "bytes_per_peer_to", "path", "rank
 PATHS = {"pmpi", "shm", "rdma"}
 CANDIDATES = {"pmpi", "line", "copy", "cma", "hier", "rdma", "zcopy"}
 COUNTERS = {"rdma_writes_posted", "rdma_bytes_written", "rdma_qps_live", "rdma_mrs_live",
+            "rdma_messages_relayed",
             "zcopy_bytes_copied_on_node", "zcopy_bytes_zero_copy", "zcopy_staged_fallbacks",
             "rcache_hits", "rcache_misses", "rcache_evictions", "rcache_invalidations",
             "registrations_refused", "wait_cpu_seconds"}
