@@ -23,8 +23,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/mpi/call.h"
 #include "core/mpi/datatype.h"
-#include "core/mpi/dispatch.h"
 #include "core/mpi/team.h"
 
 namespace mlxa2a::core::mpi {

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/mpi/dispatch.h"
+#include "core/mpi/call.h"
 #include "core/route/route.h"
 
 namespace mlxa2a::core::mpi::job_stats {

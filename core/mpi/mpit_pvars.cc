@@ -6,8 +6,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "core/mpi/call.h"
 #include "core/mpi/counters.h"
-#include "core/mpi/dispatch.h"
 #include "core/mpi/mpit.h"
 #include "core/mpi/mpit_index.h"
 

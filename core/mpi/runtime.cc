@@ -15,9 +15,9 @@
 #include "core/log.h"
 #include "core/mpi/build_info.h"
 #include "core/route/decide.h"
+#include "core/mpi/call.h"
 #include "core/mpi/comm_state.h"
 #include "core/mpi/counters.h"
-#include "core/mpi/dispatch.h"
 #if MLXA2A_HAVE_VERBS
 #include "core/mlx5/endpoint_pool.h"
 #include "core/mlx5/qos.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """No product function over ~80 lines (issue 25): a brace-matching scan of the
-.cc files of core/, shim/ and rcache/. A function is a top-level brace block
+.cc and .h files of core/, shim/ and rcache/. A function is a top-level brace block
 (namespace blocks are entered, class/struct/enum/union bodies and initializer
 lists are skipped into) whose opening line looks like a definition. Counted
 from its first line (the signature) to its closing brace.
@@ -13,6 +13,9 @@ import sys
 
 LIMIT = 80
 FOLDERS = ("core", "shim", "rcache")
+# Headers too: an inline body (or a class's member defined in its body) is a
+# function like any other.
+SUFFIXES = (".cc", ".h")
 
 # Functions over the limit left alone on purpose: path -> {name: reason},
 # e.g. {"core/x.cc": {"X::run": "owned by a concurrent change"}}. None now.
@@ -93,7 +96,7 @@ def main():
     listing = "--list" in sys.argv[2:]
     passed = failed = 0
     for folder in FOLDERS:
-        for path in sorted((root / folder).rglob("*.cc")):
+        for path in sorted(p for p in (root / folder).rglob("*") if p.suffix in SUFFIXES):
             rel = path.relative_to(root).as_posix()
             allowed = ALLOWED.get(rel, {})
             for name, first, last in functions(path.read_text(errors="replace")):
