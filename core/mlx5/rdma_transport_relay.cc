@@ -217,7 +217,7 @@ bool RdmaLeaderTransport::ping(std::string* why) noexcept {
       p.ep->failed = true;
     }
     if (p.ep->failed || !post_alive(p)) {
-      *why = "the queue pair to leader " + std::to_string(p.member) + " failed before its ping";
+      *why = "the ping to leader " + std::to_string(p.member) + " could not be posted";
       return false;
     }
     ++want;
