@@ -23,6 +23,8 @@ bool g_tried = false;
 std::atomic<std::uint64_t> g_qps_created{0};
 std::atomic<std::uint64_t> g_writes{0};
 std::atomic<std::uint64_t> g_bytes{0};
+std::atomic<std::uint64_t> g_setup_bytes{0};
+std::atomic<std::uint64_t> g_setup_collectives{0};
 std::atomic<const char*> g_last_event{""};
 
 constexpr std::uint64_t kRecvTag = 1;  // wr_id of every receive; sends carry slot << 1
@@ -147,7 +149,13 @@ void EndpointPool::shutdown() noexcept {
 PoolStats EndpointPool::stats() noexcept {
   return {QueuePair::live_count(), MemoryRegion::live_count(),
           g_qps_created.load(std::memory_order_relaxed), g_writes.load(std::memory_order_relaxed),
-          g_bytes.load(std::memory_order_relaxed)};
+          g_bytes.load(std::memory_order_relaxed), g_setup_bytes.load(std::memory_order_relaxed),
+          g_setup_collectives.load(std::memory_order_relaxed)};
+}
+
+void EndpointPool::count_setup(std::uint64_t bytes, std::uint64_t collectives) noexcept {
+  g_setup_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  g_setup_collectives.fetch_add(collectives, std::memory_order_relaxed);
 }
 
 void EndpointPool::count_writes(std::uint64_t writes, std::uint64_t bytes) noexcept {
@@ -182,7 +190,8 @@ Status EndpointPool::endpoint(const ProcessId& remote, std::shared_ptr<Endpoint>
       }
       discard(remote);  // replaced below; the peer replaces its end alike
     }
-    if (endpoints_.size() >= kMaxEndpoints) return Status::unavailable;
+    // No count limit: the device's QP and CQ limits are the bounds (the CQ
+    // grows below, or the pair is refused with the reason logged).
     auto e = std::make_shared<Endpoint>();
     const Status st =
         QueuePair::create(device_, {kSendDepth, kRecvDepth, kInline, kSendSge}, &e->qp);

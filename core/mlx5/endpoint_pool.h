@@ -127,6 +127,8 @@ struct PoolStats {
   std::uint64_t qps_created;
   std::uint64_t writes_posted;
   std::uint64_t bytes_written;
+  std::uint64_t setup_bytes;        // RDMA set-ups' collectives, sent + received
+  std::uint64_t setup_collectives;  // and how many
 };
 
 class EndpointPool {
@@ -137,7 +139,6 @@ class EndpointPool {
   // SGEs per send WR for zero-copy gathers (capped by the device's max_sge):
   // a block layout needs one per local rank, round robin one per block.
   static constexpr std::uint32_t kSendSge = 16;
-  static constexpr std::size_t kMaxEndpoints = 1024;
 
   static EndpointPool* get(const NetOptions& opt, std::string* why) noexcept;
   // What this process can offer a team (resources.h): its open port's link
@@ -148,6 +149,7 @@ class EndpointPool {
   static void shutdown() noexcept;
   static PoolStats stats() noexcept;
   static void count_writes(std::uint64_t writes, std::uint64_t bytes) noexcept;
+  static void count_setup(std::uint64_t bytes, std::uint64_t collectives) noexcept;
 
   std::mutex& mutex() { return mutex_; }
   const std::shared_ptr<Device>& device() const { return device_; }

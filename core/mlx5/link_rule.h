@@ -63,8 +63,10 @@ inline bool repairable(const Link& mine, const Link& theirs) noexcept {
   return act != LinkAction::connect && act != LinkAction::use;
 }
 
-// Whether the set-up needs its repair round: decided from every member's
-// links (all[p * size + q]: p's end towards q), so every member agrees.
+// Whether the set-up needs its repair round, from every member's links
+// (all[p * size + q]: p's end towards q): the rule the set-up's pairwise
+// agreement computes without such a table (rdma_setup.cc agree_repair: each
+// member ORs repairable() over its own pairs, one word per member).
 inline bool needs_repair(const Link* all, int size) noexcept {
   for (int p = 0; p < size; ++p) {
     for (int q = p + 1; q < size; ++q) {

@@ -123,7 +123,7 @@ struct RdmaLeaderTransport::Setup {
     cards.resize(n);
     chosen.resize(n);
     links.resize(n);
-    all_links.resize(n * n);
+    their_links.resize(n);
     repaired.resize(n);
   }
   GroupBootstrap& boot;
@@ -141,22 +141,27 @@ struct RdmaLeaderTransport::Setup {
   // Another leader runs another card format: no later round runs (their
   // sizes may differ), on every leader of this build alike.
   bool mismatch = false;
-  std::vector<Link> links, all_links;  // ours per member; every member's
+  // Per member: our end of the pair, and its end of it (what it said to us).
+  std::vector<Link> links, their_links;
   std::vector<std::uint32_t> all_ok;
   std::vector<char> repaired;  // per member: its pair is renewed in the repair round
   std::vector<int> created;    // members we made a new QP for
-  bool repair = false;         // the same on every member (from all_links)
+  bool repair = false;         // the same on every member (agree_repair)
 
   bool is_member(int p) const { return p >= 0 && p < size; }
   // What member i's end says about its pair with us.
-  const Link& theirs(std::size_t i) const {
-    return all_links[i * static_cast<std::size_t>(size) + static_cast<std::size_t>(me)];
-  }
+  const Link& theirs(std::size_t i) const { return their_links[i]; }
   // An allgather of the later rounds; false (without communicating) after a
   // format mismatch.
   bool gather(const void* mine_bytes, void* all, std::size_t len) {
     return !mismatch && boot.allgather(mine_bytes, all, len);
   }
+  // Each pair's ends, told pairwise: O(size) per leader (an allgather of
+  // every member's links was size x size).
+  bool exchange_links() {
+    return !mismatch && boot.alltoall(links.data(), their_links.data(), sizeof(Link));
+  }
+  bool agree_repair();
   void open();
   void register_areas();
   bool reaches(int p, std::string* why) const;
@@ -175,9 +180,10 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
                                    std::unique_ptr<RdmaLeaderTransport>* out,
                                    std::string* why) noexcept {
   out->reset();
+  CountingBootstrap counted(boot);
   std::optional<Setup> st;
   try {
-    st.emplace(boot, areas, first_rank, peers, opt);
+    st.emplace(counted, areas, first_rank, peers, opt);
   } catch (...) {
     *why = "out of memory";
     return Status::create_failed;  // cannot take part: an out-of-memory job is lost anyway
@@ -189,8 +195,10 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
       .step([&] { s.claim_ends(); })     // our end of every pair
       .step([&] { s.publish_links(); })  // round 2: every end's state
       .step([&] { s.settle_ends(); })
-      .step([&] { s.repair_round(); })    // when needs_repair() says so
+      .step([&] { s.repair_round(); })    // when agree_repair() says so
       .step([&] { s.hear_partners(); });  // round 3: all in RTR, and how it went
+  EndpointPool::count_setup(counted.bytes(), counted.collectives());
+  if (s.t) s.t->setup_bytes_ = counted.bytes();
   if (const SetupOutcome& o = s.steps.outcome(); !o.ok()) {
     if (!o.why.empty()) *why = o.why;
     return o.status;
@@ -322,12 +330,23 @@ bool RdmaLeaderTransport::Setup::reaches(int p, std::string* why) const {
 }
 
 void RdmaLeaderTransport::Setup::publish_links() {
-  if (!gather(links.data(), all_links.data(), links.size() * sizeof(Link))) {
-    steps.fail(Status::unavailable, "set-up allgather failed");
-    return;
+  // Both collectives whatever happens: the other members make them.
+  if (!exchange_links()) steps.fail(Status::unavailable, "set-up alltoall failed");
+  if (!agree_repair()) steps.fail(Status::unavailable, "set-up allgather failed");
+}
+
+// Whether a repair round follows, alike on every member: each says whether
+// one of its pairs needs it (both ends of a pair see the same two links),
+// and one word per member goes round.
+bool RdmaLeaderTransport::Setup::agree_repair() {
+  std::uint32_t mine_flag = 0;
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    mine_flag |= repairable(links[i], their_links[i]) ? 1u : 0u;
   }
-  // Every member decides alike (from all_links) whether a repair round follows.
-  repair = needs_repair(all_links.data(), size);
+  std::vector<std::uint32_t> flags(static_cast<std::size_t>(size));
+  if (!gather(&mine_flag, flags.data(), sizeof mine_flag)) return false;
+  for (std::uint32_t f : flags) repair = repair || f != 0;
+  return true;
 }
 
 // Connect, keep or drop each pair as both ends' links say (link_rule.h); the
@@ -359,8 +378,8 @@ void RdmaLeaderTransport::Setup::settle_end(std::size_t i, const Link& mine_link
 // The repair round: the replaced ends' new QPs, then both ends connect.
 void RdmaLeaderTransport::Setup::repair_round() {
   if (!repair) return;
-  if (!gather(links.data(), all_links.data(), links.size() * sizeof(Link))) {
-    steps.fail(Status::unavailable, "set-up allgather failed");
+  if (!exchange_links()) {
+    steps.fail(Status::unavailable, "set-up alltoall failed");
     return;
   }
   if (!mine.ok) return;

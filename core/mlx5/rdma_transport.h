@@ -10,7 +10,7 @@
 //   member first_rank[m] + j). It always makes the same allgathers on every
 //   member, whatever fails locally (link layers, cards, queue pairs, outcome — the last
 //   also keeps anyone from writing before its partners are in RTR — and,
-//   before the outcome, a repair round when needs_repair() says so from the
+//   before the outcome, a repair round when agree_repair() says so from the
 //   queue pairs every member saw, link_rule.h), and reports failure as a Status
 //   (*why says what); the caller must agree on the outcome across the team
 //   (core/mpi/team.cc: one allreduce) and fall back together. peers: the
@@ -82,6 +82,9 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   static constexpr std::size_t kMaxGatherWrs = EndpointPool::kSendDepth - 1;
   // QPs this transport's set-up created (0 when every pair was connected already).
   int qps_created() const { return qps_created_; }
+  // Bytes this leader's set-up collectives moved (sent + received): linear in
+  // the number of leaders (each pair's links go pairwise, an alltoall).
+  std::size_t setup_bytes() const { return setup_bytes_; }
   // Set-up's last step, after create() on every leader (collective only in
   // that partners ping each other): a zero-length write to every partner,
   // waited for. A pair the fabric cannot carry (a crossed rail, another
@@ -177,6 +180,7 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   std::uint64_t expect_arrived_[2] = {0, 0};
   std::uint64_t expect_sent_ = 0;
   int qps_created_ = 0;
+  std::size_t setup_bytes_ = 0;
   bool broken_ = false;
   std::uint32_t me_ = 0;              // our member index: the immediates we write name it
   std::unique_ptr<hier::Relay> relay_;

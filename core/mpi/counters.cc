@@ -15,7 +15,7 @@ RdmaCounters rdma_counters() noexcept {
 #if MLXA2A_HAVE_VERBS
   const mlx5::PoolStats s = mlx5::EndpointPool::stats();
   return {s.writes_posted, s.bytes_written, s.qps_created, s.qps_live, s.mrs_live,
-          mlx5::RdmaLeaderTransport::relayed_count()};
+          mlx5::RdmaLeaderTransport::relayed_count(), s.setup_bytes, s.setup_collectives};
 #else
   return {};
 #endif

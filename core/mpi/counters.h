@@ -14,6 +14,8 @@ struct RdmaCounters {
   long qps_live = 0;
   long mrs_live = 0;
   std::uint64_t relayed = 0;  // messages sent through PMPI after their write failed
+  std::uint64_t setup_bytes = 0;        // RDMA set-ups' collectives, sent + received
+  std::uint64_t setup_collectives = 0;
 };
 // Zeros when the shim was built without rdma-core headers.
 RdmaCounters rdma_counters() noexcept;

@@ -30,6 +30,11 @@ class MpiGroupBootstrap final : public GroupBootstrap {
     return PMPI_Allgather(mine, static_cast<int>(len), MPI_BYTE, all, static_cast<int>(len),
                           MPI_BYTE, comm_) == MPI_SUCCESS;
   }
+  bool alltoall(const void* mine, void* theirs, std::size_t len) override {
+    if (len > INT_MAX) return false;
+    return PMPI_Alltoall(mine, static_cast<int>(len), MPI_BYTE, theirs, static_cast<int>(len),
+                         MPI_BYTE, comm_) == MPI_SUCCESS;
+  }
 
  private:
   MPI_Comm comm_;

@@ -359,6 +359,8 @@ void Runtime::write_job_stats() {
       {"wait_cpu_seconds", d(core::wait_cpu::total_ns()) * 1e-9}};
   const std::map<std::string, double> setup = {
       {"rdma_qps_created", d(r.qps_created)},
+      {"rdma_setup_bytes", d(r.setup_bytes)},
+      {"rdma_setup_collectives", d(r.setup_collectives)},
       {"tuning_trial_calls", d(c.trials)},
       {"tuning_agreements", d(c.agreements)},
       {"tuning_agreement_seconds", c.agreement_seconds}};
@@ -379,11 +381,13 @@ void Runtime::before_finalize() {
                static_cast<unsigned long long>(c.pmpi), static_cast<unsigned long long>(c.shm));
     const RdmaCounters r = rdma_counters();
     log::trace("stats rdma: calls=%llu writes_posted=%llu bytes_written=%llu qps_created=%llu "
-               "qps_live=%ld mrs_live=%ld relayed=%llu",
+               "qps_live=%ld mrs_live=%ld relayed=%llu setup_bytes=%llu setup_collectives=%llu",
                static_cast<unsigned long long>(c.rdma), static_cast<unsigned long long>(r.writes),
                static_cast<unsigned long long>(r.bytes),
                static_cast<unsigned long long>(r.qps_created), r.qps_live, r.mrs_live,
-               static_cast<unsigned long long>(r.relayed));
+               static_cast<unsigned long long>(r.relayed),
+               static_cast<unsigned long long>(r.setup_bytes),
+               static_cast<unsigned long long>(r.setup_collectives));
     // Process-wide (every thread's calls): the hierarchical engine's copies
     // and what zero-copy read in their place (docs/zerocopy.md).
     const ZeroCopyStats z = zero_copy_stats();

@@ -1,5 +1,7 @@
 #include "tests/mlx5/fork_group.h"
 
+#include <fcntl.h>
+
 #include <limits.h>
 #include <poll.h>
 #include <unistd.h>
@@ -24,6 +26,11 @@ ForkGroupWiring::ForkGroupWiring(int n) {
       ok_ = false;
       return;
     }
+    // A member writes all its pieces (PIPE_BUF each) before it reads: with
+    // 16 members the 64 KiB default fills with one collective and the next
+    // one's early pieces, and every writer blocks. 1 MiB (the default
+    // pipe-max-size) holds 16 members' two collectives.
+    (void)fcntl(fds[1], F_SETPIPE_SZ, 1 << 20);
     read_.push_back(fds[0]);
     write_.push_back(fds[1]);
   }
@@ -35,13 +42,23 @@ ForkGroupWiring::~ForkGroupWiring() {
 }
 
 bool ForkGroup::allgather(const void* mine, void* all, std::size_t len) {
+  return exchange(static_cast<const char*>(mine), 0, all, len);
+}
+
+bool ForkGroup::alltoall(const void* mine, void* theirs, std::size_t len) {
+  return exchange(static_cast<const char*>(mine), len, theirs, len);
+}
+
+// Member `to` gets mine[to * stride ..) (stride 0: the same bytes for all).
+bool ForkGroup::exchange(const char* mine, std::size_t stride, void* all, std::size_t len) {
   // Pipe writes up to PIPE_BUF bytes are atomic (man 7 pipe): pieces of
   // different writers never interleave.
   static_assert(sizeof(Piece) <= PIPE_BUF);
   const std::uint32_t seq = ++seq_;
   const int n = size();
   auto* out = static_cast<char*>(all);
-  std::memcpy(out + static_cast<std::size_t>(rank_) * len, mine, len);
+  std::memcpy(out + static_cast<std::size_t>(rank_) * len,
+              mine + static_cast<std::size_t>(rank_) * stride, len);
   Piece p;
   for (int to = 0; to < n; ++to) {
     if (to == rank_) continue;
@@ -50,7 +67,7 @@ bool ForkGroup::allgather(const void* mine, void* all, std::size_t len) {
       p.from = static_cast<std::uint32_t>(rank_);
       p.offset = static_cast<std::uint32_t>(at);
       p.len = static_cast<std::uint32_t>(len - at < Piece::kData ? len - at : Piece::kData);
-      std::memcpy(p.data, static_cast<const char*>(mine) + at, p.len);
+      std::memcpy(p.data, mine + static_cast<std::size_t>(to) * stride + at, p.len);
       if (write(w_.write_fd(to), &p, sizeof p) != static_cast<ssize_t>(sizeof p)) return false;
       if (len == 0) break;
     }

@@ -2,7 +2,7 @@
 //
 // The parent creates a ForkGroupWiring for n members before forking; each
 // child then makes a ForkGroup for its member number. allgather() writes
-// this member's bytes, framed in atomic pieces (<= PIPE_BUF), into every
+// this member's bytes (alltoall(): each member's own block), framed in atomic pieces (<= PIPE_BUF), into every
 // other member's pipe and reads the others' from its own; pieces carry the
 // collective's sequence number, so a member already in the next allgather
 // cannot be confused with this one. A member that does not answer within
@@ -40,8 +40,10 @@ class ForkGroup final : public GroupBootstrap {
   int rank() const override { return rank_; }
   int size() const override { return w_.size(); }
   bool allgather(const void* mine, void* all, std::size_t len) override;
+  bool alltoall(const void* mine, void* theirs, std::size_t len) override;
 
  private:
+  bool exchange(const char* mine, std::size_t stride, void* all, std::size_t len);
   struct Piece;
   const ForkGroupWiring& w_;
   int rank_;

@@ -29,7 +29,8 @@ COUNTERS = {"rdma_writes_posted", "rdma_bytes_written", "rdma_qps_live", "rdma_m
             "zcopy_bytes_copied_on_node", "zcopy_bytes_zero_copy", "zcopy_staged_fallbacks",
             "rcache_hits", "rcache_misses", "rcache_evictions", "rcache_invalidations",
             "registrations_refused", "wait_cpu_seconds"}
-SETUP = {"init_seconds", "rdma_qps_created", "tuning_trial_calls", "tuning_agreements",
+SETUP = {"init_seconds", "rdma_qps_created", "rdma_setup_bytes", "rdma_setup_collectives",
+         "tuning_trial_calls", "tuning_agreements",
          "tuning_agreement_seconds"}
 
 errors = []
