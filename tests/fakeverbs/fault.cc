@@ -140,7 +140,7 @@ bool qp_error_now() {
   return ++r.n_qp_error == r.qp_error;
 }
 
-bool cq_overrun_now() {
+bool cq_overrun_now(uint64_t delivered) {
   // Asked at every ibv_poll_cq, which engines spin on: without the rule the
   // variable is looked at again only every 1024th call (getenv scans the
   // whole environment), so a rule set at run time takes that long to start.
@@ -155,7 +155,9 @@ bool cq_overrun_now() {
     skip.store(1023, std::memory_order_relaxed);
     return false;
   }
-  return ++r.n_poll == r.cq_overrun;
+  if (r.n_poll != 0 || delivered < r.cq_overrun) return false;
+  r.n_poll = 1;  // once
+  return true;
 }
 
 bool resp_error_now() {

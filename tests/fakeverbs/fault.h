@@ -22,9 +22,10 @@
 //                  (a late write hitting a deregistered rkey): its receives
 //                  are flushed and IBV_EVENT_QP_ACCESS_ERR is raised, but no
 //                  send of ours fails and the partner's end stays in RTS
-//   cq_overrun=N   at the Nth ibv_poll_cq call the CQ overruns: completions
-//                  written later are lost and IBV_EVENT_CQ_ERR is raised
-//                  (what a CQ too small for its QPs does)
+//   cq_overrun=N   once the process's ibv_poll_cq calls have delivered N
+//                  completions the CQ overruns: completions written later
+//                  are lost and IBV_EVENT_CQ_ERR is raised (what a CQ too
+//                  small for its QPs does)
 //   port_down=N    at the Nth ibv_post_send call the port goes down for good
 //                  (IBV_EVENT_PORT_ERR; ibv_query_port says DOWN): WRs are
 //                  retried until the QP's retry budget runs out, as on a
@@ -55,7 +56,9 @@ bool fail_post_recv();
 bool fail_reg_mr();
 bool qp_error_now();
 bool resp_error_now();
-bool cq_overrun_now();
+// Whether the CQ overruns now: the process has delivered `delivered`
+// completions so far (counted by completions, not calls: polls spin).
+bool cq_overrun_now(uint64_t delivered);
 bool port_down_now();
 // At this ibv_post_send call: how long the port goes down (port_flap, ns;
 // 0 not now), and whether its LID / GID change.
