@@ -5,8 +5,9 @@
 # machine's load and (--load N) with N busy loops of our own beside it.
 # Prints one markdown row per case: medians of each side's per-round medians,
 # their ratio, and the 1-minute load average seen at the case's start. Each
-# round also runs a control, the shim with MLXA2A_TUNE=pmpi (the communicator
-# hooks stay; MPI_Alltoall passes through), the order rotating per round:
+# round also runs a control, the shim with MLXA2A_TUNE=pmpi (MPI_Alltoall
+# passes through; what the shim does when communicators are made may stay, so
+# here the control's ratio is noise plus that), the order rotating per round:
 # "control" is its median over the MPI alone's, "ctl-spread" its largest
 # |control/alone - 1| over rounds (the noise band); --no-control skips it.
 #   bench/churn_table.sh [--build DIR] [--mpi ompi|mpich|both] [--np "2 4"]
