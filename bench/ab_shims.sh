@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Runs an osu_alltoall-style benchmark without mlxa2a and with each of
-# several shims, alternating in every round, and prints per size the median
-# over rounds of each mode's latency and its ratio to the MPI alone. For
-# before/after comparisons of two builds in one run on one machine (the
-# load changes from minute to minute; alternating spreads it over all modes).
+# several shims, alternating in every round (the order rotated from round to
+# round), and prints per size the median over rounds of each mode's latency
+# and its ratio to the MPI alone. For before/after comparisons of two builds
+# in one run on one machine (the load changes from minute to minute;
+# alternating spreads it over all modes). Every round also runs a control,
+# the first shim with MLXA2A_TUNE=pmpi (every call passes through to
+# PMPI_Alltoall): control/none and ctl-spread (its largest |control/none - 1|
+# over rounds) say how far a ratio must be from 1 to be more than noise;
+# --no-control skips it (bench/ratio_table.py).
 #
 #   bench/ab_shims.sh --mpi ompi --np 4 --rounds 5 \
 #       --shim before=/tmp/old/build/shim/libmlxa2a-ompi.so \
@@ -14,7 +19,8 @@
 # shim can appear as several modes, e.g. a forced path beside auto:
 #   --shim auto=$S --shim copy=$S --env copy:MLXA2A_TUNE=0-inf:shm
 set -euo pipefail
-mpi=ompi np=2 rounds=5 names=() shims=() envs=()
+here=$(cd "$(dirname "$0")" && pwd)
+mpi=ompi np=2 rounds=5 names=() shims=() envs=() control=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --mpi) mpi=$2; shift 2 ;;
@@ -22,12 +28,18 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --shim) names+=("${2%%=*}"); shims+=("$(realpath "${2#*=}")"); shift 2 ;;
     --env) envs+=("$2"); shift 2 ;;
+    --no-control) control=0; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 [ $# -gt 0 ] || { echo "no benchmark command after --" >&2; exit 2; }
+[ ${#shims[@]} -gt 0 ] || control=0  # (nothing to pass through)
+if [ "$control" = 1 ]; then
+  for n in "${names[@]}"; do [ "$n" != control ] || { echo "--no-control to name a shim 'control'" >&2; exit 2; }; done
+  names+=(control) shims+=("${shims[0]}") envs+=(control:MLXA2A_TUNE=pmpi)
+fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 launch() {  # launch SHIM(or empty) OUTFILE [MODE]
@@ -47,24 +59,14 @@ launch() {  # launch SHIM(or empty) OUTFILE [MODE]
   fi
 }
 cmd=("$@")
+modes=(none "${names[@]}") shims=("" "${shims[@]}")
 for ((r = 1; r <= rounds; r++)); do
-  launch "" "$out/none.$r"
-  for i in "${!shims[@]}"; do launch "${shims[$i]}" "$out/${names[$i]}.$r" "${names[$i]}"; done
+  for ((p = 0; p < ${#modes[@]}; p++)); do  # round r starts r - 1 modes further on
+    i=$(((r - 1 + p) % ${#modes[@]}))
+    launch "${shims[$i]}" "$out/${modes[$i]}.$r" "${modes[$i]}"
+    awk -v m="${modes[$i]}" -v r="$r" '$1 ~ /^[0-9]+$/ && NF >= 2 { print m, r, $1, $2 }' \
+      "$out/${modes[$i]}.$r" >>"$out/data"
+  done
 done
-python3 - "$out" "$rounds" none "${names[@]}" <<'PY'
-import re, statistics, sys
-out, rounds, modes = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-def table(path):
-    rows = re.findall(r"^\s*(\d+)\s+([\d.]+)", open(path).read(), re.M)
-    return {int(b): float(t) for b, t in rows}
-med = {}
-for m in modes:
-    runs = [table(f"{out}/{m}.{r}") for r in range(1, rounds + 1)]
-    med[m] = {b: statistics.median(t[b] for t in runs if b in t) for b in runs[0]}
-print("# bytes " + " ".join(f"{m}(us)" for m in modes) + " " +
-      " ".join(f"{m}/none" for m in modes[1:]))
-for b in sorted(med["none"]):
-    base = med["none"][b]
-    print(f"{b} " + " ".join(f"{med[m][b]:.2f}" for m in modes) + " " +
-          " ".join(f"{med[m][b] / base:.2f}" for m in modes[1:]))
-PY
+ctl=(); [ "$control" = 0 ] || ctl=(--control control)
+"$here/ratio_table.py" "$out/data" "${ctl[@]+"${ctl[@]}"}" "${modes[@]}"

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Alternating osu_alltoall runs on a pretend cluster, more than two modes per
-# round (compare.sh has two): each mode is "NAME" (no mlxa2a) or
+# Alternating osu_alltoall runs on a pretend cluster, any modes in each
+# round (compare.sh has its fixed three): each mode is "NAME" (no mlxa2a) or
 # "NAME=SHIM[,VAR=VAL...]" (LD_PRELOAD=SHIM plus switches). Prints, per size,
-# the median over rounds of each mode and its ratio to the first mode.
+# the median over rounds of each mode and its ratio to the first mode. The
+# order rotates from round to round. A mode with MLXA2A_TUNE=pmpi (the first
+# such) is the control, the MPI against itself through the shim: ctl-spread,
+# its largest |control/first - 1| over rounds, is the noise band the other
+# ratios must leave (bench/ratio_table.py).
 # Run inside `scripts/cluster run --hosts N --expose DIR... --`. --keep DIR
 # keeps each run's output (DIR/MODE-ROUND.out). --done RE: a run is over
 # once a line matches RE (OSU's last size, say '^4096 '); MPICH 4.0.2 may then
@@ -31,8 +35,13 @@ modes=("$@")
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=${keep:-$(mktemp -d)}
 mkdir -p "$out"
+control=()
+for m in "${modes[@]}"; do
+  [[ ${#control[@]} = 0 && $m == *,MLXA2A_TUNE=pmpi* ]] && control=(--control "${m%%=*}")
+done
 for r in $(seq "$rounds"); do
-  for m in "${modes[@]}"; do
+  for ((p = 0; p < ${#modes[@]}; p++)); do  # round r starts r - 1 modes further on
+    m=${modes[(r - 1 + p) % ${#modes[@]}]}
     name=${m%%=*} env=()
     if [[ $m == *=* ]]; then
       IFS=, read -ra kv <<<"${m#*=}"
@@ -42,21 +51,8 @@ for r in $(seq "$rounds"); do
     echo "# round $r $name load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
     "$top/scripts/cluster" launch --family "$family" --ranks "$ranks" "${env[@]}" "${done[@]}" \
       -- "$bench" "${args[@]}" >"$out/$name-$r.out" 2>&1 || echo "# $name round $r failed" >&2
-    awk -v m="$name" '/^[0-9]/ {print m, $1, $2}' "$out/$name-$r.out" >>"$out/data"
+    awk -v m="$name" -v r="$r" '/^[0-9]/ {print m, r, $1, $2}' "$out/$name-$r.out" >>"$out/data"
   done
 done
-python3 - "$out/data" "${modes[@]%%=*}" <<'PY'
-import statistics, sys
-rows = [l.split() for l in open(sys.argv[1])]
-modes = sys.argv[2:]
-sizes = sorted({int(r[1]) for r in rows})
-med = {(m, s): statistics.median(float(r[2]) for r in rows if r[0] == m and int(r[1]) == s)
-       for m in modes for s in sizes}
-print("| bytes | " + " | ".join(f"{m} us" for m in modes) + " | " +
-      " | ".join(f"{m}/{modes[0]}" for m in modes[1:]) + " |")
-print("|--:|" + "--:|" * (2 * len(modes) - 1))
-for s in sizes:
-    print(f"| {s} | " + " | ".join(f"{med[m, s]:.1f}" for m in modes) + " | " +
-          " | ".join(f"{med[m, s] / med[modes[0], s]:.2f}" for m in modes[1:]) + " |")
-PY
+"$top/bench/ratio_table.py" --markdown "${control[@]+"${control[@]}"}" "$out/data" "${modes[@]%%=*}"
 [ -n "$keep" ] || rm -rf "$out"

@@ -1,29 +1,43 @@
 #!/usr/bin/env bash
 # Side-by-side osu_alltoall latency without and with mlxa2a, per MPI family.
 #
-# Runs alternate (without, with, without, with, ...) so that drift on a shared,
-# noisy machine hits both modes alike; the table shows, per message size, the
-# median over rounds of the benchmark's average latency, and the ratio
-# mlxa2a / PMPI (below 1: mlxa2a is faster). The with-mlxa2a runs go through
-# mlxa2a-run, so the comparison also proves the launcher picks and loads the
-# right shim.
+# Each round runs the benchmark without mlxa2a, with it, and as a control
+# with mlxa2a preloaded in pass-through (MLXA2A_TUNE=pmpi: every call goes to
+# PMPI_Alltoall), in an order that rotates from round to round, so that drift
+# on a shared, noisy machine hits every mode alike and no mode always runs
+# first. The table shows, per message size, the median over rounds of the
+# benchmark's average latency, the ratio mlxa2a / PMPI (below 1: mlxa2a is
+# faster), and the control's ratio and spread: the noise band a ratio must
+# leave to mean something (scripts/compare_stats.sh). The with-mlxa2a runs go
+# through mlxa2a-run, so the comparison also proves the launcher picks and
+# loads the right shim.
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 prog=compare.sh
 # shellcheck source=scripts/launcher.sh
 . "$top/scripts/launcher.sh"
+# shellcheck source=scripts/compare_stats.sh
+. "$top/scripts/compare_stats.sh"
 
 usage() {
   cat <<EOF
 Usage: scripts/$prog [options]
 
-Runs osu_alltoall with and without mlxa2a, alternating, on each MPI family and
-prints one table per family: "# Size  PMPI(us)  mlxa2a(us)  ratio".
+Runs osu_alltoall without mlxa2a, with it, and with it in pass-through (the
+control: MLXA2A_TUNE=pmpi), alternating, on each MPI family and prints one
+table per family:
+  # Size  PMPI(us)  mlxa2a(us)  ratio  control  ctl-spread
+ratio = mlxa2a / PMPI and control = control / PMPI (medians over rounds);
+ctl-spread = the largest |control / PMPI - 1| over the rounds: a ratio within
+1 +- ctl-spread is within this run's noise.
 
 Options:
   --np N           ranks per run (default 2)
-  --rounds R       rounds of (without, with) runs (default 5)
+  --rounds R       rounds of (without, with, control) runs, the order rotated
+                   every round (default 5)
+  --no-control     no control runs (rounds of without, with; the table and
+                   plot lose the control's columns): quicker, no noise band
   --sizes MIN:MAX  bytes per peer, doubling (default 1:65536; osu -m)
   --iters N        timed iterations per size (osu -i; default osu's 1000,
                    100 above 8 KiB)
@@ -31,7 +45,8 @@ Options:
   --mpi WHICH      ompi, mpich, both (both required) or auto (default: every
                    family that has a benchmark and a launcher)
   --env VAR=VAL    set for the with-mlxa2a runs only (repeatable), for
-                   example --env MLXA2A_TUNE=0-inf:pmpi
+                   example --env MLXA2A_LOG_LEVEL=info; the control runs get
+                   them too, but always MLXA2A_TUNE=pmpi
   --launcher CMD   start the ranks with CMD instead of mpirun.openmpi /
                    mpiexec.mpich: e.g. HPC-X's or Spack's mpirun (Open MPI
                    syntax for --mpi ompi, hydra's for mpich) or srun (any
@@ -45,10 +60,12 @@ Options:
   --timeout SEC    limit per run (default 600)
   --keep DIR       keep every run's output in DIR
   --csv FILE       write every round's result to FILE (not only the medians):
-                   mpi,mode,round,bytes,avg_latency_us (mode: pmpi or mlxa2a)
+                   mpi,mode,round,bytes,avg_latency_us,position (mode: pmpi,
+                   mlxa2a or control; position: the run's place in its round)
   --plot FILE      draw FILE.png or FILE.svg with gnuplot: per size, median
                    latency without and with mlxa2a and their ratio, per MPI,
-                   min-max over rounds as bands (scripts/compare_plot.gp)
+                   min-max over rounds as bands, and the control's ratio and
+                   band (scripts/compare_plot.gp)
   --hosts R1,R2,.. run on a pretend cluster (scripts/cluster, docs/hosts.md,
                    needs root): R1 ranks on host h0, R2 on h1, ...; --np is
                    their sum. Launched by each MPI's own launcher over the
@@ -84,6 +101,7 @@ iters=""
 warmup=""
 which_mpi=auto
 check=0
+control=1
 build=${BUILD_DIR:-$top/build}
 run_timeout=600
 keep=""
@@ -97,6 +115,7 @@ while [ $# -gt 0 ]; do
   case "$opt" in
     -h|--help) usage; exit 0 ;;
     --check) check=1; shift; continue ;;
+    --no-control) control=0; shift; continue ;;
     --*=*) set -- "${opt%%=*}" "${opt#*=}" "${@:2}"; continue ;;
   esac
   [ $# -ge 2 ] || usage_error "$opt needs a value"
@@ -216,11 +235,24 @@ case "$which_mpi" in
     [ ${#families[@]} -gt 0 ] || die "no MPI family can run (see above)" ;;
 esac
 
-# run_one FAMILY MODE ROUND: runs the benchmark once, appends "MODE SIZE AVG"
-# lines to $out_dir/FAMILY.data. Returns non-zero (with the output shown) on
-# a failed or invalid run.
+# mode_env MODE: sets mode_vars to what MODE's ranks get: nothing (pmpi),
+# the --env settings (mlxa2a), those with MLXA2A_TUNE=pmpi instead of any
+# MLXA2A_TUNE of theirs (control).
+mode_env() {
+  local kv
+  mode_vars=()
+  [ "$1" != pmpi ] || return 0
+  for kv in "${extra_env[@]+"${extra_env[@]}"}"; do
+    [ "$1" = control ] && [[ $kv == MLXA2A_TUNE=* ]] || mode_vars+=("$kv")
+  done
+  [ "$1" != control ] || mode_vars+=(MLXA2A_TUNE=pmpi)
+}
+
+# run_one FAMILY MODE ROUND POSITION: runs the benchmark once, appends
+# "MODE SIZE AVG ROUND POSITION" lines to $out_dir/FAMILY.data. Returns
+# non-zero (with the output shown) on a failed or invalid run.
 run_one() {
-  local fam=$1 mode=$2 round=$3 bench launcher kind log err rc=0 cmd=()
+  local fam=$1 mode=$2 round=$3 position=$4 bench launcher kind log err rc=0 cmd=() mode_vars
   bench=$(family_bench "$fam")
   launcher=$(family_launcher "$fam")
   kind=$(launcher_kind "$fam")
@@ -236,19 +268,21 @@ run_one() {
     # MPICH 4.0.2 over UCX tcp may hang in MPI_Finalize: bounded once the
     # last size's line is out (scripts/cluster_supervise.py).
     [ "$fam" = ompi ] || cmd+=(--done-pattern "^${sizes#*:} " --finalize-grace 5)
-    if [ "$mode" = mlxa2a ]; then
+    if [ "$mode" != pmpi ]; then
       cmd+=(--env "LD_PRELOAD=$shim")
-      for kv in "${extra_env[@]+"${extra_env[@]}"}"; do cmd+=(--env "$kv"); done
+      mode_env "$mode"
+      for kv in "${mode_vars[@]+"${mode_vars[@]}"}"; do cmd+=(--env "$kv"); done
     fi
     cmd+=(-- "$bench" "${bench_args[@]}")
   elif [ "$mode" = pmpi ]; then
     cmd=(timeout "$run_timeout" "$launcher" "${launcher_args[@]}" "$bench" "${bench_args[@]}")
   else
+    mode_env "$mode"
     if [ "$kind" = ompi ]; then
       # Open MPI forwards only what -x names to ranks (on other nodes).
-      for kv in "${extra_env[@]+"${extra_env[@]}"}"; do launcher_args+=(-x "${kv%%=*}"); done
+      for kv in "${mode_vars[@]+"${mode_vars[@]}"}"; do launcher_args+=(-x "${kv%%=*}"); done
     fi
-    cmd=(env "${extra_env[@]+"${extra_env[@]}"}" timeout "$run_timeout"
+    cmd=(env "${mode_vars[@]+"${mode_vars[@]}"}" timeout "$run_timeout"
          "$mlxa2a_run" "$launcher" "${launcher_args[@]}" "$bench" "${bench_args[@]}")
   fi
   printf '%q ' "${cmd[@]}" >"$out_dir/$fam-$mode-$round.cmd"
@@ -274,7 +308,8 @@ run_one() {
     } >&2
     return 1
   fi
-  awk -v mode="$mode" -v round="$round" '$1 ~ /^[0-9]+$/ && NF >= 2 { print mode, $1, $2, round }' "$log" >>"$out_dir/$fam.data"
+  awk -v mode="$mode" -v round="$round" -v pos="$position" \
+    '$1 ~ /^[0-9]+$/ && NF >= 2 { print mode, $1, $2, round, pos }' "$log" >>"$out_dir/$fam.data"
 }
 
 # The cheapest flag exchange among $np processes of this host (no MPI, no
@@ -292,54 +327,13 @@ host_floor() {
   fi
 }
 
-# awk: reads data lines "MODE SIZE AVG ROUND" into vals[MODE,SIZE,k] and
-# round_val[MODE,SIZE,ROUND]; median(), lo() and hi() over the k of a key.
-# shellcheck disable=SC2016  # awk's own $1..$4
-awk_stats='
-  function sorted(key,   n, i, j, t) {
-    n = count[key]
-    for (i = 1; i <= n; i++) v[i] = vals[key, i]
-    for (i = 2; i <= n; i++)                # insertion sort: n is small
-      for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-    return n
-  }
-  function median(key,   n) { n = sorted(key); return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }
-  function lo(key) { sorted(key); return v[1] }
-  function hi(key) { return v[sorted(key)] }
-  { key = $1 SUBSEP $2; vals[key, ++count[key]] = $3; round_val[$1, $2, $4] = $3
-    if (!($4 in rseen)) { rseen[$4] = 1; rounds[++nrounds] = $4 }
-    if (!($2 in seen)) { seen[$2] = 1; order[++nsizes] = $2 } }
-'
-
-# Writes the plot data of one family (compare_plot.gp's columns): per size
-# the median, min and max over rounds without and with mlxa2a, the table's
-# ratio (of the medians) and the min and max of the per-round ratios.
-summary_data() {
-  awk "$awk_stats"'
-    END {
-      for (i = 1; i <= nsizes; i++) {
-        s = order[i]; rk = "ratio" SUBSEP s; n = 0
-        for (r = 1; r <= nrounds; r++) {
-          off = round_val["pmpi", s, rounds[r]]; on = round_val["mlxa2a", s, rounds[r]]
-          if (off > 0 && on != "") vals[rk, ++n] = on / off
-        }
-        count[rk] = n
-        printf "%s %g %g %g %g %g %g", s, median("pmpi" SUBSEP s), lo("pmpi" SUBSEP s), hi("pmpi" SUBSEP s),
-               median("mlxa2a" SUBSEP s), lo("mlxa2a" SUBSEP s), hi("mlxa2a" SUBSEP s)
-        off = median("pmpi" SUBSEP s); on = median("mlxa2a" SUBSEP s)
-        if (off > 0) printf " %.4f", on / off; else printf " NaN"   # the table'"'"'s: ratio of the medians
-        if (n > 0) printf " %g %g\n", lo(rk), hi(rk); else printf " NaN NaN\n"
-      }
-    }' "$out_dir/$1.data" >"$out_dir/$1.plot"
-}
-
 # Every round of the given families, one CSV line per run and size.
 write_csv() {
   local fam
   {
-    echo "mpi,mode,round,bytes,avg_latency_us"
+    echo "mpi,mode,round,bytes,avg_latency_us,position"
     for fam in "$@"; do
-      awk -v fam="$fam" '{ printf "%s,%s,%s,%s,%s\n", fam, $1, $4, $2, $3 }' "$out_dir/$fam.data"
+      awk -v fam="$fam" '{ printf "%s,%s,%s,%s,%s,%s\n", fam, $1, $4, $2, $3, $5 }' "$out_dir/$fam.data"
     done
   } >"$csv_file"
   echo "$prog: every round in $csv_file" >&2
@@ -351,7 +345,7 @@ draw_plot() {
     summary_data "$fam"
     args+=("$out_dir/$fam.plot" "$(family_label "$fam")")
   done
-  gnuplot -c "$top/scripts/compare_plot.gp" "$plot_file" \
+  gnuplot -e "with_control=$control" -c "$top/scripts/compare_plot.gp" "$plot_file" \
     "osu\\_alltoall without and with mlxa2a, np=$np${hosts:+ on hosts $hosts}, $rounds rounds" "${args[@]}" \
     >"$out_dir/gnuplot.log" 2>&1 || die "gnuplot failed: $(cat "$out_dir/gnuplot.log")"
   [ -s "$plot_file" ] || die "gnuplot wrote no $plot_file"
@@ -363,28 +357,26 @@ print_table() {
   local fam=$1 shim=$2 env_text="none"
   [ ${#extra_env[@]} = 0 ] || env_text="${extra_env[*]}"
   echo
-  echo "# mlxa2a vs PMPI: $(family_label "$fam"), np=$np${hosts:+ on pretend hosts $hosts}, $rounds rounds alternating without/with mlxa2a"
+  echo "# mlxa2a vs PMPI: $(family_label "$fam"), np=$np${hosts:+ on pretend hosts $hosts}, $rounds rounds alternating $mode_words, order rotated"
   echo "# benchmark: $(family_bench "$fam") ${bench_args[*]}"
   [ -n "$hosts" ] || echo "# launcher: $(family_launcher "$fam") ($(launcher_kind "$fam") syntax)"
   echo "# shim: $shim (${hosts:+LD_PRELOAD, chosen by }mlxa2a-run); with-mlxa2a env: $env_text"
   echo "# host: $(uname -n), $cores cores, load average $load_at_start at start"
   echo "# host floor, measured now: $(host_floor)"
   echo "# median over rounds of the per-size average latency; ratio = mlxa2a / PMPI"
-  awk "$awk_stats"'
-    END {
-      printf "%-10s%16s%16s%12s\n", "# Size", "PMPI(us)", "mlxa2a(us)", "ratio"
-      for (i = 1; i <= nsizes; i++) {
-        s = order[i]; off = median("pmpi" SUBSEP s); on = median("mlxa2a" SUBSEP s)
-        ratio = off > 0 ? sprintf("%.2f", on / off) : "-"
-        printf "%-10s%16.2f%16.2f%12s\n", s, off, on, ratio
-      }
-    }' "$out_dir/$fam.data"
+  if [ "$control" = 1 ]; then
+    echo "# control: mlxa2a preloaded with MLXA2A_TUNE=pmpi (every call to PMPI_Alltoall); control = its"
+    echo "# median / PMPI's; ctl-spread = largest |control / PMPI - 1| over rounds: the noise band"
+  fi
+  table_rows "$fam"
 }
 
 if [ "$np" -gt "$cores" ]; then
   echo "$prog: note: $np ranks on $cores cores; MPICH ranks spin while they wait, so its runs will be slow" >&2
 fi
 
+modes=(pmpi mlxa2a) mode_words="without/with mlxa2a"
+[ "$control" = 0 ] || { modes+=(control); mode_words+="/pass-through control"; }
 load_at_start=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo unknown)
 status=0
 completed=()
@@ -399,8 +391,8 @@ for fam in "${families[@]}"; do
   ok=1
   for ((r = 1; r <= rounds; r++)); do
     echo "$prog: $(family_label "$fam") np=$np round $r/$rounds" >&2
-    for mode in pmpi mlxa2a; do
-      run_one "$fam" "$mode" "$r" || { ok=0; break 2; }
+    for ((p = 0; p < ${#modes[@]}; p++)); do  # round r starts (r - 1) modes further on
+      run_one "$fam" "${modes[(r - 1 + p) % ${#modes[@]}]}" "$r" $((p + 1)) || { ok=0; break 2; }
     done
   done
   if [ "$ok" = 1 ]; then

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# scripts/compare.sh --csv/--plot and --launcher, scripts/hwcheck --launcher,
-# on short runs (np=2, sizes 1..4, few iterations, 2 rounds).
+# scripts/compare.sh --csv/--plot (with its pass-through control and
+# --no-control) and --launcher, scripts/hwcheck --launcher, on short runs
+# (np=2, sizes 1..4, few iterations, 2 rounds).
 # Usage: test_compare.sh BUILD_DIR CASE   (CASE: csv-plot, launcher, hwcheck-launcher)
 # The fake launchers are scripts named like the real ones (mlxa2a-run knows
 # launchers by name) that log their arguments and start Debian's launchers.
@@ -27,12 +28,15 @@ fake_launcher() {
   chmod +x "$1"
 }
 
+# The png run has the pass-through control (the default), the svg run
+# --no-control.
 csv_plot() {
-  local fmt
+  local fmt ctl
   for fmt in png svg; do
     rm -rf "$tmp/keep" "$tmp/cwd"; mkdir -p "$tmp/cwd"
-    if ! (cd "$tmp/cwd" && "$top/scripts/compare.sh" "${short[@]}" --mpi "$mpi" --csv "$tmp/r.csv" \
-         --plot "$tmp/r.$fmt" --keep "$tmp/keep" >"$tmp/out" 2>&1); then
+    ctl=(); [ "$fmt" = png ] || ctl=(--no-control)
+    if ! (cd "$tmp/cwd" && "$top/scripts/compare.sh" "${short[@]}" "${ctl[@]+"${ctl[@]}"}" --mpi "$mpi" \
+         --csv "$tmp/r.csv" --plot "$tmp/r.$fmt" --keep "$tmp/keep" >"$tmp/out" 2>&1); then
       fail "compare.sh --csv --plot ($fmt): $(tail -n 20 "$tmp/out")"; continue
     fi
     [ -z "$(ls -A "$tmp/cwd")" ] || fail "compare.sh left files in its working directory: $(ls -A "$tmp/cwd")"
@@ -43,15 +47,24 @@ csv_plot() {
     plotted=$(for f in "${families[@]}"; do awk -v f="$f" '{ printf "%s %s %.2f\n", f, $1, $8 }' "$tmp/keep/$f.plot"; done)
     if [ -n "$table" ] && [ "$table" = "$plotted" ]; then pass "plotted ratios = table ratios"
     else fail "plotted ratios differ: table: $table; plot data: $plotted"; fi
-    # Every (family, mode, round, size) once: 2 modes x 2 rounds x 3 sizes.
-    local want=$((12 * ${#families[@]})) got
-    got=$(awk -F, 'NR > 1 && NF == 5 && $5 ~ /^[0-9.]+$/ { k[$1 "," $2 "," $3 "," $4] = 1 } END { print length(k) }' "$tmp/r.csv")
-    if [ "$(head -n 1 "$tmp/r.csv")" = "mpi,mode,round,bytes,avg_latency_us" ] && [ "$got" = "$want" ] &&
+    check_control "$fmt" "${#ctl[@]}"
+    # Every (family, mode, round, size) once: 2 or 3 modes x 2 rounds x 3 sizes.
+    local nmodes=3 want got
+    [ ${#ctl[@]} = 0 ] || nmodes=2
+    want=$((nmodes * 6 * ${#families[@]}))
+    got=$(awk -F, 'NR > 1 && NF == 6 && $5 ~ /^[0-9.]+$/ && $6 ~ /^[1-3]$/ { k[$1 "," $2 "," $3 "," $4] = 1 }
+                   END { print length(k) }' "$tmp/r.csv")
+    if [ "$(head -n 1 "$tmp/r.csv")" = "mpi,mode,round,bytes,avg_latency_us,position" ] && [ "$got" = "$want" ] &&
        [ "$(wc -l <"$tmp/r.csv")" = $((want + 1)) ]; then
       pass "csv ($fmt run): $want rows, every round"
     else
       fail "csv ($fmt run): $got distinct of $want wanted: $(cat "$tmp/r.csv")"
     fi
+    # The order rotates: round 1 starts without mlxa2a, round 2 with it.
+    local first
+    first=$(awk -F, '$6 == 1 { print $3 ":" $2 }' "$tmp/r.csv" | sort -u | tr '\n' ' ')
+    if [ "$first" = "1:pmpi 2:mlxa2a " ]; then pass "csv ($fmt run): order rotated per round"
+    else fail "csv ($fmt run): first runs of the rounds: $first"; fi
     local magic
     magic=$(head -c 200 "$tmp/r.$fmt" | tr -d '\0')
     if [ -s "$tmp/r.$fmt" ] && { [[ $fmt = png && $magic == *PNG* ]] || [[ $fmt = svg && $magic == *"<svg"* ]]; }; then
@@ -65,6 +78,29 @@ csv_plot() {
   else pass "--plot r.gif refused"; fi
 }
 
+# check_control FMT NO_CONTROL: the table's control and ctl-spread columns
+# (numbers, the control's = the plotted one) are there unless --no-control
+# was given, and then neither they nor control runs are.
+check_control() {
+  local fmt=$1 header table plotted
+  header=$(grep -m 1 '^# Size' "$tmp/out")
+  if [ "$2" != 0 ]; then
+    if [[ $header != *control* ]] && ! grep -q ',control,' "$tmp/r.csv" &&
+       [ -z "$(awk '/^[0-9]+ / && NF != 4' "$tmp/out")" ] &&
+       ! grep -q '^# control:' "$tmp/out"; then
+      pass "--no-control ($fmt run): no control columns, no control runs"
+    else fail "--no-control ($fmt run): $(cat "$tmp/out")"; fi
+    return
+  fi
+  table=$(awk '/^# mlxa2a vs PMPI: Open MPI/ { f = "ompi" } /^# mlxa2a vs PMPI: MPICH/ { f = "mpich" }
+               /^[0-9]+ / && NF == 6 && $5 ~ /^[0-9]+\.[0-9][0-9]$/ && $6 ~ /^[0-9]+\.[0-9][0-9]$/ { print f, $1, $5 }' "$tmp/out")
+  plotted=$(for f in "${families[@]}"; do awk -v f="$f" '{ printf "%s %s %.2f\n", f, $1, $11 }' "$tmp/keep/$f.plot"; done)
+  if [[ $header == *" ratio "*" control "*" ctl-spread" ]] && [ "$(wc -l <<<"$table")" = $((3 * ${#families[@]})) ] &&
+     [ "$table" = "$plotted" ]; then
+    pass "control ($fmt run): control and ctl-spread numeric on every row, control plotted as tabled"
+  else fail "control ($fmt run): header: $header; table: $table; plot data: $plotted"; fi
+}
+
 # compare.sh through an HPC-X-like mpirun (Open MPI syntax) and an srun.
 compare_launcher() {
   local f real log
@@ -76,10 +112,10 @@ compare_launcher() {
       if ! "$top/scripts/compare.sh" "${short[@]}" --mpi "$f" --launcher "$l" >"$tmp/out" 2>&1; then
         fail "$f --launcher $l: $(tail -n 20 "$tmp/out")"; continue
       fi
-      # 2 rounds x (without, with): four runs, each "-n 2", the benchmark last.
-      if [ "$(grep -c -- "-n 2 .*osu_alltoall-$f -m 1:4" "$log")" = 4 ] &&
+      # 2 rounds x (without, with, control): six runs, each "-n 2", the benchmark last.
+      if [ "$(grep -c -- "-n 2 .*osu_alltoall-$f -m 1:4" "$log")" = 6 ] &&
          grep -q "^# launcher: $l " "$tmp/out" && grep -q '^4 ' "$tmp/out"; then
-        pass "$f: compare.sh --launcher $(basename "$l"): 4 runs through it"
+        pass "$f: compare.sh --launcher $(basename "$l"): 6 runs through it"
       else
         fail "$f --launcher $l: log: $(cat "$log"); output: $(tail -n 12 "$tmp/out")"
       fi
