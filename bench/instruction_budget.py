@@ -101,75 +101,90 @@ def launch(args, job, iters, outdir):
         sys.exit(f"FAIL: {job.name} ({iters} calls) exited {p.returncode}:\n{p.stdout}")
 
 
+# The wait call's own basic block: up to this many bytes before the call
+# (argument set-up) and after it (the status test), x86-64 code.
+WAIT_SETUP_BYTES, WAIT_AFTER_BYTES = 64, 24
+SHIM_OB = re.compile(r"libmlxa2a-\w+\.so$")
+
+
 class Profile:
     """A callgrind output file (uncompressed names and positions, --dump-instr):
-    self instructions per (object, function with its callers), and for
-    EndpointPool::poll its instructions by address and how often it was called."""
+    the shim's self instructions per (function with its callers, address),
+    how often each context called a wait, and how often poll was called."""
 
     def __init__(self, path):
-        self.self_ir = collections.Counter()  # (ob, "fn'caller'...") -> Ir
-        self.poll_ir = collections.Counter()  # address -> Ir, all contexts
+        self.ir = collections.defaultdict(collections.Counter)  # "fn'caller'..." -> addr -> Ir
+        self.wait_calls = collections.defaultdict(list)  # context -> [(call address, count)]
         self.poll_calls = 0
-        ob = fn = None
-        in_call = False
+        ob = fn = cfn = None
+        in_call = None  # the calls= line before a call's cost line
         for line in open(path):
-            if line.startswith(("ob=", "fn=")):
-                key, val = line.rstrip("\n").split("=", 1)
-                if key == "ob":
-                    ob = val
-                else:
-                    fn = val
+            key, _, val = line.rstrip("\n").partition("=")
+            if key in ("ob", "fn", "cfn"):
+                ob, fn, cfn = (val, fn, cfn) if key == "ob" else \
+                    (ob, val, cfn) if key == "fn" else (ob, fn, val.split("'")[0])
                 continue
-            if line.startswith("calls="):
-                in_call = True  # the next cost line is the callee's inclusive cost
+            if key == "calls":
+                in_call = int(val.split()[0])  # the next cost line is the callee's inclusive cost
+                if POLL.search(cfn):
+                    self.poll_calls += in_call
                 continue
-            if not line[:1].isdigit() and not line.startswith(("0x", "+", "-", "*")):
+            if not line.startswith("0x"):
                 continue
-            parts = line.split()
-            if in_call:
-                in_call = False
+            if in_call is not None:
+                if SHIM_OB.search(ob or "") and WAITS.search(cfn):
+                    self.wait_calls[fn].append((int(line.split()[0], 16), in_call))
+                in_call = None
                 continue
-            # positions: instr line; then Ir
-            ir = int(parts[2]) if len(parts) > 2 else 0
-            self.self_ir[(ob, fn)] += ir
-            if POLL.search(fn.split("'")[0]):
-                self.poll_ir[int(parts[0], 16)] += ir
-        self._count_poll_calls(path)
+            if SHIM_OB.search(ob or ""):
+                addr, _line, ir = line.split()[:3]  # positions: instr line; then Ir
+                self.ir[fn][int(addr, 16)] += int(ir)
 
-    def _count_poll_calls(self, path):
-        # calls=COUNT TARGET right after a cfn= naming poll.
-        to_poll = False
-        for line in open(path):
-            if line.startswith("cfn="):
-                to_poll = bool(POLL.search(line[4:].split("'")[0]))
-            elif line.startswith("calls=") and to_poll:
-                self.poll_calls += int(line[6:].split()[0])
-                to_poll = False
+    def _counted(self, fn):
+        """fn's instructions outside waits. Where fn called a wait C times from
+        address A, its instructions near A (the call's argument set-up and
+        status test) executed exactly C times ran only because the peer was
+        late: left out with the wait. Near: the few bytes of such a block, so
+        that the rest of fn stays counted even if C happens to equal how often
+        it ran (a peer late on every call)."""
+        if any(WAITS.search(f) for f in fn.split("'")):
+            return 0
+        sites = self.wait_calls.get(fn, [])
+
+        def entered_only(addr, ir):
+            near = [c for a, c in sites if -WAIT_SETUP_BYTES <= addr - a <= WAIT_AFTER_BYTES]
+            return ir in near or (len(near) > 1 and ir == sum(near))
+        return sum(ir for addr, ir in self.ir[fn].items() if not entered_only(addr, ir))
 
     def shim(self, under=None):
         """Self instructions of the shim's functions outside every wait,
         optionally only those under a function matching `under`."""
-        total = 0
-        for (ob, fn), ir in self.self_ir.items():
+        return sum(self.by_function(under).values())
+
+    def by_function(self, under=None):
+        """shim()'s instructions by function, callers merged (--detail)."""
+        out = collections.Counter()
+        for fn in self.ir:
             chain = fn.split("'")
-            if not re.search(r"libmlxa2a-\w+\.so$", ob or "") or any(WAITS.search(f) for f in chain):
-                continue
             if under is None or any(under.search(f) for f in chain):
-                total += ir
-        return total
+                out[chain[0]] += self._counted(fn)
+        return out
 
     def poll_empty(self):
         """Instructions of one poll that finds nothing: those executed exactly
         once per call of poll (its entry, the CQ poll, the return); the
         per-completion loop runs as often as there are completions."""
-        return sum(1 for ir in self.poll_ir.values() if ir == self.poll_calls)
+        by_addr = collections.Counter()
+        for fn, costs in self.ir.items():
+            if POLL.search(fn.split("'")[0]):
+                by_addr.update(costs)
+        return sum(1 for ir in by_addr.values() if ir == self.poll_calls)
 
     def poll_work(self):
         """The shim's instructions in and under poll (waits included: poll is
         called from them) minus its empty polls: the completions' handling."""
-        total = sum(ir for (ob, fn), ir in self.self_ir.items()
-                    if re.search(r"libmlxa2a-\w+\.so$", ob or "")
-                    and any(POLL.search(f) for f in fn.split("'")))
+        total = sum(sum(c.values()) for fn, c in self.ir.items()
+                    if any(POLL.search(f) for f in fn.split("'")))
         return total - self.poll_calls * self.poll_empty()
 
 
@@ -201,6 +216,12 @@ def run_job(args, job):
             a, per_call = measures(profiles[N1][rank], case)
             b, _ = measures(profiles[N2][rank], case)
             got[case] = (b - a) / (N2 - N1) if per_call else (a if a == b else f"{a}/{b}")
+        if args.detail:
+            under = POST if "rdma-post" in cases else None
+            fa, fb = (profiles[n][rank].by_function(under) for n in (N1, N2))
+            for fn in sorted(set(fa) | set(fb), key=lambda f: fa[f] - fb[f]):
+                if fb[fn] != fa[fn]:
+                    print(f"    rank {rank} {(fb[fn] - fa[fn]) / (N2 - N1):9.2f}  {fn[:110]}")
     return got
 
 
@@ -210,6 +231,7 @@ def main():
     ap.add_argument("--report", action="store_true")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--case", action="append", help="only jobs measuring this case")
+    ap.add_argument("--detail", action="store_true", help="per-call count of each function")
     args = ap.parse_args()
     if not shutil.which("valgrind"):
         print("SKIP: valgrind is not installed (scripts/setup.sh installs it)")
