@@ -17,6 +17,7 @@ timing, everything else in a call does not. Per call = (I(N2) - I(N1)) /
 (to show that the counts do not depend on timing). Exit 77 without valgrind.
 """
 import argparse
+import bisect
 import collections
 import os
 import re
@@ -101,10 +102,27 @@ def launch(args, job, iters, outdir):
         sys.exit(f"FAIL: {job.name} ({iters} calls) exited {p.returncode}:\n{p.stdout}")
 
 
-# The wait call's own basic block: up to this many bytes before the call
-# (argument set-up) and after it (the status test), x86-64 code.
-WAIT_SETUP_BYTES, WAIT_AFTER_BYTES = 64, 24
 SHIM_OB = re.compile(r"libmlxa2a-\w+\.so$")
+
+
+def block_edges(shim):
+    """Where the shim's basic blocks begin (jump targets, the instruction after
+    a jump) and its jumps' addresses, from its disassembly (objdump): a wait
+    call's block is then known exactly, whether or not its branches were taken."""
+    starts, jumps = set(), set()
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", shim], stdout=subprocess.PIPE,
+                         text=True, check=True).stdout
+    prev_jump = False
+    for m in re.finditer(r"^\s+([0-9a-f]+):\s+(\S+)\s*([0-9a-f]*)", out, re.M):
+        addr = int(m.group(1), 16)
+        if prev_jump:
+            starts.add(addr)
+        prev_jump = m.group(2).startswith("j")
+        if prev_jump:
+            jumps.add(addr)
+            if m.group(3):
+                starts.add(int(m.group(3), 16))
+    return sorted(starts), sorted(jumps)
 
 
 class Profile:
@@ -112,7 +130,8 @@ class Profile:
     the shim's self instructions per (function with its callers, address),
     how often each context called a wait, and how often poll was called."""
 
-    def __init__(self, path):
+    def __init__(self, path, edges):
+        self.edges = edges
         self.ir = collections.defaultdict(collections.Counter)  # "fn'caller'..." -> addr -> Ir
         self.wait_calls = collections.defaultdict(list)  # context -> [(call address, count)]
         self.poll_calls = 0
@@ -129,8 +148,8 @@ class Profile:
                 if POLL.search(cfn):
                     self.poll_calls += in_call
                 continue
-            if not line.startswith("0x"):
-                continue
+            if not line.startswith("0x") or len(line.split()) < 3:
+                continue  # also a jump's source position (no cost)
             if in_call is not None:
                 if SHIM_OB.search(ob or "") and WAITS.search(cfn):
                     self.wait_calls[fn].append((int(line.split()[0], 16), in_call))
@@ -142,18 +161,21 @@ class Profile:
 
     def _counted(self, fn):
         """fn's instructions outside waits. Where fn called a wait C times from
-        address A, its instructions near A (the call's argument set-up and
-        status test) executed exactly C times ran only because the peer was
-        late: left out with the wait. Near: the few bytes of such a block, so
-        that the rest of fn stays counted even if C happens to equal how often
-        it ran (a peer late on every call)."""
+        address A, the instructions of A's basic block (the call's argument
+        set-up, from the last branch before A, and its status test, up to the
+        next jump) ran only because the peer was late: left out with the wait
+        (those that ran exactly C times: a block entered also otherwise stays)."""
         if any(WAITS.search(f) for f in fn.split("'")):
             return 0
-        sites = self.wait_calls.get(fn, [])
+        starts, jumps = self.edges
+        spans = []  # [first, last] address of each wait call's block, and its count
+        for a, c in self.wait_calls.get(fn, []):
+            first = starts[bisect.bisect_right(starts, a) - 1] if starts and starts[0] <= a else a
+            i = bisect.bisect_right(jumps, a)
+            spans.append((first, jumps[i] if i < len(jumps) else a, c))
 
         def entered_only(addr, ir):
-            near = [c for a, c in sites if -WAIT_SETUP_BYTES <= addr - a <= WAIT_AFTER_BYTES]
-            return ir in near or (len(near) > 1 and ir == sum(near))
+            return any(f <= addr <= l and ir == c for f, l, c in spans)
         return sum(ir for addr, ir in self.ir[fn].items() if not entered_only(addr, ir))
 
     def shim(self, under=None):
@@ -204,11 +226,12 @@ def run_job(args, job):
     """{case: per-call count} of one job (two launches)."""
     got = {}
     profiles = {}
+    edges = block_edges(os.path.join(args.build, "shim", f"libmlxa2a-{job.family}.so"))
     for iters in (N1, N2):
         outdir = tempfile.mkdtemp(prefix="mlxa2a-budget-")
         try:
             launch(args, job, iters, outdir)
-            profiles[iters] = {r: Profile(os.path.join(outdir, f"cg.{r}")) for r in job.ranks}
+            profiles[iters] = {r: Profile(os.path.join(outdir, f"cg.{r}"), edges) for r in job.ranks}
         finally:
             shutil.rmtree(outdir, ignore_errors=True)
     for rank, cases in job.ranks.items():
