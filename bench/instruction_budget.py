@@ -11,14 +11,17 @@ a wait can be left out whatever called it: a wait's loop count depends on
 timing, everything else in a call does not. Per call = (I(N2) - I(N1)) /
 (N2 - N1): the one-time set-up cancels.
 
-  instruction_budget.py --build BUILD [--report] [--repeat R] [--case NAME]...
+  instruction_budget.py --build BUILD [--report] [--repeat R] [--detail] [--case NAME]...
 
 --report prints the counts without failing; --repeat runs every job R times
-(to show that the counts do not depend on timing). Exit 77 without valgrind.
+(to show that the counts do not depend on timing); --detail prints each
+function's share; --case runs only the jobs measuring NAME. Exit 77 without
+valgrind or for a build other than scripts/build.sh's (release, no LTO).
 """
 import argparse
 import bisect
 import collections
+import json
 import os
 import re
 import shutil
@@ -256,8 +259,19 @@ def main():
     ap.add_argument("--case", action="append", help="only jobs measuring this case")
     ap.add_argument("--detail", action="store_true", help="per-call count of each function")
     args = ap.parse_args()
+    unknown = set(args.case or []) - set(BUDGETS)
+    if unknown:
+        ap.error(f"unknown case {', '.join(sorted(unknown))} (cases: {', '.join(BUDGETS)})")
     if not shutil.which("valgrind"):
         print("SKIP: valgrind is not installed (scripts/setup.sh installs it)")
+        return 77
+    # The budgets are counts of scripts/build.sh's build: another optimisation
+    # level, LTO or a sanitizer compiles other instructions.
+    opts = {o["name"]: o["value"] for o in json.load(open(
+        os.path.join(args.build, "meson-info", "intro-buildoptions.json")))}
+    built = (opts["optimization"], opts["b_lto"], opts["b_sanitize"])
+    if built != ("3", False, "none"):
+        print(f"SKIP: budgets are for a release build (-O3, no LTO, no sanitizer), not {built}")
         return 77
     jobs = [j for j in JOBS if not args.case or any(c in args.case for r in j.ranks.values()
                                                       for c in r)]
