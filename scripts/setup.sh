@@ -12,6 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libucx-dev
   gnuplot-nox
+  valgrind  # callgrind: the instruction budgets (suite budget, bench/instruction_budget.py)
   python3-mpi4py  # mlxa2a-run with Python (tests/scripts); Debian builds it for Open MPI
 )
 

@@ -4,7 +4,7 @@
 #   scripts/test.sh                  every suite
 #   scripts/test.sh --suite unit     only one suite (unit, rcache, shm, fakeverbs,
 #                                    mpi, mpi-ompi, mpi-mpich, hosts, hosts-ompi,
-#                                    hosts-mpich, bench); repeatable. hosts: MPI jobs on
+#                                    hosts-mpich, bench, budget); repeatable. hosts: MPI jobs on
 #                                    pretend hosts (docs/hosts.md; root, else skipped)
 #   scripts/test.sh --no-setup       skip apt-get (packages already present)
 # Without --suite it also builds the registration cache, shared-memory and
