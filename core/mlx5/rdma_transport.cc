@@ -1,4 +1,5 @@
 #include "core/mlx5/rdma_transport.h"
+#include "core/mlx5/wait_pace.h"
 
 #include <arpa/inet.h>
 #include <sched.h>
@@ -281,49 +282,34 @@ Status RdmaLeaderTransport::complete() noexcept {
   // ahead); they are counted in their own counter (docs/hier.md).
   std::unique_lock<std::mutex> lock(pool_->mutex());
   if (relay_) return complete_relayed(lock);
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point start = Clock::now();
+  // Without a relay (the MPI-free tests): any failure ends the call, and so
+  // does MLXA2A_NET_TIMEOUT without an arrival.
   const core::wait_cpu::Scope accounted;  // MLXA2A_COLL_STATS: CPU spent waiting
-  // Poll without yielding for as long as recent exchanges took (NetSpin);
-  // the clock is read every 16 polls (a poll is ~50 ns, a clock read ~25).
-  const std::uint64_t budget = spin_.budget_ns();
-  auto waited_ns = [&] {
-    return static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
-  };
-  bool spinning = true;
+  WaitPace pace(spin_.budget_ns());
+  const std::uint64_t timeout_ns = std::uint64_t{opt_.timeout_ms} * 1'000'000;
   for (unsigned i = 0;; ++i) {
     if (pool_->poll() != Status::ok || slot_.failed) return fail_pending(Status::net_failed);
     if (slot_.arrived[par] >= expect_arrived_[par] && slot_.sent >= expect_sent_) {
-      spin_.observe(waited_ns());
+      spin_.observe(pace.waited_ns());
       pending_.clear();
       return Status::ok;
     }
     for (const Peer* p : pending_) {
       if (p->ep->failed) return fail_pending(Status::net_failed);
     }
-    if (spinning && ((i & 15) != 15 || waited_ns() < budget)) {
-      cpu_relax();
-      continue;
+    if (!pace.step(i, lock) || (i & 63) != 0) continue;
+    if (opt_.idle) {
+      lock.unlock();
+      opt_.idle();
+      lock.lock();
     }
-    spinning = false;
-    lock.unlock();
-    sched_yield();
-    if ((i & 63) == 0) {
-      if (opt_.idle) opt_.idle();
-      const auto waited =
-          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-      if (waited.count() >= static_cast<long>(opt_.timeout_ms)) {
-        MLXA2A_LOG(Warn, "RDMA: no arrival from a partner leader within %u ms",
-                   opt_.timeout_ms);
-        lock.lock();
-        return fail_pending(Status::timeout);
-      }
+    if (pace.waited_ns() >= timeout_ns) {
+      MLXA2A_LOG(Warn, "RDMA: no arrival from a partner leader within %u ms", opt_.timeout_ms);
+      return fail_pending(Status::timeout);
     }
-    lock.lock();
     // A port that went down or a QP the HCA failed shows here long before
     // the retries run out; the endpoints it names are failed (above).
-    if ((i & 63) == 0) pool_->check_events();
+    pool_->check_events();
   }
 }
 

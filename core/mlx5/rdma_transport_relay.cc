@@ -14,6 +14,7 @@
 #include "core/arch.h"
 #include "core/log.h"
 #include "core/mlx5/rdma_transport.h"
+#include "core/mlx5/wait_pace.h"
 #include "core/wait_cpu.h"
 
 namespace mlxa2a::mlx5 {
@@ -22,8 +23,6 @@ namespace {
 
 std::atomic<std::uint64_t> g_relayed{0};
 
-constexpr std::uint64_t kLateNs = 50'000'000;  // a wait this long sleeps between polls
-constexpr long kNapNs = 200'000;
 
 }  // namespace
 
@@ -252,22 +251,15 @@ bool RdmaLeaderTransport::ping(std::string* why) noexcept {
 
 Status RdmaLeaderTransport::complete_relayed(std::unique_lock<std::mutex>& lock) noexcept {
   const int par = pending_parity_;
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point start = Clock::now();
-  Clock::time_point alive_at = start;
-  const auto interval = std::chrono::milliseconds(opt_.keepalive_ms);
   const core::wait_cpu::Scope accounted;  // MLXA2A_COLL_STATS: CPU spent waiting
-  const std::uint64_t budget = spin_.budget_ns();
-  auto waited_ns = [&] {
-    return static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
-  };
+  WaitPace pace(spin_.budget_ns());
+  const std::uint64_t interval_ns = std::uint64_t{opt_.keepalive_ms} * 1'000'000;
+  std::uint64_t alive_at = 0;
   auto done = [&] {
-    spin_.observe(waited_ns());
+    spin_.observe(pace.waited_ns());
     pending_.clear();
     return Status::ok;
   };
-  bool spinning = true;
   for (unsigned i = 0;; ++i) {
     // A failed CQ or device loses completions for good: arrivals counted
     // nowhere cannot be told from arrivals that never came, so this is the
@@ -283,32 +275,21 @@ Status RdmaLeaderTransport::complete_relayed(std::unique_lock<std::mutex>& lock)
       if (const Status st = take_notices(); st != Status::ok) return fail(st);
       if (settled()) return done();
     }
-    if (spinning && ((i & 15) != 15 || waited_ns() < budget)) {
-      cpu_relax();
-      continue;
+    if (!pace.step(i, lock) || (i & 63) != 0) continue;
+    // About once a millisecond (or a nap): MPI progress for local peers,
+    // events (a QP the HCA failed shows here long before its retries run
+    // out), a partner's notice (its write failed while ours went fine), and
+    // the keep-alives.
+    if (opt_.idle) {
+      lock.unlock();
+      opt_.idle();
+      lock.lock();
     }
-    spinning = false;
-    lock.unlock();
-    sched_yield();
-    // A partner this late (a checkpoint, I/O) is not coming within
-    // microseconds: sleep between polls instead of yielding in a loop, at
-    // most 0.4% added to a wait already 50 ms long (a rank 125 s late cost
-    // its waiting partners 93 s of CPU).
-    if (waited_ns() > kLateNs) {
-      const timespec nap{0, kNapNs};
-      nanosleep(&nap, nullptr);
-    }
-    if ((i & 63) == 0 && opt_.idle) opt_.idle();
-    lock.lock();
-    if ((i & 63) != 0) continue;
-    // About once a millisecond: events (a QP the HCA failed shows here long
-    // before its retries run out), a partner's notice (its write failed
-    // while ours went fine), and the keep-alives.
     pool_->check_events();
     if (!degraded_) {
       if (const Status st = take_notices(); st != Status::ok) return fail(st);
     }
-    if (const Clock::time_point now = Clock::now(); now - alive_at >= interval) {
+    if (const std::uint64_t now = pace.waited_ns(); now - alive_at >= interval_ns) {
       alive_at = now;
       keepalive();
     }
