@@ -239,13 +239,11 @@ void HierAlltoall::build_messages(char* in, char* out, int parity, std::size_t b
   const std::size_t area_end = p.area_bytes();
   messages_.clear();
   gathers_.clear();
-  // From the next node on, cyclically (issue 39): at any moment the nodes'
-  // leaders write to as many different nodes, where node order had every
-  // leader start at node 0 (incast on one HCA). Several leaders of a node
-  // start at its next nodes in turn (handled_by), so they stagger too.
-  const int nodes = map_.nodes();
-  for (int k = 1; k < nodes; ++k) {
-    const int m = (p.node() + k) % nodes;
+  // From the next node on, cyclically (Plan::target): at any moment the
+  // nodes' leaders write to as many different nodes. Several leaders of a
+  // node start at its next nodes in turn (handled_by), so they stagger too.
+  for (int k = 1; k < map_.nodes(); ++k) {
+    const int m = p.target(k);
     if (p.handled_by(m) != p.leader_index()) continue;
     const std::size_t at = p.section(m, chunk);
     auto* head = reinterpret_cast<Header*>(in + p.header(m));

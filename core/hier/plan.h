@@ -94,6 +94,11 @@ class Plan {
   // floor or ceil((N-1)/leaders) nodes. (m mod leaders(k) did not: on 3
   // nodes with 2 leaders, node 1's remote nodes 0 and 2 both went to leader 0.)
   int handled_by(int node) const { return serving(node_, node); }
+  // The k-th node (k = 1 .. N-1) a leader of this node sends to: from the
+  // next node on, cyclically, so that no node is every leader's first
+  // target (issue 39: node order made node 0 an incast on one HCA); a
+  // leader skips those another leader of its node handles.
+  int target(int k) const { return (node_ + k) % map_.nodes(); }
   int partner(int node) const { return serving(node, node_); }
   // Which of node k's leaders serves its remote node m.
   int serving(int k, int m) const {

@@ -160,13 +160,16 @@ void trace_team(const CommState& st, const char* how) {
 #else
   const std::string fabric;
 #endif
+  // targets: a leader's remote nodes in the order it sends to them.
+  const bool targets = p && !p->targets.empty();
   log::trace("team id=%llu np=%d nodes=%d shm=%d hier=%d rdma=%d zcopy=%d leaders=%d slot=%zu "
-             "oversubscribed=%d cma=%d %s%s%s%s%s%s%s",
+             "oversubscribed=%d cma=%d %s%s%s%s%s%s%s%s%s",
              static_cast<unsigned long long>(st.id), st.team->size(), st.caps.nodes, st.caps.shm,
              st.caps.hier, st.caps.rdma, st.caps.zcopy,
              p ? p->leaders_here : 0, p ? p->stage_bytes : std::size_t{0},
              st.team->oversubscribed(),
              p && p->kind == EngineProps::Kind::node && p->cma_enabled, how,
+             targets ? " targets=" : "", targets ? p->targets.c_str() : "",
              st.caps.hier && !st.caps.rdma ? " no-rdma-because=" : "",
              st.caps.hier && !st.caps.rdma ? st.team->rdma_why().c_str() : "",
              zcopy_refused ? " no-zcopy-because=" : "",

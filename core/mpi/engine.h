@@ -76,6 +76,8 @@ struct EngineProps {
   std::string zcopy_why;
   int leaders_here = 0;
   std::size_t stage_bytes = 0;  // hier: staging bytes per rank and round (the slot)
+  // hier, on a leader: the nodes it sends to, in its order ("2,0").
+  std::string targets;
 };
 
 // The switches engines read, copied from config::Settings at team creation.

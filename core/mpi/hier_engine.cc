@@ -90,7 +90,12 @@ std::unique_ptr<HierEngine> HierEngine::create(const EngineRequest& req,
     p.kind = EngineProps::Kind::hier;
     p.rdma = e->rdma_;
     p.zcopy = e->zcopy_on_;
-    p.leaders_here = e->hier_->plan().map().leader_count(e->hier_->plan().node());
+    const hier::Plan& plan = e->hier_->plan();
+    p.leaders_here = plan.map().leader_count(plan.node());
+    for (int k = 1; plan.leader() && k < plan.map().nodes(); ++k) {
+      if (plan.handled_by(plan.target(k)) != plan.leader_index()) continue;
+      p.targets += (p.targets.empty() ? "" : ",") + std::to_string(plan.target(k));
+    }
     p.stage_bytes = e->stage_bytes_;
     p.rdma_why = e->rdma_why_;
     p.zcopy_why = e->zcopy_why_;
