@@ -169,11 +169,12 @@ void trace_team(const CommState& st, const char* how) {
              p ? p->leaders_here : 0, p ? p->stage_bytes : std::size_t{0},
              st.team->oversubscribed(),
              p && p->kind == EngineProps::Kind::node && p->cma_enabled, how,
-             targets ? " targets=" : "", targets ? p->targets.c_str() : "",
              st.caps.hier && !st.caps.rdma ? " no-rdma-because=" : "",
              st.caps.hier && !st.caps.rdma ? st.team->rdma_why().c_str() : "",
              zcopy_refused ? " no-zcopy-because=" : "",
-             zcopy_refused ? st.team->zcopy_why().c_str() : "", fabric.empty() ? "" : " ",
+             zcopy_refused ? st.team->zcopy_why().c_str() : "",
+             targets ? " targets=" : "", targets ? p->targets.c_str() : "",
+             fabric.empty() ? "" : " ",
              fabric.c_str());
 }
 
