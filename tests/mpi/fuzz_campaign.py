@@ -66,12 +66,15 @@ CONFIGS = {
     # fails with this probability; the QP then goes to error and its
     # partner's messages through PMPI), staged and zero-copy; every call must
     # still return MPI_SUCCESS with the right bytes.
+    # A retry budget of 8 x 16.8 ms (MLXA2A_NET_QP_TIMEOUT=12): fakeverbs
+    # waits it out before a write fails, as an HCA does (8.6 s by default).
     "rdma-vn2-faults": dict(RDMA, MLXA2A_DEBUG_NODE_SIZE="2", MLXA2A_TUNE="rdma",
-                            FAKEVERBS_FAULT="fail_prob=0.002", MLXA2A_SHM_SLOT_SIZE="16K"),
+                            FAKEVERBS_FAULT="fail_prob=0.002", MLXA2A_SHM_SLOT_SIZE="16K",
+                            MLXA2A_NET_QP_TIMEOUT="12"),
     "rdma-vn2-zcopy1-faults": dict(RDMA, MLXA2A_DEBUG_NODE_SIZE="2", MLXA2A_TUNE="rdma",
                                    MLXA2A_NET_ZCOPY_THRESHOLD="1",
                                    FAKEVERBS_FAULT="fail_prob=0.002:rem_access",
-                                   MLXA2A_SHM_SLOT_SIZE="16K"),
+                                   MLXA2A_SHM_SLOT_SIZE="16K", MLXA2A_NET_QP_TIMEOUT="12"),
     "rdma-vn31-unpipelined": dict(RDMA, MLXA2A_DEBUG_NODE_SIZE="3,1", MLXA2A_TUNE="rdma",
                                   MLXA2A_NET_PIPELINE="n", MLXA2A_SHM_SLOT_SIZE="4K"),
     # Rule tables that send neighbouring sizes down different paths.
