@@ -266,7 +266,7 @@ Status RdmaLeaderTransport::post(std::span<const hier::Message> messages) noexce
       peer.ep->failed = true;
       start_relaying(peer);
     }
-    if (const Status st = relay_message(peer); st != Status::ok) return fail(st);
+    if (const Status st = relay_message(peer); st != Status::ok) return abort_pending(st);
   }
   expect_arrived_[par] += messages.size();
   expect_sent_ += messages.size();

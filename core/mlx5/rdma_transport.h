@@ -142,9 +142,10 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   // Takes the notices that came through the relay (after draining the CQ:
   // a write that landed after all is counted first, its relayed copy dropped).
   Status take_notices() noexcept;
-  // The completion queue or device failed: the partners hear it (kAbort)
-  // and the call fails (fail_pending).
-  Status abort_pending() noexcept;
+  // The completion queue or device failed, or a message cannot go through
+  // the relay either: every partner hears it (kAbort) and the call fails
+  // with st (fail_pending).
+  Status abort_pending(Status st) noexcept;
   // Whether every pending message is settled, member by member.
   bool settled() const noexcept;
   // A zero-length write to every pending partner not yet heard from.

@@ -160,15 +160,18 @@ Status RdmaLeaderTransport::take_notices() noexcept {
   }
 }
 
-Status RdmaLeaderTransport::abort_pending() noexcept {
-  // Every partner of the round hears it, whatever it already has from us:
-  // one still waiting for us ends its call, one already done fails its
-  // next (it waits for our next message and finds this notice), so every
-  // rank fails call K or K+1 and containment's agreement completes.
+Status RdmaLeaderTransport::abort_pending(Status st) noexcept {
+  // Every partner hears it, whatever it already has from us: one still
+  // waiting for us ends its call, one already done fails its next (it waits
+  // for our next message and finds this notice), so every rank fails call
+  // K or K+1 and containment's agreement completes - where without it a
+  // partner would wait for our message without a limit.
   hier::RelayNotice n;
   n.kind = hier::RelayNotice::kAbort;
-  for (const Peer* p : pending_) (void)relay_->send(static_cast<int>(p->member), n, nullptr);
-  return fail_pending(Status::net_failed);
+  for (const Peer& p : peers_) {
+    if (p.ep) (void)relay_->send(static_cast<int>(p.member), n, nullptr);
+  }
+  return fail_pending(st);
 }
 
 bool RdmaLeaderTransport::settled() const noexcept {
@@ -264,14 +267,16 @@ Status RdmaLeaderTransport::complete_relayed(std::unique_lock<std::mutex>& lock)
     // A failed CQ or device loses completions for good: arrivals counted
     // nowhere cannot be told from arrivals that never came, so this is the
     // one failure that still ends the call (docs/hier.md).
-    if (pool_->poll() != Status::ok) return abort_pending();
+    if (pool_->poll() != Status::ok) return abort_pending(Status::net_failed);
     if (!degraded_) {
       if (slot_.arrived[par] >= expect_arrived_[par] && slot_.sent >= expect_sent_) return done();
       if (slot_.failed) degraded_ = true;
       for (const Peer* p : pending_) degraded_ = degraded_ || p->ep->failed;
     }
     if (degraded_) {
-      if (const Status st = relay_failed(); st != Status::ok) return fail(st);
+      // A message the relay cannot carry either (a zero-copy one without
+      // CMA, an MPI error): the partners must not wait for it.
+      if (const Status st = relay_failed(); st != Status::ok) return abort_pending(st);
       if (const Status st = take_notices(); st != Status::ok) return fail(st);
       if (settled()) return done();
     }
