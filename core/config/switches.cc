@@ -426,11 +426,14 @@ constexpr Spec kSwitches[] = {
      .store = shm<&ShmSwitches::pool>},
     {.name = "LEADERS",
      .type = Type::String,
-     .default_text = "node",
+     .default_text = "rails",
      .description = "Hierarchical alltoall (multi-node communicators): leaders per node, "
                     "which relay the node's blocks and split the remote nodes between them. "
-                    "node = one; numa / socket = one per NUMA domain / package holding ranks "
-                    "(needs bound ranks, else one); N = N per node, spread over its ranks.",
+                    "rails = one per ACTIVE HCA port (rail) of the node, bounded by its ranks, "
+                    "each on its rail's port and paired with the other nodes' leaders of the "
+                    "same rail (one rail, or MLXA2A_NET_DEVICES set: one leader); node = one; "
+                    "numa / socket = one per NUMA domain / package holding ranks (needs bound "
+                    "ranks, else one); N = N per node, spread over its ranks.",
      .verbosity = Verbosity::Tuner,
      .scope = Scope::AllEqual,
      .check = check_leaders},
