@@ -499,6 +499,7 @@ Status QueuePair::connect(const PortAddress& remote, std::uint32_t remote_qpn,
     a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(me.gid_index);
     a.ah_attr.grh.hop_limit = 64;
     a.ah_attr.grh.traffic_class = dev_->qos().traffic_class;
+    a.ah_attr.grh.flow_label = pair_flow_label(qpn(), remote_qpn);
   } else {
     a.ah_attr.dlid = remote.lid;
   }
