@@ -44,10 +44,10 @@ from dataclasses import dataclass, field
 
 # --- Parameters -----------------------------------------------------------
 
-C6 = ("NVIDIA ConnectX-6 VPI adapter documentation, Introduction "
-      "(docs.nvidia.com/networking/display/ConnectX6VPI/Introduction): "
-      "\"up to two ports of 200Gb/s\", \"sub-600ns latency and 215 million "
-      "messages per second\", host interface PCIe Gen 4.0 x16")
+C6 = ("NVIDIA ConnectX-6 adapter documentation, Introduction "
+      "(docs.nvidia.com/networking/display/ConnectX6EN/Introduction), as "
+      "bench/model_bench quotes it: \"up to two ports of 200Gb/s ... sub-600ns "
+      "latency and 215 million messages per second\"")
 
 
 @dataclass(frozen=True)
@@ -73,12 +73,12 @@ PARAMETERS = [
     ("adapter latency", "0.6 us one way", "cited", C6),
     ("switch hop", "130 ns, 40 ports",
      "cited", "NVIDIA Quantum QM8700 HDR switch product brief: 40 x 200 Gb/s "
-     "ports, \"130ns\" port-to-port latency"),
+     "ports, 130 ns port-to-port latency (not re-read in this session)"),
     ("hops between nodes", "1 up to 40 nodes, 3 up to 800, 5 beyond", "derived",
      "a fat tree of 40-port switches: one switch holds 40 nodes, two levels 40 x 20"),
     ("PCIe bandwidth", "31.5 GB/s per direction", "derived",
-     "PCIe 4.0 x16 (" + "ConnectX-6 documentation above" + "): 16 GT/s x 16 lanes x "
-     "128/130 encoding / 8; TLP headers not counted"),
+     "PCIe 4.0 x16, ConnectX-6's host interface (the NVIDIA documentation above): "
+     "16 GT/s x 16 lanes x 128/130 encoding / 8; TLP headers not counted"),
     ("work-request post / completion reap (CPU)", "105 ns each", "cited",
      "UCX's own model of an mlx5 device as ucx_info prints it (\"overhead: 105 "
      "nsec\", \"latency: 630 nsec\"), open-mpi/ompi issue 9080; used for posting a "
