@@ -106,6 +106,19 @@ class TlMlx5Test(unittest.TestCase):
         self.assertAlmostEqual(cpus[0], 2e-6 + 3 * HW.post_s)
         self.assertGreater(flags[1][0], 2e-6 + HW.post_s + sim.latency(HW, 4))
 
+    def test_one_device_memory_chunk_waits_for_each_write_to_complete(self):
+        nodes = 4
+        one = sim.Hw(dm_chunks=1)
+        cpus, flags, _ = sim.tl_barrier(one, nodes, 0.0)
+        _, arr, _, sent = sim.tl_post_node(one, nodes, 32, 128, 0, cpus[0], flags[0],
+                                           sim.Nic(one))
+        blocks = sorted(t for t, _, _, tag in arr if tag[0] == "blk")
+        gaps = [b - a for a, b in zip(blocks, blocks[1:])]
+        # the next block leaves only after the previous one's ACK came back
+        self.assertGreater(min(gaps), 2 * sim.latency(one, nodes))
+        unbounded, _ = sim.tl_mlx5_call(HW, nodes, 32, 128)
+        self.assertGreater(sim.tl_mlx5_call(one, nodes, 32, 128)[0], 2 * unbounded)
+
     def test_larger_blocks_cost_more(self):
         t1, _ = sim.tl_mlx5_call(HW, 4, 32, 1)
         t128, _ = sim.tl_mlx5_call(HW, 4, 32, 128)
