@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "core/mpi/team.h"
-#include "core/mpi/tuning.h"
+#include "core/mpi/team_tuner.h"
 #include "core/selection.h"
 
 namespace mlxa2a::core::mpi {
@@ -34,9 +34,9 @@ struct CommState {
   bool memoized = false;
   std::unique_ptr<Team> team;  // intracommunicators; owns the shm engine
   // Measured selection (MLXA2A_TUNE=auto), made at the first call that tunes;
-  // stays null when the team has nothing to choose (tuning_off then).
-  std::unique_ptr<TeamTuning> tuning;
-  bool tuning_off = false;
+  // stays null when the team has nothing to choose (tuner_off then).
+  std::unique_ptr<TeamTuner> tuner;
+  bool tuner_off = false;
   // The last engine call with plain named types (engine_call.h
   // is_plain_named) and separate buffers. A later call with the same types
   // and counts has the same size, hence the same path on every rank (the

@@ -13,7 +13,7 @@
 #include "core/mpi/runtime.h"
 #include "core/mpi/engine_call.h"
 #include "core/mpi/stacking.h"
-#include "core/mpi/tuning.h"
+#include "core/mpi/team_tuner.h"
 #include "core/route/decide.h"
 
 namespace mlxa2a::core::mpi {
@@ -198,7 +198,7 @@ int contained_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, bo
   return MPI_ERR_OTHER;
 }
 
-// A call of a quiet team (TeamTuning::quiet, docs/tune.md "Quiet PMPI"):
+// A call of a quiet team (TeamTuner::quiet, docs/tune.md "Quiet PMPI"):
 // every rank's call of any size goes to PMPI_Alltoall, which judges it; no
 // check call. A size class not yet decided is held there (not measured) until
 // a boundary agreement ends quiet on every rank.
@@ -210,14 +210,14 @@ int quiet_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, bool s
       reason = "MLXA2A_TUNE selects pmpi for this size";
     } else if (bytes > INT_MAX) {
       reason = "bytes per peer above 2 GiB: PMPI";
-    } else if (st.tuning->quiet_serves(bytes, &reason) && plain_call(a, bytes)) {
+    } else if (st.tuner->quiet_serves(bytes, &reason) && plain_call(a, bytes)) {
       // A decided pmpi class: later calls alike take the repeat path up to
       // quiet's next boundary, which every rank's call then meets here: if
       // quiet ends, the class's selection (probes) resumes alike on every
       // rank instead of a memo that would outlive quiet.
       st.repeat = {a.sendtype, a.recvtype, a.sendcount, a.recvcount, bytes, reason, Route::pmpi};
       st.repeat.calls = &st.calls;
-      st.repeat.until = st.tuning->quiet_until();
+      st.repeat.until = st.tuner->quiet_until();
     }
   }
   return fall_through(a, trace, bytes, &st, reason);
@@ -233,7 +233,7 @@ int run_route(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, Route r
   if (route == Route::pmpi) {
     // Quiet (docs/tune.md "Quiet PMPI"): no rank of this call can be in the
     // engine, so PMPI alone serves and judges it, as without mlxa2a.
-    if (st.tuning && st.tuning->quiet(st.calls, a.comm, trace)) {
+    if (st.tuner && st.tuner->quiet(st.calls, a.comm, trace)) {
       return fall_through(a, trace, bytes, &st, reason);
     }
     if (st.team->compares_sizes()) return checked_pmpi(a, st, trace, bytes, bytes, reason);
@@ -251,7 +251,7 @@ int run_route(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, Route r
                : engine_alltoall(a, *st.team, bytes, route);
 }
 
-// A call of a size class that measured selection decides (core/mpi/tuning.h):
+// A call of a size class that measured selection decides (core/mpi/team_tuner.h):
 // `first` is the fixed rules' route, tried first. Every rank comes here at
 // the same call.
 int tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, Route first,
@@ -261,7 +261,7 @@ int tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, Route 
   // on any rank. The engine or the size check finds it on every rank (the
   // team resyncs); begin()'s agreement over the tune file is checked first.
   const std::uint64_t resyncs = st.team->resyncs();
-  if (st.tuning->begin_is_collective(bytes) && st.team->compares_sizes()) {
+  if (st.tuner->begin_is_collective(bytes) && st.team->compares_sizes()) {
     // Served already when sizes differ or (multi-node) a rank went to PMPI,
     // which this rank then joined (r is PMPI's result); both resync.
     if (const int r = engine_check_sizes(a, *st.team, bytes);
@@ -271,7 +271,7 @@ int tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, Route 
       return r;
     }
   }
-  const TeamTuning::Step step = st.tuning->begin(bytes, first, st.calls, a.comm);
+  const TeamTuner::Step step = st.tuner->begin(bytes, first, st.calls, a.comm);
   const bool plain = plain_call(a, bytes);
   if (!step.timed) {
     if (plain && step.repeat_until != 0) {
@@ -287,7 +287,7 @@ int tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, Route 
   double took = 0;
   int rc = MPI_SUCCESS;
   const bool hier_pmpi = step.path == Route::pmpi && st.team->engine_is(EngineProps::Kind::hier);
-  if (hier_pmpi && !st.tuning->quiet_eligible()) {
+  if (hier_pmpi && !st.tuner->quiet_eligible()) {
     // A multi-node team that cannot become quiet (a class decided for an
     // engine, an engine rule): its routed pmpi calls will pay the check
     // beside PMPI, so the trial times that form; the check round tells
@@ -317,7 +317,7 @@ int tuned_call(const AlltoallArgs& a, CommState& st, std::uint64_t bytes, Route 
     took = std::chrono::duration<double>(Clock::now() - t0).count();
   }
   if (st.team->resyncs() != resyncs) return rc;  // a mismatch: no trial recorded anywhere
-  if (const double agreed = st.tuning->finish_trial(bytes, took, a.comm); agreed >= 0) {
+  if (const double agreed = st.tuner->finish_trial(bytes, took, a.comm); agreed >= 0) {
     ++t_counts.agreements;
     t_counts.agreement_seconds += agreed;
   }
@@ -342,7 +342,7 @@ void learn(route::Query& q, const CommState* st) {
   q.engine = e != nullptr;
   q.compares_sizes = team && team->compares_sizes();
   q.engine_route = e ? e->default_route(q.bytes) : Route::pmpi;
-  q.tuning = st->tuning ? route::Tuning::on : st->tuning_off ? route::Tuning::off
+  q.tuning = st->tuner ? route::Tuning::on : st->tuner_off ? route::Tuning::off
                                                               : route::Tuning::unknown;
 }
 
@@ -384,7 +384,7 @@ int decide_and_run(const AlltoallArgs& a, std::uint64_t bytes, bool trace) {
         // Every call passes here or the repeat's run_route, so quiet's
         // boundaries fall on the same call on every rank. A 0-byte call
         // goes on: it returns at once on a multi-node team.
-        if (st && st->tuning && st->tuning->quiet(st->calls, a.comm, trace) && bytes != 0) {
+        if (st && st->tuner && st->tuner->quiet(st->calls, a.comm, trace) && bytes != 0) {
           return quiet_call(a, *st, bytes, q.sizes_differ, trace);
         }
         break;
@@ -396,8 +396,8 @@ int decide_and_run(const AlltoallArgs& a, std::uint64_t bytes, bool trace) {
         }
         break;
       case route::Next::start_tuning:
-        st->tuning = TeamTuning::create(*st->team, rt.settings(), rt.world_rank());
-        st->tuning_off = !st->tuning;
+        st->tuner = TeamTuner::create(*st->team, rt.settings(), rt.world_rank());
+        st->tuner_off = !st->tuner;
         learn(q, st);
         break;
       case route::Next::tune:

@@ -25,9 +25,9 @@
 #endif
 #include "core/mpi/engine_pool.h"
 #include "core/mpi/job_stats.h"
-#include "core/mpi/leader_transport.h"
+#include "core/mpi/pmpi_transport.h"
 #include "core/mpi/stacking.h"
-#include "core/mpi/tuning.h"
+#include "core/mpi/team_tuner.h"
 #include "core/shm/options.h"
 #include "core/shm/segment.h"
 #include "core/wait_cpu.h"

@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "core/config/tune.h"
+#include "core/config/rules.h"
 #include "core/route/route.h"
 #include "core/selection.h"
 
@@ -34,7 +34,7 @@ enum class Team : std::uint8_t {
   ready,         // set up; caps and the engine's properties below hold
 };
 
-// The team's measured selection (core/mpi/tuning.h) for this call.
+// The team's measured selection (core/mpi/team_tuner.h) for this call.
 enum class Tuning : std::uint8_t {
   unknown,  // not started: dispatch makes it, then asks again
   off,      // nothing to measure on this team: the fixed rules decide
@@ -44,7 +44,7 @@ enum class Tuning : std::uint8_t {
 struct Query {
   std::uint64_t bytes = 0;     // per peer, from the receive signature
   bool sizes_differ = false;   // this rank sends another size than it receives
-  const config::tune::Table* tune = nullptr;  // MLXA2A_TUNE
+  const config::rules::Table* tune = nullptr;  // MLXA2A_TUNE
   bool measure = true;         // MLXA2A_TUNE_SAMPLES != 0
   Team team = Team::unknown;
   Capabilities caps;           // agreed; valid when team is ready
@@ -73,7 +73,7 @@ Answer decide(const Query& q) noexcept;
 
 // Whether MLXA2A_TUNE sends every size to PMPI: then no size is needed and
 // no team is built (a fast path dispatch may take before computing bytes).
-inline bool pmpi_for_every_size(const config::tune::Table& t) {
+inline bool pmpi_for_every_size(const config::rules::Table& t) {
   return t.uniform() && t.lookup(0) == Route::pmpi;
 }
 

@@ -5,7 +5,7 @@
 // Concrete routes (pmpi .. zcopy) are what a call runs on; shm and rdma also
 // name a family of them (the trace's path=, MLXA2A_TUNE), auto only a rule
 // of MLXA2A_TUNE. Adding a route is one enumerator here, its name in
-// route.cc, its place in the candidates (core/mpi/tuning.cc) and its case in
+// route.cc, its place in the candidates (core/mpi/team_tuner.cc) and its case in
 // the engine that runs it (core/mpi/shm_engine.cc, hier_engine.cc).
 #pragma once
 

@@ -71,9 +71,9 @@ MPI_FLOORS = (
               "headed_types", "mpit", "mpit_index", "group_bootstrap", "topology")),
     ("call", ("call", "job_stats", "mpit_cvars", "mpit_pvars")),
     ("engines", ("engine", "engine_pool", "shm_engine", "hier_engine", "containment",
-                 "pmpi_relay", "leader_transport")),
+                 "pmpi_relay", "pmpi_transport")),
     ("team", ("team", "engine_call")),
-    ("communicator", ("comm_state", "tuning")),
+    ("communicator", ("comm_state", "team_tuner")),
     ("dispatch", ("dispatch",)),
     ("entry", ()),
 )

@@ -6,13 +6,13 @@
 #include <cstring>
 #include <string>
 
-#include "core/config/tune.h"
+#include "core/config/rules.h"
 #include "core/route/decide.h"
 
 namespace mlxa2a::core::route {
 namespace {
 
-using config::tune::Table;
+using config::rules::Table;
 
 Table parse_ok(std::string_view text) {
   std::string error;
@@ -96,14 +96,14 @@ TEST(Route, NamesRoundTripAndFamiliesAreTuneNames) {
     EXPECT_EQ(concrete_route_from_string(to_string(r)).has_value(), is_concrete(r));
     // The trace's path= is a family, one of the names MLXA2A_TUNE accepts.
     if (r != Route::auto_) {
-      EXPECT_TRUE(config::tune::rule_route_from_string(to_string(family(r))))
+      EXPECT_TRUE(config::rules::rule_route_from_string(to_string(family(r))))
           << to_string(r);
     }
   }
   EXPECT_EQ(family(Route::zcopy), Route::rdma);
   EXPECT_EQ(family(Route::hier), Route::shm);
   EXPECT_EQ(family(Route::cma), Route::shm);
-  EXPECT_FALSE(config::tune::rule_route_from_string("line"));  // MLXA2A_TUNE as before
+  EXPECT_FALSE(config::rules::rule_route_from_string("line"));  // MLXA2A_TUNE as before
   EXPECT_FALSE(route_from_string("fast"));
 }
 

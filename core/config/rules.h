@@ -18,7 +18,7 @@
 
 #include "core/route/route.h"
 
-namespace mlxa2a::core::config::tune {
+namespace mlxa2a::core::config::rules {
 
 // A rule's route: one of the four names MLXA2A_TUNE accepts (Route::auto_,
 // shm, rdma, pmpi; core/route/route.h).
@@ -62,4 +62,4 @@ class Table {
   std::vector<Rule> disjoint_;  // sorted, non-overlapping, covers [0, inf)
 };
 
-}  // namespace mlxa2a::core::config::tune
+}  // namespace mlxa2a::core::config::rules
