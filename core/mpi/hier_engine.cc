@@ -90,7 +90,7 @@ std::uint64_t pool_proposal() noexcept {
 
 }  // namespace
 
-HierEngine::HierEngine(const EngineSettings& s) : settings_(s) {}
+HierEngine::HierEngine(const EngineSettings& s) : settings_(s) { abilities_ = {this, this, this}; }
 
 HierEngine::~HierEngine() = default;
 
