@@ -58,7 +58,7 @@ int Plan::serving(int k, int m) const {
     // The rails both nodes have, ascending; the pair's round picks one.
     int common[64], count = 0;
     for (int j = 0; j < map_.leader_count(k) && count < 64; ++j) {
-      for (int i = 0; i < map_.leader_count(m); ++i) {
+      for (int i = 0; i < map_.leader_count(m) && count < 64; ++i) {
         if (map_.rail(m, i) == map_.rail(k, j)) common[count++] = map_.rail(k, j);
       }
     }
