@@ -35,8 +35,6 @@
 
 namespace mlxa2a::core::mpi {
 
-constinit thread_local int ReentryGuard::depth_ __attribute__((tls_model("initial-exec"))) = 0;
-
 namespace {
 
 // The hierarchical engine's steps, summed over this process's rounds
@@ -164,6 +162,7 @@ void Runtime::refresh_pass_through() {
   const bool all_pmpi = s == State::Inactive || s == State::Finalised ||
                         (s == State::Active && config::rules::pmpi_for_every_size(settings_.tune));
   detail::g_pass_through.store(unseen && all_pmpi, std::memory_order_relaxed);
+  refresh_fast_alltoall(unseen && all_pmpi);
 }
 
 void Runtime::note_stacking() {
