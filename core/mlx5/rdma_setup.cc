@@ -250,8 +250,8 @@ void RdmaLeaderTransport::Setup::register_areas() {
     return;
   }
   t->me_ = static_cast<std::uint32_t>(me);
-  for (auto& v : t->slot_.from) v.assign(static_cast<std::size_t>(size), 0);
-  t->slot_.sent_to.assign(static_cast<std::size_t>(size), 0);
+  for (CounterRow& v : t->slot_.from) v.reset(static_cast<std::size_t>(size));
+  t->slot_.sent_to.reset(static_cast<std::size_t>(size));
   t->slot_id_ = pool->add_slot(&t->slot_);
   if (t->slot_id_ == 0) {
     steps.fail(Status::unavailable, "every RDMA team slot of this process is taken (32,767)");

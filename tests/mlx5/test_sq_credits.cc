@@ -4,7 +4,8 @@
 // posts must take turns instead of meeting ENOMEM from ibv_post_send.
 // Two forked leaders over fakeverbs, three transports each (one QP), one
 // thread per transport exchanging full-queue gathers concurrently; every
-// arrival is checked byte for byte.
+// arrival is checked byte for byte, and the pool must have seen two of the
+// threads waiting at once (no lock is held while waiting).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -102,6 +103,9 @@ int leader(int me, const test::ForkGroupWiring& wiring) {
   }
   for (std::thread& th : threads) th.join();
   for (bool b : ok) FT_CHECK(b);
+  // The teams waited side by side: no lock is held while waiting (issue 39,
+  // item 5; docs/hier-transports.md, "Threads").
+  FT_CHECK(EndpointPool::stats().peak_waiters >= 2);
   for (Team& tm : teams) tm.t.reset();
   EndpointPool::shutdown();
   return 0;
