@@ -115,10 +115,26 @@ void EndpointPool::summarize() noexcept try {
   const PortAddress& a = d.address();
   std::string gid;
   if (a.roce) gid = "gid=" + std::to_string(a.gid_index) + " gid-by=" + gid_by_ + " ";
+  std::string regs;  // issue 39 item 6: what the QPs and out-areas got
+  if (inline_noted_) regs += " inline=" + std::to_string(inline_granted_);
+  if (*relaxed_ordering_) regs += std::string(" relaxed-ordering=") + relaxed_ordering_;
   set_fabric_summary("hca=" + d.name() + ":" + std::to_string(d.port()) + " hca-by=" +
                      d.choice() + (a.roce ? " link=roce " : " link=ib ") +
-                     (opt_.link_matched ? "link-by=team " : "") + gid + describe(d.qos()));
+                     (opt_.link_matched ? "link-by=team " : "") + gid + describe(d.qos()) + regs);
 } catch (...) {  // allocation only: the trace keeps the last summary
+}
+
+void EndpointPool::note_inline(std::uint32_t bytes) noexcept {
+  if (inline_noted_ && bytes == inline_granted_) return;
+  inline_noted_ = true;
+  inline_granted_ = bytes;
+  summarize();
+}
+
+void EndpointPool::note_relaxed_ordering(const char* state) noexcept {
+  if (std::strcmp(state, relaxed_ordering_) == 0) return;
+  relaxed_ordering_ = state;
+  summarize();
 }
 
 GidList EndpointPool::gid_offer() const noexcept {
@@ -212,8 +228,9 @@ Status EndpointPool::endpoint(const ProcessId& remote, std::shared_ptr<Endpoint>
     // grows below, or the pair is refused with the reason logged).
     auto e = std::make_shared<Endpoint>();
     const Status st =
-        QueuePair::create(device_, {kSendDepth, kRecvDepth, kInline, kSendSge}, &e->qp);
+        QueuePair::create(device_, {kSendDepth, kRecvDepth, opt_.inline_ask, kSendSge}, &e->qp);
     if (st != Status::ok) return st;
+    note_inline(e->qp->inline_bytes());
     // Before anything is posted on it: room in the CQ for every live QP's
     // send and receive queues (retired ones too while a transport holds them).
     const long need = QueuePair::live_count() *

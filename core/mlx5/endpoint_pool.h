@@ -176,7 +176,6 @@ class EndpointPool {
  public:
   static constexpr std::uint32_t kSendDepth = 64;
   static constexpr std::uint32_t kRecvDepth = 64;
-  static constexpr std::uint32_t kInline = 128;
   // SGEs per send WR for zero-copy gathers (capped by the device's max_sge):
   // a block layout needs one per local rank, round robin one per block.
   static constexpr std::uint32_t kSendSge = 16;
@@ -189,6 +188,11 @@ class EndpointPool {
   static std::uint32_t link_layers(const NetOptions& opt) noexcept { return port_offer(opt).links; }
   static void shutdown() noexcept;
   static PoolStats stats() noexcept;
+  // What a set-up's endpoints got (the fabric summary, hwcheck): the inline
+  // bytes the last QP made reports (0 before any), and the relaxed-ordering
+  // state of the last out-area registration: "on", "refused", "off", "" (none yet).
+  void note_inline(std::uint32_t bytes) noexcept;
+  void note_relaxed_ordering(const char* state) noexcept;
   static void count_writes(std::uint64_t writes, std::uint64_t bytes) noexcept;
   static void count_setup(std::uint64_t bytes, std::uint64_t collectives) noexcept;
 
@@ -306,6 +310,9 @@ class EndpointPool {
   bool no_address_ = false; // the last re-read of the port's address failed
   bool events_ = false;     // the async fd is non-blocking: check_events() may read it
   std::string gid_by_ = "first";  // why the GID in use: first (not chosen yet), subnet, ...
+  std::uint32_t inline_granted_ = 0;  // note_inline()
+  bool inline_noted_ = false;
+  const char* relaxed_ordering_ = "";  // note_relaxed_ordering()
 };
 
 }  // namespace mlxa2a::mlx5
