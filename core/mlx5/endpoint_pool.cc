@@ -118,6 +118,7 @@ void EndpointPool::summarize() noexcept try {
   std::string regs;  // issue 39 item 6: what the QPs and out-areas got
   if (inline_noted_) regs += " inline=" + std::to_string(inline_granted_);
   if (*relaxed_ordering_) regs += std::string(" relaxed-ordering=") + relaxed_ordering_;
+  if (*pages_) regs += std::string(" hugepages=") + pages_;
   set_fabric_summary("hca=" + d.name() + ":" + std::to_string(d.port()) + " hca-by=" +
                      d.choice() + (a.roce ? " link=roce " : " link=ib ") +
                      (opt_.link_matched ? "link-by=team " : "") + gid + describe(d.qos()) + regs);
@@ -131,9 +132,12 @@ void EndpointPool::note_inline(std::uint32_t bytes) noexcept {
   summarize();
 }
 
-void EndpointPool::note_relaxed_ordering(const char* state) noexcept {
-  if (std::strcmp(state, relaxed_ordering_) == 0) return;
-  relaxed_ordering_ = state;
+void EndpointPool::note_registration(const char* relaxed_ordering, const char* pages) noexcept {
+  if (std::strcmp(relaxed_ordering, relaxed_ordering_) == 0 && std::strcmp(pages, pages_) == 0) {
+    return;
+  }
+  relaxed_ordering_ = relaxed_ordering;
+  pages_ = pages;
   summarize();
 }
 

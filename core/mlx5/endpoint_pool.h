@@ -189,10 +189,11 @@ class EndpointPool {
   static void shutdown() noexcept;
   static PoolStats stats() noexcept;
   // What a set-up's endpoints got (the fabric summary, hwcheck): the inline
-  // bytes the last QP made reports (0 before any), and the relaxed-ordering
-  // state of the last out-area registration: "on", "refused", "off", "" (none yet).
+  // bytes the last QP made reports (0 before any); the last registration's
+  // relaxed-ordering state of its out-areas ("on", "refused", "off") and
+  // what pages back its areas (hier::StageAreas::pages). Static strings.
   void note_inline(std::uint32_t bytes) noexcept;
-  void note_relaxed_ordering(const char* state) noexcept;
+  void note_registration(const char* relaxed_ordering, const char* pages) noexcept;
   static void count_writes(std::uint64_t writes, std::uint64_t bytes) noexcept;
   static void count_setup(std::uint64_t bytes, std::uint64_t collectives) noexcept;
 
@@ -312,7 +313,8 @@ class EndpointPool {
   std::string gid_by_ = "first";  // why the GID in use: first (not chosen yet), subnet, ...
   std::uint32_t inline_granted_ = 0;  // note_inline()
   bool inline_noted_ = false;
-  const char* relaxed_ordering_ = "";  // note_relaxed_ordering()
+  const char* relaxed_ordering_ = "";  // note_registration(); "": none yet
+  const char* pages_ = "";
 };
 
 }  // namespace mlxa2a::mlx5

@@ -266,7 +266,7 @@ void RdmaLeaderTransport::Setup::register_areas() {
          register_out_area(dev, areas.out[p], areas.bytes, opt.relaxed_ordering,
                            &t->out_mr_[p], &relaxed);
   }
-  if (ok) pool->note_relaxed_ordering(relaxed);
+  if (ok) pool->note_registration(relaxed, areas.pages);
   if (!ok) {
     steps.fail(Status::unavailable, "registering the staging areas failed");
     return;
