@@ -159,7 +159,7 @@ ParseResult parse_value(const Spec& spec, std::string_view text) {
       break;
     case Type::Tune: {
       std::string error;
-      if (auto v = tune::Table::parse(text, &error)) r.value = std::move(*v);
+      if (auto v = rules::Table::parse(text, &error)) r.value = std::move(*v);
       else r.accepted = "RANGE:PATH rules separated by '#' (e.g. 0-4K:shm#4K-inf:pmpi); " + error;
       break;
     }
@@ -207,7 +207,7 @@ std::string format_value(const Spec& spec, const Value& value) {
       return out;
     }
     case Type::Tune:
-      return std::get<tune::Table>(value).format();
+      return std::get<rules::Table>(value).format();
   }
   return {};
 }

@@ -198,8 +198,8 @@ const std::string& Registry::get_string(std::string_view n) const {
 const std::vector<Device>& Registry::get_devices(std::string_view n) const {
   return std::get<std::vector<Device>>(typed(n, Type::Devices, Type::Devices));
 }
-const tune::Table& Registry::get_tune(std::string_view n) const {
-  return std::get<tune::Table>(typed(n, Type::Tune, Type::Tune));
+const rules::Table& Registry::get_tune(std::string_view n) const {
+  return std::get<rules::Table>(typed(n, Type::Tune, Type::Tune));
 }
 
 std::uint64_t Registry::all_equal_hash() const {

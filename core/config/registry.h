@@ -53,7 +53,7 @@ class Registry {
   std::uint64_t get_size(std::string_view name) const;
   const std::string& get_string(std::string_view name) const;  // Enum and String
   const std::vector<Device>& get_devices(std::string_view name) const;
-  const tune::Table& get_tune(std::string_view name) const;
+  const rules::Table& get_tune(std::string_view name) const;
 
   const std::vector<std::string>& warnings() const { return warnings_; }
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/config/net.h"
-#include "core/config/tune.h"
+#include "core/config/rules.h"
 
 namespace mlxa2a::core::config {
 
@@ -31,7 +31,7 @@ using Device = NetPort;  // one port of MLXA2A_NET_DEVICES (core/config/net.h)
 struct Settings;        // core/config/switches.h
 
 using Value = std::variant<bool, std::int64_t, std::uint64_t, std::string,
-                           std::vector<Device>, tune::Table>;
+                           std::vector<Device>, rules::Table>;
 
 // Extra validation beyond the type; returns "" when the value is acceptable,
 // otherwise what is accepted (shown to the user).

@@ -18,7 +18,7 @@
 #include "core/config/registry.h"
 #include "core/config/shm.h"
 #include "core/config/spec.h"
-#include "core/config/tune.h"
+#include "core/config/rules.h"
 #include "core/log.h"
 
 namespace mlxa2a::core::config {
@@ -39,7 +39,7 @@ struct Settings {
   bool coll_stats = false;       // the per-rank "stats" lines (y, json)
   bool coll_stats_json = false;  // MLXA2A_COLL_STATS=json[:path] on this rank
   std::string coll_stats_path;   // where rank 0 writes the job report
-  tune::Table tune;
+  rules::Table tune;
   unsigned tune_samples = 3;         // MLXA2A_TUNE_SAMPLES; 0 = no measurement
   std::string tune_file;             // MLXA2A_TUNE_FILE; empty = none
   std::string debug_tune_times;      // MLXA2A_DEBUG_TUNE_TIMES (tests only)

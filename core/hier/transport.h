@@ -23,7 +23,7 @@
 //   recv_capacity); the transport completes the exchange all the same and the
 //   engine finds the mismatch in the Headers.
 // * Implementations: PMPI point-to-point on a private communicator
-//   (core/mpi/leader_transport.h), RDMA writes (core/mlx5/rdma_transport.h).
+//   (core/mpi/pmpi_transport.h), RDMA writes (core/mlx5/rdma_transport.h).
 // * Errors: a Status other than ok; the engine then fails the call on its
 //   node (Status::transport_failed).
 #pragma once
@@ -81,7 +81,7 @@ struct Header {
   std::uint64_t flags = 0;  // kOtherSize | kWentPmpi | kAllTrial
   // The data bytes of the message it heads (Message::bytes on the sender):
   // a transport that cuts messages into pieces learns from it how many come
-  // from a partner called with another size (core/mpi/leader_transport.h).
+  // from a partner called with another size (core/mpi/pmpi_transport.h).
   std::uint64_t message_bytes = 0;
   static constexpr std::uint64_t kOtherSize = 1;
   static constexpr std::uint64_t kWentPmpi = 2;

@@ -149,11 +149,11 @@ std::string render_tune_file(const config::Registry& r) {
   const std::string& path = r.get_string("TUNE_FILE");
   if (path.empty()) return {};
   std::string error;
-  const auto file = tuning::TuneFile::load(path, &error);
+  const auto file = tune::TuneFile::load(path, &error);
   if (!file) return "\nMLXA2A_TUNE_FILE cannot be used (trials will run instead): " + error + "\n";
   std::string out = "\nMeasured decisions in MLXA2A_TUNE_FILE " + path + " (" +
                     std::to_string(file->entries().size()) + "):\n";
-  for (const tuning::FileEntry& e : file->entries()) {
+  for (const tune::FileEntry& e : file->entries()) {
     const std::uint64_t lo = std::uint64_t{1} << e.size_class;
     out += "  " + e.layout.mpi + " ranks=" + std::to_string(e.layout.ranks) +
            " nodes=" + std::to_string(e.layout.nodes) +
@@ -161,7 +161,7 @@ std::string render_tune_file(const config::Registry& r) {
            (e.layout.oversubscribed ? " oversubscribed" : "") + ": " +
            config::format_size(lo) + "-" +
            (e.size_class == 63 ? std::string("inf") : config::format_size(2 * lo)) + " -> " +
-           std::string(tuning::to_string(e.path)) + "\n";
+           std::string(tune::to_string(e.path)) + "\n";
   }
   return out;
 }

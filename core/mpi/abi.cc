@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/mpi/dispatch.h"
+#include "core/mpi/lifecycle.h"
 #include "core/mpi/runtime.h"
 #include "core/mpi/stacking.h"
 

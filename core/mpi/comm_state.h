@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "core/mpi/team.h"
-#include "core/mpi/tuning.h"
+#include "core/mpi/team_tuner.h"
 #include "core/selection.h"
 
 namespace mlxa2a::core::mpi {
@@ -34,9 +34,9 @@ struct CommState {
   bool memoized = false;
   std::unique_ptr<Team> team;  // intracommunicators; owns the shm engine
   // Measured selection (MLXA2A_TUNE=auto), made at the first call that tunes;
-  // stays null when the team has nothing to choose (tuning_off then).
-  std::unique_ptr<TeamTuning> tuning;
-  bool tuning_off = false;
+  // stays null when the team has nothing to choose (tuner_off then).
+  std::unique_ptr<TeamTuner> tuner;
+  bool tuner_off = false;
   // The last engine call with plain named types (engine_call.h
   // is_plain_named) and separate buffers. A later call with the same types
   // and counts has the same size, hence the same path on every rank (the
@@ -50,8 +50,9 @@ struct CommState {
     std::int64_t recvcount = 0;
     std::uint64_t bytes = 0;
     const char* reason = nullptr;  // the selection's, for the trace
-    // The route decided (core/route/decide.h) or measured: pmpi or an engine's.
+    // The route decided (core/plan/plan.h) or measured: pmpi or an engine's.
     Route route = Route::pmpi;
+    const char* suffix = "";  // the trace's, after the reason (plan::Plan::suffix)
     // A measured decision still sampled (core/tune/class_tuner.h): the memo
     // serves only calls whose index (*calls + 1, equal on every rank) is
     // below until; that call goes back to selection on every rank.

@@ -12,7 +12,7 @@ namespace mlxa2a::core::mpi {
 
 Containment::~Containment() {
   // Inside MPI_Finalize communicators may no longer be freed (as
-  // MpiLeaderTransport).
+  // PmpiLeaderTransport).
   if (Runtime::instance().state() == mpi::State::Finalised) {
     comm_.abandon();
     return;

@@ -13,7 +13,7 @@
 #include "core/hier/stage_slot.h"
 #include "core/log.h"
 #include "core/mpi/group_bootstrap.h"
-#include "core/mpi/leader_transport.h"
+#include "core/mpi/pmpi_transport.h"
 #include "core/mpi/pmpi_relay.h"
 #include "core/mpi/topology.h"
 #if MLXA2A_HAVE_VERBS
@@ -70,7 +70,7 @@ std::uint64_t pool_proposal() noexcept {
 
 }  // namespace
 
-HierEngine::HierEngine(const EngineSettings& s) : settings_(s) {}
+HierEngine::HierEngine(const EngineSettings& s) : settings_(s) { abilities_ = {this, this, this}; }
 
 HierEngine::~HierEngine() = default;
 
@@ -402,7 +402,7 @@ bool HierEngine::build(Setup& s) {
 #endif
     transport = std::move(s.rdma);
   } else if (s.lead) {
-    transport = std::make_unique<MpiLeaderTransport>(std::move(s.leaders), std::move(s.first_rank),
+    transport = std::make_unique<PmpiLeaderTransport>(std::move(s.leaders), std::move(s.first_rank),
                                                      s.req.oversubscribed, settings_.net.pmpi_piece);
   }
   const Status st = hier::HierAlltoall::create(*s.req.node_ids, s.leads, s.rank, s.stage_bytes,

@@ -57,7 +57,7 @@ class CallTimer {
   const AlltoallArgs* args_ = nullptr;
 };
 
-// A measured decision (core/mpi/tuning.cc): the candidates tried and their
+// A measured decision (core/mpi/team_tuner.cc): the candidates tried and their
 // agreed medians (max over ranks), in the same order.
 void note_decision(int comm_size, unsigned size_class, core::Route path,
                    std::span<const core::Route> candidates,

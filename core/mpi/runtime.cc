@@ -14,7 +14,7 @@
 #include "core/config/registry.h"
 #include "core/log.h"
 #include "core/mpi/build_info.h"
-#include "core/route/decide.h"
+#include "core/config/rules.h"
 #include "core/mpi/call.h"
 #include "core/mpi/comm_state.h"
 #include "core/mpi/counters.h"
@@ -25,9 +25,9 @@
 #endif
 #include "core/mpi/engine_pool.h"
 #include "core/mpi/job_stats.h"
-#include "core/mpi/leader_transport.h"
+#include "core/mpi/pmpi_transport.h"
 #include "core/mpi/stacking.h"
-#include "core/mpi/tuning.h"
+#include "core/mpi/team_tuner.h"
 #include "core/shm/options.h"
 #include "core/shm/segment.h"
 #include "core/wait_cpu.h"
@@ -162,7 +162,7 @@ void Runtime::refresh_pass_through() {
   const State s = state();
   const bool unseen = !trace() && !job_stats::enabled();
   const bool all_pmpi = s == State::Inactive || s == State::Finalised ||
-                        (s == State::Active && route::pmpi_for_every_size(settings_.tune));
+                        (s == State::Active && config::rules::pmpi_for_every_size(settings_.tune));
   detail::g_pass_through.store(unseen && all_pmpi, std::memory_order_relaxed);
 }
 
@@ -294,7 +294,7 @@ void Runtime::after_init() {
     // World's node map, once: communicators without a team of their own
     // derive from it (no discovery per communicator). Not where every size
     // goes to PMPI: no team is ever built then. Collective; agreed.
-    if (!route::pmpi_for_every_size(settings_.tune) &&
+    if (!config::rules::pmpi_for_every_size(settings_.tune) &&
         !discover_world_origin(settings_)) {
       MLXA2A_LOG(Info, "node discovery of MPI_COMM_WORLD failed at MPI_Init; each "
                        "communicator discovers its nodes at its first alltoall");

@@ -1,11 +1,11 @@
 // Route: the one name for how an MPI_Alltoall call is served - in the
-// decision (core/route/decide.h), the engines, the measured selection, the
+// decision (core/plan/plan.h), the engines, the measured selection, the
 // tune file, MLXA2A_DEBUG_TUNE_TIMES, MLXA2A_TUNE and the trace.
 //
 // Concrete routes (pmpi .. zcopy) are what a call runs on; shm and rdma also
 // name a family of them (the trace's path=, MLXA2A_TUNE), auto only a rule
 // of MLXA2A_TUNE. Adding a route is one enumerator here, its name in
-// route.cc, its place in the candidates (core/mpi/tuning.cc) and its case in
+// route.cc, its place in the candidates (core/mpi/team_tuner.cc) and its case in
 // the engine that runs it (core/mpi/shm_engine.cc, hier_engine.cc).
 #pragma once
 

@@ -4,7 +4,7 @@
 #include <bit>
 #include <cassert>
 
-namespace mlxa2a::core::tuning {
+namespace mlxa2a::core::tune {
 
 namespace {
 
@@ -256,4 +256,4 @@ void ClassTuner::schedule_event(std::uint64_t call) {
   next_event_ = call + 1 + draw(seed_, events_ + (std::uint64_t{revisions_} << 32)) % spacing_;
 }
 
-}  // namespace mlxa2a::core::tuning
+}  // namespace mlxa2a::core::tune

@@ -1,9 +1,9 @@
 // ClassTuner: the measured selection of one size class on one team, as a
-// pure state machine (MPI-free; core/mpi/tuning.cc runs its agreements).
+// pure state machine (MPI-free; core/mpi/team_tuner.cc runs its agreements).
 //
 // Trying. Calls are served in rounds: each round serves every candidate
 // once, in an order drawn per round from a PRNG seeded alike on every rank
-// (tuning::round_order), odd rounds the reverse of the round before, so no
+// (tune::round_order), odd rounds the reverse of the round before, so no
 // program period can lock onto a candidate and a period-2 program (in-place
 // and normal calls alternating) times every candidate on both kinds within
 // each pair of rounds. After min_rounds, and then every check_every rounds,
@@ -12,7 +12,7 @@
 // least kMargin below the other's and its upper quartile below the other's
 // lower one - or close to it (medians within kMargin; pmpi must be clearly
 // beaten), it is decided at once (early stop); after max_rounds
-// tuning::choose decides. A prior (a
+// tune::choose decides. A prior (a
 // neighbouring class's decision on this team) is served first and halves
 // the rounds, but never below kMinSamples: one sample per candidate let a
 // single preempted call decide (issue 26). At a look that decides nothing, a
@@ -20,7 +20,7 @@
 // best median) is retired: later rounds skip it, so a losing path's trials
 // cost little (its samples still count in the choice; probes still visit it).
 //
-// Warm-up (classes below 8 KiB per peer: tuning::unkept_for). A path's first
+// Warm-up (classes below 8 KiB per peer: tune::unkept_for). A path's first
 // calls at a new size pay one-time costs - page faults in pages of the
 // shared-memory engine's slots that no smaller size touched, in each of its
 // two slot sets (used by call parity) - that a program pays once, not per
@@ -32,7 +32,7 @@
 // between: an even number of engine calls, so its two calls use both slot
 // parities. The first look still comes after 4 rounds (2 kept samples).
 //
-// Lead-in calls (classes from 8 KiB per peer: tuning::unkept_for). A
+// Lead-in calls (classes from 8 KiB per peer: tune::unkept_for). A
 // candidate's first call after a call of another path pays for the switch
 // (on an oversubscribed node the copy path's trials measured 2-60 times its
 // steady state: bench/results/selection.md), which a program that keeps one
@@ -73,7 +73,7 @@
 
 #include "core/tune/trials.h"
 
-namespace mlxa2a::core::tuning {
+namespace mlxa2a::core::tune {
 
 class ClassTuner {
  public:
@@ -190,4 +190,4 @@ class ClassTuner {
   std::uint64_t spacing_ = kMinProbeSpacing, next_event_ = 0, events_ = 0;
 };
 
-}  // namespace mlxa2a::core::tuning
+}  // namespace mlxa2a::core::tune

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace mlxa2a::core::tuning {
+namespace mlxa2a::core::tune {
 
 void QuietPmpi::enter(std::uint64_t call) noexcept {
   on_ = true;
@@ -22,4 +22,4 @@ void QuietPmpi::agreed(bool any_pending, std::uint64_t call) noexcept {
   next_ = call + interval_;
 }
 
-}  // namespace mlxa2a::core::tuning
+}  // namespace mlxa2a::core::tune

@@ -20,14 +20,14 @@
 //     intervals up to 256 calls: about one allreduce per 256 calls in a
 //     steady state, and a new size class waits at most 256 calls.
 //
-// Contract: one instance per team (TeamTuning); calls are serialised by MPI
+// Contract: one instance per team (TeamTuner); calls are serialised by MPI
 // like the team's. `call` is the communicator's call number, equal on every
 // rank for the same call and increasing.
 #pragma once
 
 #include <cstdint>
 
-namespace mlxa2a::core::tuning {
+namespace mlxa2a::core::tune {
 
 class QuietPmpi {
  public:
@@ -58,4 +58,4 @@ class QuietPmpi {
   std::uint64_t agreements_ = 0;
 };
 
-}  // namespace mlxa2a::core::tuning
+}  // namespace mlxa2a::core::tune

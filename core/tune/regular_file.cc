@@ -11,7 +11,7 @@
 #include <fstream>
 #include <utility>
 
-namespace mlxa2a::core::tuning {
+namespace mlxa2a::core::tune {
 
 namespace {
 
@@ -201,4 +201,4 @@ bool replace_regular_file(const std::string& path, std::string_view text,
   return true;
 }
 
-}  // namespace mlxa2a::core::tuning
+}  // namespace mlxa2a::core::tune

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-namespace mlxa2a::core::tuning {
+namespace mlxa2a::core::tune {
 
 // What is at a path: nothing, or the regular file with this identity.
 struct FileIdentity {
@@ -44,4 +44,4 @@ bool read_regular_file(const std::string& path, std::size_t max_bytes, std::stri
 bool replace_regular_file(const std::string& path, std::string_view text,
                           const FileIdentity& expected, std::string* error);
 
-}  // namespace mlxa2a::core::tuning
+}  // namespace mlxa2a::core::tune

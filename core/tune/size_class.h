@@ -8,12 +8,12 @@
 
 #include "core/route/route.h"
 
-namespace mlxa2a::core::tuning {
+namespace mlxa2a::core::tune {
 
-// The routes' names, as tuning::to_string has always been spelled here.
+// The routes' names, as tune::to_string has always been spelled here.
 using core::to_string;
 
 inline constexpr unsigned kSizeClasses = 64;
 unsigned size_class(std::uint64_t bytes_per_peer);  // bytes_per_peer > 0
 
-}  // namespace mlxa2a::core::tuning
+}  // namespace mlxa2a::core::tune

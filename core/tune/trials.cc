@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-namespace mlxa2a::core::tuning {
+namespace mlxa2a::core::tune {
 
 namespace {
 
@@ -80,4 +80,4 @@ std::size_t choose(std::span<const Route> candidates, std::span<const double> me
   return best;
 }
 
-}  // namespace mlxa2a::core::tuning
+}  // namespace mlxa2a::core::tune

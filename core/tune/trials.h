@@ -10,7 +10,7 @@
 
 #include "core/tune/size_class.h"
 
-namespace mlxa2a::core::tuning {
+namespace mlxa2a::core::tune {
 
 // Keep PMPI unless a path is at least this much faster (issue 12: 5%).
 inline constexpr double kMargin = 0.05;
@@ -58,4 +58,4 @@ double quantile(std::vector<double> v, double q);
 std::size_t choose(std::span<const Route> candidates, std::span<const double> medians,
                    double margin = kMargin);
 
-}  // namespace mlxa2a::core::tuning
+}  // namespace mlxa2a::core::tune

@@ -4,7 +4,7 @@
 
 #include "core/config/parse.h"
 
-namespace mlxa2a::core::tuning {
+namespace mlxa2a::core::tune {
 
 namespace {
 
@@ -156,4 +156,4 @@ void TuneFile::set(const Layout& layout, unsigned cls, Route path) {
   entries_.push_back({layout, cls, path});
 }
 
-}  // namespace mlxa2a::core::tuning
+}  // namespace mlxa2a::core::tune

@@ -22,7 +22,7 @@
 #include "core/tune/size_class.h"
 #include "core/tune/regular_file.h"
 
-namespace mlxa2a::core::tuning {
+namespace mlxa2a::core::tune {
 
 struct Layout {
   std::string mpi;  // MPI family: ompi or mpich
@@ -79,4 +79,4 @@ class TuneFile {
   std::optional<Origin> origin_;    // set by load()
 };
 
-}  // namespace mlxa2a::core::tuning
+}  // namespace mlxa2a::core::tune

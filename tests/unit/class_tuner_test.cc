@@ -1,7 +1,7 @@
 // ClassTuner (core/tune/class_tuner.h): measured selection's state machine,
 // MPI-free. Several ranks are simulated in one process: each has its own
 // ClassTuner and clock, and an agreement is the element-wise MAX of their
-// local_stats(), as PMPI_Allreduce(MAX) gives in core/mpi/tuning.cc.
+// local_stats(), as PMPI_Allreduce(MAX) gives in core/mpi/team_tuner.cc.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 #include "core/config/fake_clock.h"
 #include "core/tune/class_tuner.h"
 
-namespace mlxa2a::core::tuning {
+namespace mlxa2a::core::tune {
 namespace {
 
 using C = Route;
@@ -486,4 +486,4 @@ TEST(ClassTuner, CheapCallsAgreeRarely) {
 }
 
 }  // namespace
-}  // namespace mlxa2a::core::tuning
+}  // namespace mlxa2a::core::tune

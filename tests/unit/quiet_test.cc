@@ -9,7 +9,7 @@
 
 #include "core/tune/quiet.h"
 
-namespace mlxa2a::core::tuning {
+namespace mlxa2a::core::tune {
 namespace {
 
 // The boundary calls after entering at `from`, none pending, up to `until`.
@@ -99,4 +99,4 @@ TEST(QuietPmpi, RanksLeaveTogetherWhenOneHeldAClass) {
 }
 
 }  // namespace
-}  // namespace mlxa2a::core::tuning
+}  // namespace mlxa2a::core::tune

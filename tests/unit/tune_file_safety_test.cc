@@ -16,7 +16,7 @@
 
 #include "core/tune/tune_file.h"
 
-namespace mlxa2a::core::tuning {
+namespace mlxa2a::core::tune {
 namespace {
 
 using C = Route;
@@ -224,4 +224,4 @@ TEST_F(TuneFileSafety, ModeFollowsTheUmask) {
 }
 
 }  // namespace
-}  // namespace mlxa2a::core::tuning
+}  // namespace mlxa2a::core::tune

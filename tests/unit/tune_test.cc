@@ -1,156 +1,214 @@
+// Measured selection, MPI-free parts (core/tune): samples, medians and
+// quartiles, the margin rule, the tune file and the test clock, plus the
+// switches that configure them. The per-class state machine (trial order,
+// early stop, revisions, skewed ranks): class_tuner_test.cc.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
-#include <string>
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <vector>
 
-#include "core/config/tune.h"
-#include "core/route/decide.h"
-#include "core/selection.h"
+#include "core/config/registry.h"
+#include "core/config/switches.h"
+#include "core/info/render.h"
+#include "core/tune/size_class.h"
+#include "core/config/fake_clock.h"
+#include "core/tune/trials.h"
+#include "core/tune/tune_file.h"
 
-namespace mlxa2a::core::config::tune {
+namespace mlxa2a::core::tune {
 namespace {
 
-Table parse_ok(std::string_view text) {
+using config::FakeClock;
+
+using C = Route;
+
+TEST(Tuning, SizeClassesArePowersOfTwo) {
+  EXPECT_EQ(size_class(1), 0u);
+  EXPECT_EQ(size_class(2), 1u);
+  EXPECT_EQ(size_class(3), 1u);
+  EXPECT_EQ(size_class(4096), 12u);
+  EXPECT_EQ(size_class(8191), 12u);
+  EXPECT_EQ(size_class(UINT64_MAX), 63u);
+}
+
+TEST(Tuning, CandidateNamesRoundTrip) {
+  for (std::size_t i = 0; i < kConcreteRoutes; ++i) {
+    const auto c = static_cast<Route>(i);
+    EXPECT_EQ(concrete_route_from_string(to_string(c)), c);
+  }
+  EXPECT_FALSE(concrete_route_from_string("shm"));
+}
+
+TEST(Tuning, CheapClassesTakeMoreSamples) {
+  EXPECT_EQ(samples_for(0, 3), 12u);
+  EXPECT_EQ(samples_for(12, 3), 12u);  // 4 KiB .. 8 KiB - 1
+  EXPECT_EQ(samples_for(13, 3), 3u);   // 8 KiB
+  EXPECT_EQ(samples_for(40, 3), 3u);
+  EXPECT_EQ(samples_for(0, 1), 4u);
+  EXPECT_EQ(samples_for(0, 30), 64u);  // capped
+  EXPECT_EQ(samples_for(20, 64), 64u);
+}
+
+TEST(Tuning, MedianIgnoresOneOutlier) {
+  EXPECT_EQ(median({3, 1000, 2}), 3);
+  EXPECT_EQ(median({5}), 5);
+  EXPECT_EQ(median({4, 1, 3, 2}), 2.5);
+}
+
+TEST(Tuning, PmpiStaysUnlessBeatenByTheMargin) {
+  const C list[] = {C::copy, C::pmpi, C::cma};
+  const double pmpi_wins[] = {4.0, 3.0, 5.0};
+  EXPECT_EQ(list[choose(list, pmpi_wins)], C::pmpi);
+  const double barely[] = {9.6, 10.0, 9.7};  // 4% faster: not enough
+  EXPECT_EQ(list[choose(list, barely)], C::pmpi);
+  const double enough[] = {9.5, 10.0, 9.7};  // exactly 5%
+  EXPECT_EQ(list[choose(list, enough)], C::copy);
+  const double cma_wins[] = {5.0, 10.0, 2.0};
+  EXPECT_EQ(list[choose(list, cma_wins)], C::cma);
+  const double tie[] = {2.0, 10.0, 2.0};  // the earlier (fixed rules' choice) wins ties
+  EXPECT_EQ(list[choose(list, tie)], C::copy);
+  const C no_pmpi[] = {C::line, C::copy};
+  const double close[] = {1.0, 0.99};
+  EXPECT_EQ(no_pmpi[choose(no_pmpi, close)], C::copy);
+}
+
+TEST(Tuning, QuantilesTakeTheNearestRank) {
+  EXPECT_EQ(quantile({2, 1}, 0.25), 1);
+  EXPECT_EQ(quantile({2, 1}, 0.75), 2);
+  EXPECT_EQ(quantile({3, 1, 2}, 0.25), 1);  // halves away from the median
+  EXPECT_EQ(quantile({3, 1, 2}, 0.75), 3);
+  EXPECT_EQ(quantile({4, 1, 3, 2}, 0.25), 2);
+  EXPECT_EQ(quantile({4, 1, 3, 2}, 0.75), 3);
+  EXPECT_EQ(quantile({8, 1, 7, 2, 6, 3, 5, 4}, 0.25), 3);
+  EXPECT_EQ(quantile({8, 1, 7, 2, 6, 3, 5, 4}, 0.75), 6);
+  EXPECT_EQ(quantile({5}, 0.75), 5);
+}
+
+TEST(Tuning, FakeClockPerRankOverridesEveryRank) {
+  const auto c = FakeClock::parse(" pmpi=5, copy=2 ; 1:copy=50 ;pmpi=7");
+  ASSERT_TRUE(c);
+  EXPECT_DOUBLE_EQ(*c->seconds(0, C::copy), 2e-6);
+  EXPECT_DOUBLE_EQ(*c->seconds(1, C::copy), 50e-6);
+  EXPECT_DOUBLE_EQ(*c->seconds(1, C::pmpi), 7e-6);  // later groups win
+  EXPECT_FALSE(c->seconds(0, C::line));               // timed for real
+  EXPECT_TRUE(FakeClock::parse("")->empty());
+}
+
+TEST(Tuning, FakeClockRejectsBadText) {
+  for (const char* bad : {"copy", "shm=1", "copy=-1", "copy=x", "-1:copy=1", "1:", "x:copy=1",
+                          "copy=1,,pmpi=2"}) {
+    EXPECT_FALSE(FakeClock::parse(bad)) << bad;
+  }
+}
+
+Layout layout(int ranks, bool oversubscribed = false) {
+  return Layout{"ompi", ranks, 1, ranks, oversubscribed};
+}
+
+TEST(Tuning, TuneFileRoundTrips) {
+  TuneFile f;
+  f.set(layout(4, true), 0, C::line);
+  f.set(layout(4, true), 10, C::copy);
+  f.set(Layout{"mpich", 6, 3, 2, false}, 20, C::hier);
+  f.set(layout(4, true), 10, C::pmpi);  // replaces
+  EXPECT_EQ(f.entries().size(), 3u);
   std::string error;
-  auto t = Table::parse(text, &error);
-  EXPECT_TRUE(t) << text << ": " << error;
-  return t ? *t : Table{};
+  const auto back = TuneFile::parse(f.format(), &error);
+  ASSERT_TRUE(back) << error;
+  EXPECT_EQ(*back, f);
+  EXPECT_EQ(back->lookup(layout(4, true), 10), C::pmpi);
+  EXPECT_FALSE(back->lookup(layout(4, false), 10));  // another layout
+  EXPECT_FALSE(back->lookup(layout(4, true), 11));
+
+  char name[] = "/tmp/mlxa2a-tune-test-XXXXXX";
+  const int fd = mkstemp(name);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  ASSERT_TRUE(f.save(name, &error)) << error;
+  const auto loaded = TuneFile::load(name, &error);
+  std::remove(name);
+  ASSERT_TRUE(loaded) << error;
+  EXPECT_EQ(*loaded, f);
+  const auto missing = TuneFile::load(std::string(name) + ".none", &error);
+  ASSERT_TRUE(missing);
+  EXPECT_TRUE(missing->entries().empty());
 }
 
-TEST(Tune, DefaultIsAutoEverywhere) {
-  Table t;
-  EXPECT_EQ(t.lookup(0), Route::auto_);
-  EXPECT_EQ(t.lookup(UINT64_MAX), Route::auto_);
-  EXPECT_EQ(t, parse_ok("auto"));
-  EXPECT_EQ(t.format(), "auto");
-}
-
-TEST(Tune, RangesAreHalfOpen) {
-  Table t = parse_ok("0-4K:shm#4K-inf:pmpi");
-  EXPECT_EQ(t.lookup(0), Route::shm);
-  EXPECT_EQ(t.lookup(4095), Route::shm);
-  EXPECT_EQ(t.lookup(4096), Route::pmpi);
-  EXPECT_EQ(t.lookup(UINT64_MAX), Route::pmpi);
-}
-
-TEST(Tune, LaterRulesWinAndGapsAreAuto) {
-  Table t = parse_ok("pmpi#16-128:shm#64-100:rdma");
-  EXPECT_EQ(t.lookup(15), Route::pmpi);
-  EXPECT_EQ(t.lookup(16), Route::shm);
-  EXPECT_EQ(t.lookup(64), Route::rdma);
-  EXPECT_EQ(t.lookup(99), Route::rdma);
-  EXPECT_EQ(t.lookup(100), Route::shm);
-  EXPECT_EQ(t.lookup(128), Route::pmpi);
-
-  Table gap = parse_ok("1K-2K:pmpi");
-  EXPECT_EQ(gap.lookup(0), Route::auto_);
-  EXPECT_EQ(gap.lookup(1024), Route::pmpi);
-  EXPECT_EQ(gap.lookup(2048), Route::auto_);
-}
-
-TEST(Tune, FormatRoundTrips) {
-  for (const char* text : {"0-4K:shm#4K-inf:pmpi", "pmpi", "16-1M:rdma#shm", " 0 - 64 : shm "}) {
-    Table t = parse_ok(text);
-    EXPECT_EQ(parse_ok(t.format()), t) << text << " -> " << t.format();
-  }
-}
-
-TEST(Tune, RejectsMalformedRules) {
-  for (const char* text : {"", "#", "fast", "0-4K", "0-4K:", "4K:shm", "4K-0:shm", "4K-4K:shm",
-                           "inf-inf:shm", "0-4Q:shm", "0-4K:shm#", "x-1:shm", "0-4K:shm:pmpi"}) {
+TEST(Tuning, TuneFileErrorsNameTheLine) {
+  const std::string good = "mpi=ompi ranks=4 nodes=1 ranks_per_node=4 oversubscribed=0 ";
+  const std::pair<std::string, const char*> bad[] = {
+      {good + "bytes=1K path=shm", "path must be"},
+      {good + "bytes=1000 path=copy", "power of two"},
+      {good + "bytes=0 path=copy", "power of two"},
+      {good + "path=copy", "bytes missing"},
+      {good + "bytes=1K path=copy speed=9", "unknown field"},
+      {good + "bytes=1K bytes=2K path=copy", "given twice"},
+      {"mpi=lam ranks=4 nodes=1 ranks_per_node=4 oversubscribed=0 bytes=1K path=copy", "mpi must"},
+      {"mpi=ompi ranks=4 nodes=5 ranks_per_node=4 oversubscribed=0 bytes=1K path=copy", "ranks"},
+      {"mpi=ompi ranks=4 nodes=1 ranks_per_node=4 oversubscribed=2 bytes=1K path=copy", "0 or 1"},
+  };
+  for (const auto& [text, why] : bad) {
     std::string error;
-    EXPECT_FALSE(Table::parse(text, &error)) << text;
-    EXPECT_FALSE(error.empty()) << text;
+    EXPECT_FALSE(TuneFile::parse("# header\n\n" + text + "\n", &error)) << text;
+    EXPECT_NE(error.find("line 3: "), std::string::npos) << error;
+    EXPECT_NE(error.find(why), std::string::npos) << error;
   }
+  std::string error;
+  const auto ok = TuneFile::parse(good + "bytes=64K path=cma  # measured\n", &error);
+  ASSERT_TRUE(ok) << error;
+  EXPECT_EQ(ok->lookup(layout(4), 16), C::cma);
 }
 
-struct Fixed {
-  Route path;  // the route's family: pmpi, shm or rdma
-  const char* reason;
-};
-
-// The fixed rules, asked through route::decide for a set-up team whose
-// engine compares no sizes and which measures nothing.
-Fixed select(std::uint64_t bytes, const Table& table, const Capabilities& caps) {
-  route::Query q;
-  q.bytes = bytes;
-  q.tune = &table;
-  q.measure = false;
-  q.team = route::Team::ready;
-  q.caps = caps;
-  q.engine = true;
-  q.engine_route = caps.shm ? Route::copy : caps.rdma ? Route::rdma : Route::hier;
-  q.tuning = route::Tuning::off;
-  const route::Answer a = route::decide(q);
-  EXPECT_EQ(a.next, route::Next::run);
-  return {family(a.route), a.reason};
+TEST(Tuning, SwitchesRejectBadValues) {
+  using config::Registry;
+  Registry r(config::all_switches());
+  r.load({{"MLXA2A_TUNE_SAMPLES", "65"}, {"MLXA2A_DEBUG_TUNE_TIMES", "copy=fast"}});
+  EXPECT_EQ(r.warnings().size(), 2u);
+  const config::Settings s = config::settings_from(r);
+  EXPECT_EQ(s.tune_samples, 3u);  // the default
+  EXPECT_EQ(s.debug_tune_times, "");
+  Registry neg(config::all_switches());
+  neg.load({{"MLXA2A_TUNE_SAMPLES", "-1"}});
+  EXPECT_EQ(neg.warnings().size(), 1u);
+  Registry good(config::all_switches());
+  good.load({{"MLXA2A_TUNE_SAMPLES", "0"}, {"MLXA2A_TUNE_FILE", "/tmp/t"},
+             {"MLXA2A_DEBUG_TUNE_TIMES", "pmpi=1;2:hier=3"}});
+  EXPECT_TRUE(good.warnings().empty());
+  const config::Settings g = config::settings_from(good);
+  EXPECT_EQ(g.tune_samples, 0u);
+  EXPECT_EQ(g.tune_file, "/tmp/t");
+  EXPECT_EQ(g.debug_tune_times, "pmpi=1;2:hier=3");
 }
 
-TEST(Selection, NeverPicksAnEngineTheTeamLacks) {
-  const Capabilities none{}, shm{true, false}, rdma{false, true};
-  EXPECT_EQ(select(8, Table{}, none).path, Route::pmpi);
-  EXPECT_EQ(select(8, Table{}, shm).path, Route::shm);
-  EXPECT_EQ(select(8, Table{}, rdma).path, Route::rdma);
-  EXPECT_EQ(select(8, parse_ok("shm"), rdma).path, Route::pmpi);
-  EXPECT_EQ(select(8, parse_ok("rdma"), shm).path, Route::pmpi);
-  EXPECT_EQ(select(8, parse_ok("pmpi"), shm).path, Route::pmpi);
-  EXPECT_EQ(select(8, parse_ok("0-4:pmpi"), shm).path, Route::shm);
-  // Why a team without engines falls through is traced; tests match on it.
-  const Capabilities multi{false, false, 2}, failed{false, false, 1};
-  EXPECT_EQ(select(8, Table{}, multi).path, Route::pmpi);
-  EXPECT_NE(std::string(select(8, Table{}, multi).reason).find("hierarchical set-up failed"),
-            std::string::npos);
-  EXPECT_NE(std::string(select(8, parse_ok("shm"), multi).reason).find("set-up failed"),
-            std::string::npos);
-  EXPECT_NE(std::string(select(8, Table{}, failed).reason).find("failed"), std::string::npos);
-  // A layout limit sends auto to PMPI from that size; an explicit shm rule wins.
-  Capabilities limited = shm;
-  limited.shm_auto_from = 256;
-  limited.shm_auto_limit = 512 * 1024;
-  EXPECT_EQ(select(255, Table{}, limited).path, Route::pmpi);
-  EXPECT_EQ(select(255, parse_ok("shm"), limited).path, Route::shm);
-  EXPECT_EQ(select(256, Table{}, limited).path, Route::shm);
-  EXPECT_EQ(select(512 * 1024 - 1, Table{}, limited).path, Route::shm);
-  EXPECT_EQ(select(512 * 1024, Table{}, limited).path, Route::pmpi);
-  EXPECT_EQ(select(512 * 1024, parse_ok("shm"), limited).path, Route::shm);
-  // Oversubscribed Open MPI: auto falls through once a rank moves 2 MiB in
-  // all (bytes per peer * ranks); MPICH, or a node with a core per rank, never.
-  Capabilities over4 = shm, over8 = shm, mpich = shm, cores = shm;
-  set_auto_ranges(over4, 4, true, true);
-  set_auto_ranges(over8, 8, true, true);
-  set_auto_ranges(mpich, 8, true, false);
-  set_auto_ranges(cores, 8, false, true);
-  EXPECT_EQ(select(512 * 1024 - 1, Table{}, over4).path, Route::shm);
-  EXPECT_EQ(select(512 * 1024, Table{}, over4).path, Route::pmpi);
-  EXPECT_EQ(select(256 * 1024 - 1, Table{}, over8).path, Route::shm);
-  EXPECT_EQ(select(256 * 1024, Table{}, over8).path, Route::pmpi);
-  EXPECT_EQ(select(256 * 1024, parse_ok("shm"), over8).path, Route::shm);
-  EXPECT_EQ(select(std::uint64_t{1} << 30, Table{}, mpich).path, Route::shm);
-  EXPECT_EQ(select(std::uint64_t{1} << 30, Table{}, cores).path, Route::shm);
-  // A multi-node team with the hierarchical engine: auto below its limit, an
-  // explicit shm rule at any size, and rdma wins when it is up.
-  Capabilities hier{false, false, 3, true};
-  hier.hier_auto_limit = 2048;
-  EXPECT_EQ(select(1, Table{}, hier).path, Route::shm);
-  EXPECT_EQ(select(2047, Table{}, hier).path, Route::shm);
-  EXPECT_EQ(select(2048, Table{}, hier).path, Route::pmpi);
-  EXPECT_NE(std::string(select(2048, Table{}, hier).reason).find("PMPI is faster"),
-            std::string::npos);
-  EXPECT_EQ(select(1 << 20, parse_ok("shm"), hier).path, Route::shm);
-  Capabilities sparse = hier;  // about one rank per node: auto stays on PMPI
-  sparse.hier_auto_limit = 0;
-  EXPECT_EQ(select(1, Table{}, sparse).path, Route::pmpi);
-  EXPECT_NE(std::string(select(1, Table{}, sparse).reason).find("nothing to aggregate"),
-            std::string::npos);
-  EXPECT_EQ(select(1, parse_ok("shm"), sparse).path, Route::shm);
-  EXPECT_EQ(select(8, parse_ok("rdma"), hier).path, Route::pmpi);
-  Capabilities both = hier;
-  both.rdma = true;
-  EXPECT_EQ(select(8, Table{}, both).path, Route::rdma);
-  for (auto caps : {none, shm, rdma, multi, failed, limited, hier}) {
-    EXPECT_NE(select(0, Table{}, caps).reason, nullptr);
-    EXPECT_NE(select(0, Table{}, caps).path, Route::auto_);
-  }
+// MLXA2A_TUNE_FILE's bad values are files that cannot be used: mlxa2a_info
+// says why (the runtime warns and runs the trials instead).
+TEST(Tuning, InfoListsATuneFileOrSaysWhyNot) {
+  char name[] = "/tmp/mlxa2a-tune-info-XXXXXX";
+  const int fd = mkstemp(name);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  TuneFile f;
+  f.set(layout(4, true), 10, C::copy);
+  std::string error;
+  ASSERT_TRUE(f.save(name, &error)) << error;
+  config::Registry r(config::all_switches());
+  r.load({{"MLXA2A_TUNE_FILE", name}});
+  const std::string listed = info::render_tune_file(r);
+  EXPECT_NE(listed.find("ompi ranks=4 nodes=1 ranks_per_node=4 oversubscribed: 1K-2K -> copy"),
+            std::string::npos)
+      << listed;
+  std::ofstream(name) << "mpi=ompi ranks=4\n";
+  const std::string broken = info::render_tune_file(r);
+  std::remove(name);
+  EXPECT_NE(broken.find("cannot be used"), std::string::npos) << broken;
+  EXPECT_NE(broken.find("line 1: field nodes missing"), std::string::npos) << broken;
+  config::Registry none(config::all_switches());
+  none.load({});
+  EXPECT_EQ(info::render_tune_file(none), "");
 }
 
 }  // namespace
-}  // namespace mlxa2a::core::config::tune
+}  // namespace mlxa2a::core::tune

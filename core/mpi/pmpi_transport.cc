@@ -1,4 +1,4 @@
-#include "core/mpi/leader_transport.h"
+#include "core/mpi/pmpi_transport.h"
 
 #include <sched.h>
 
@@ -53,7 +53,7 @@ LeaderMessageCounts leader_message_counts() noexcept {
   return {g_sends.load(std::memory_order_relaxed), g_messages.load(std::memory_order_relaxed)};
 }
 
-MpiLeaderTransport::MpiLeaderTransport(OwnedComm leaders, std::vector<int> first_rank,
+PmpiLeaderTransport::PmpiLeaderTransport(OwnedComm leaders, std::vector<int> first_rank,
                                        bool oversubscribed, std::size_t piece)
     : comm_(std::move(leaders)),
       first_rank_(std::move(first_rank)),
@@ -62,7 +62,7 @@ MpiLeaderTransport::MpiLeaderTransport(OwnedComm leaders, std::vector<int> first
   PMPI_Comm_set_errhandler(comm_.get(), MPI_ERRORS_RETURN);
 }
 
-MpiLeaderTransport::~MpiLeaderTransport() {
+PmpiLeaderTransport::~PmpiLeaderTransport() {
   if (Runtime::instance().state() == State::Finalised) {
     comm_.abandon();
     types_.abandon();
@@ -71,12 +71,12 @@ MpiLeaderTransport::~MpiLeaderTransport() {
   abandon_posted();  // before the areas they point into go
 }
 
-Status MpiLeaderTransport::exchange(std::span<const hier::Message> messages) noexcept {
+Status PmpiLeaderTransport::exchange(std::span<const hier::Message> messages) noexcept {
   if (Status st = post(messages); st != Status::ok) return st;
   return complete();
 }
 
-Status MpiLeaderTransport::post(std::span<const hier::Message> messages) noexcept {
+Status PmpiLeaderTransport::post(std::span<const hier::Message> messages) noexcept {
   // A previous call that failed between its post and its completion (a
   // local rank's failure ended it) left requests behind; waiting for them
   // could wait forever, so they are cancelled and released.
@@ -121,7 +121,7 @@ Status MpiLeaderTransport::post(std::span<const hier::Message> messages) noexcep
 // size (an erroneous program) sends no piece longer than its buffer; if it
 // sends another number of pieces, settle() evens them out, and the engine
 // finds the mismatch in the headers (core/hier/transport.h).
-bool MpiLeaderTransport::post_side(std::span<const hier::Message> messages, bool send,
+bool PmpiLeaderTransport::post_side(std::span<const hier::Message> messages, bool send,
                                    std::size_t& bounce_at) {
   for (const hier::Message& m : messages) {
     const int peer = first_rank_[static_cast<std::size_t>(m.node)] + m.leader;
@@ -172,7 +172,7 @@ bool MpiLeaderTransport::post_side(std::span<const hier::Message> messages, bool
   return true;
 }
 
-Status MpiLeaderTransport::complete() noexcept {
+Status PmpiLeaderTransport::complete() noexcept {
   if (requests_.empty()) return Status::ok;
   // Test rather than wait: an MPI that spins inside MPI_Waitall keeps the core
   // from the very peers it waits for when ranks outnumber cores. Each test
@@ -219,7 +219,7 @@ Status MpiLeaderTransport::complete() noexcept {
   }
 }
 
-bool MpiLeaderTransport::settle(bool all_done) noexcept {
+bool PmpiLeaderTransport::settle(bool all_done) noexcept {
   for (Incoming& in : incoming_) {
     if (in.settled) continue;
     if (!all_done) {
@@ -260,7 +260,7 @@ bool MpiLeaderTransport::settle(bool all_done) noexcept {
   return true;
 }
 
-void MpiLeaderTransport::abandon_posted() noexcept {
+void PmpiLeaderTransport::abandon_posted() noexcept {
   // The call has failed (the engine stops using this team's exchange):
   // receives not yet matched are cancelled so that no late message lands in
   // an area the team may reuse or unmap; the rest are released to MPI.

@@ -18,7 +18,7 @@
 
 #include "core/route/route.h"
 
-namespace mlxa2a::core::config::tune {
+namespace mlxa2a::core::config::rules {
 
 // A rule's route: one of the four names MLXA2A_TUNE accepts (Route::auto_,
 // shm, rdma, pmpi; core/route/route.h).
@@ -62,4 +62,10 @@ class Table {
   std::vector<Rule> disjoint_;  // sorted, non-overlapping, covers [0, inf)
 };
 
-}  // namespace mlxa2a::core::config::tune
+// Whether the table sends every size to PMPI: then no size is needed and no
+// team is built (a fast path the dispatcher may take before computing bytes).
+inline bool pmpi_for_every_size(const Table& t) {
+  return t.uniform() && t.lookup(0) == Route::pmpi;
+}
+
+}  // namespace mlxa2a::core::config::rules

@@ -1,4 +1,4 @@
-#include "core/mpi/tuning.h"
+#include "core/mpi/team_tuner.h"
 
 #include <algorithm>
 #include <chrono>
@@ -32,8 +32,8 @@ static_assert(std::size(kProbeReason) == kConcreteRoutes);
 // it); it is written back at the end.
 struct FileStore {
   std::mutex mutex;
-  tuning::TuneFile loaded;
-  tuning::TuneFile to_save;  // loaded (and where from) plus this run's decisions
+  tune::TuneFile loaded;
+  tune::TuneFile to_save;  // loaded (and where from) plus this run's decisions
 };
 FileStore& store() {
   static FileStore s;  // leaked-on-exit semantics are fine: plain memory
@@ -53,7 +53,7 @@ std::string_view tune_family() noexcept {
 void load_tune_file(const std::string& path) noexcept {
   try {
     std::string error;
-    auto file = tuning::TuneFile::load(path, &error);
+    auto file = tune::TuneFile::load(path, &error);
     if (!file) {
       MLXA2A_LOG(Warn, "MLXA2A_TUNE_FILE ignored (trials run instead; it is not replaced): %s", error.c_str());
       return;
@@ -79,7 +79,7 @@ void save_tune_file(const std::string& path) noexcept {
   }
 }
 
-TeamTuning::TeamTuning(const Team& team, const config::Settings& s, int world_rank)
+TeamTuner::TeamTuner(const Team& team, const config::Settings& s, int world_rank)
     : team_(team),
       layout_{std::string(tune_family()), team.size(), team.caps().nodes, team.ranks_per_node(),
               team.oversubscribed()},
@@ -87,18 +87,18 @@ TeamTuning::TeamTuning(const Team& team, const config::Settings& s, int world_ra
       use_file_(!s.tune_file.empty()),
       world_rank_(world_rank),
       fake_(config::FakeClock::parse(s.debug_tune_times).value_or(config::FakeClock{})) {
-  for (const config::tune::Rule& r : s.tune.rules()) {
+  for (const config::rules::Rule& r : s.tune.rules()) {
     engine_rules_ |= r.route == Route::shm || r.route == Route::rdma;
   }
 }
 
-std::unique_ptr<TeamTuning> TeamTuning::create(const Team& team, const config::Settings& s,
+std::unique_ptr<TeamTuner> TeamTuner::create(const Team& team, const config::Settings& s,
                                                int world_rank) noexcept {
   const bool engine = (team.caps().shm && team.engine_is(EngineProps::Kind::node)) ||
                       (team.caps().hier && team.engine_is(EngineProps::Kind::hier));
   if (s.tune_samples == 0 || team.size() < 2 || !engine) return nullptr;
   try {
-    return std::unique_ptr<TeamTuning>(new TeamTuning(team, s, world_rank));
+    return std::unique_ptr<TeamTuner>(new TeamTuner(team, s, world_rank));
   } catch (...) {
     // Allocation only. This rank then follows the fixed rules while its peers
     // tune: out of memory the job is lost anyway; this keeps the exception
@@ -109,7 +109,7 @@ std::unique_ptr<TeamTuning> TeamTuning::create(const Team& team, const config::S
 
 // The fixed rules' choice first, then the others in a fixed order. Only the
 // team's agreed properties enter, so the list is the same on every rank.
-std::vector<Route> TeamTuning::candidates(unsigned cls, Route fixed) const {
+std::vector<Route> TeamTuner::candidates(unsigned cls, Route fixed) const {
   std::vector<Route> list;
   auto add = [&](Route c) {
     if (std::find(list.begin(), list.end(), c) == list.end()) list.push_back(c);
@@ -138,7 +138,7 @@ std::vector<Route> TeamTuning::candidates(unsigned cls, Route fixed) const {
   return list;
 }
 
-bool TeamTuning::decided_by_file(unsigned cls, ClassState& cs, const std::vector<Route>& list,
+bool TeamTuner::decided_by_file(unsigned cls, ClassState& cs, const std::vector<Route>& list,
                                  MPI_Comm comm) {
   int index = -1;
   {
@@ -161,16 +161,16 @@ bool TeamTuning::decided_by_file(unsigned cls, ClassState& cs, const std::vector
   return true;
 }
 
-bool TeamTuning::begin_is_collective(std::uint64_t bytes) const noexcept {
-  return use_file_ && classes_[tuning::size_class(bytes)].phase == ClassState::Phase::fresh;
+bool TeamTuner::begin_is_collective(std::uint64_t bytes) const noexcept {
+  return use_file_ && classes_[tune::size_class(bytes)].phase == ClassState::Phase::fresh;
 }
 
 // A neighbouring class's decision on this team, if it is a candidate here:
 // the index in list, else -1. Decisions are agreed, so this is equal on all
 // ranks.
-int TeamTuning::prior(unsigned cls, const std::vector<Route>& list) const {
+int TeamTuner::prior(unsigned cls, const std::vector<Route>& list) const {
   for (const unsigned near : {cls - 1, cls + 1}) {
-    if (near >= tuning::kSizeClasses || classes_[near].phase != ClassState::Phase::decided) {
+    if (near >= tune::kSizeClasses || classes_[near].phase != ClassState::Phase::decided) {
       continue;
     }
     const auto it = std::find(list.begin(), list.end(), classes_[near].path);
@@ -179,10 +179,10 @@ int TeamTuning::prior(unsigned cls, const std::vector<Route>& list) const {
   return -1;
 }
 
-TeamTuning::Step TeamTuning::begin(std::uint64_t bytes, Route fixed, std::uint64_t call,
+TeamTuner::Step TeamTuner::begin(std::uint64_t bytes, Route fixed, std::uint64_t call,
                                    MPI_Comm comm) noexcept {
   constexpr std::uint64_t kForever = UINT64_MAX;
-  const unsigned cls = tuning::size_class(bytes);
+  const unsigned cls = tune::size_class(bytes);
   ClassState& cs = classes_[cls];
   if (cs.phase == ClassState::Phase::fresh) {
     try {
@@ -192,14 +192,14 @@ TeamTuning::Step TeamTuning::begin(std::uint64_t bytes, Route fixed, std::uint64
       }
       // The class index seeds the trial order: equal on every rank, and
       // classes of one team do not all share one order.
-      cs.tuner = std::make_unique<tuning::ClassTuner>(list, tuning::samples_for(cls, samples_),
+      cs.tuner = std::make_unique<tune::ClassTuner>(list, tune::samples_for(cls, samples_),
                                                       prior(cls, list), 0x6d6c7861u + cls,
-                                                      tuning::unkept_for(cls));
+                                                      tune::unkept_for(cls));
       cs.phase = ClassState::Phase::trying;
     } catch (...) {
       // Allocation only (as in create()): out of memory the job is lost
       // anyway; this keeps the exception from crossing MPI_Alltoall.
-      return {fixed, false, false, "tuning: out of memory, fixed rules", 0};
+      return {fixed, false, false, "tuning: out of memory, fixed rules", 0, true};
     }
   }
   if (!cs.tuner) return {cs.path, false, false, cs.reason().c_str(), kForever};
@@ -209,10 +209,10 @@ TeamTuning::Step TeamTuning::begin(std::uint64_t bytes, Route fixed, std::uint64
     try {
       cs.tuner->set_prior(prior(cls, candidates(cls, fixed)));
     } catch (...) {
-      return {fixed, false, false, "tuning: out of memory, fixed rules", 0};
+      return {fixed, false, false, "tuning: out of memory, fixed rules", 0, true};
     }
   }
-  const tuning::ClassTuner::Step s = cs.tuner->next(call);
+  const tune::ClassTuner::Step s = cs.tuner->next(call);
   const auto i = static_cast<std::size_t>(s.path);
   const char* reason = !cs.tuner->decided() ? kTrialReason[i]
                        : s.trial            ? kProbeReason[i]
@@ -220,8 +220,8 @@ TeamTuning::Step TeamTuning::begin(std::uint64_t bytes, Route fixed, std::uint64
   return {s.path, s.timed, s.trial, reason, cs.tuner->next_event()};
 }
 
-double TeamTuning::finish_trial(std::uint64_t bytes, double seconds, MPI_Comm comm) noexcept {
-  const unsigned cls = tuning::size_class(bytes);
+double TeamTuner::finish_trial(std::uint64_t bytes, double seconds, MPI_Comm comm) noexcept {
+  const unsigned cls = tune::size_class(bytes);
   ClassState& cs = classes_[cls];
   if (!cs.tuner) return -1;
   try {
@@ -246,7 +246,7 @@ double TeamTuning::finish_trial(std::uint64_t bytes, double seconds, MPI_Comm co
 // team checked for good), on a multi-node team whose engine still runs and
 // whose MLXA2A_TUNE rules send no size to an engine unmeasured. The same on
 // every rank after the same agreements.
-bool TeamTuning::quiet_eligible() const noexcept {
+bool TeamTuner::quiet_eligible() const noexcept {
   if (engine_rules_ || !team_.engine_is(EngineProps::Kind::hier) || team_.contained()) {
     return false;
   }
@@ -256,7 +256,7 @@ bool TeamTuning::quiet_eligible() const noexcept {
   return true;
 }
 
-bool TeamTuning::quiet(std::uint64_t call, MPI_Comm comm, bool trace) noexcept {
+bool TeamTuner::quiet(std::uint64_t call, MPI_Comm comm, bool trace) noexcept {
   if (!quiet_.on()) {
     // Entered only at the first call after an agreement decided a class,
     // which every rank runs at the same call (quiet.h). Not after a trial:
@@ -281,8 +281,8 @@ bool TeamTuning::quiet(std::uint64_t call, MPI_Comm comm, bool trace) noexcept {
   return quiet_.on();
 }
 
-bool TeamTuning::quiet_serves(std::uint64_t bytes, const char** reason) noexcept {
-  ClassState& cs = classes_[tuning::size_class(bytes)];
+bool TeamTuner::quiet_serves(std::uint64_t bytes, const char** reason) noexcept {
+  ClassState& cs = classes_[tune::size_class(bytes)];
   if (cs.phase == ClassState::Phase::decided && cs.path == Route::pmpi) {
     *reason = cs.reason().c_str();
     return true;
@@ -292,7 +292,7 @@ bool TeamTuning::quiet_serves(std::uint64_t bytes, const char** reason) noexcept
   return false;
 }
 
-void TeamTuning::agree(unsigned cls, ClassState& cs, MPI_Comm comm, double* agreement_seconds) {
+void TeamTuner::agree(unsigned cls, ClassState& cs, MPI_Comm comm, double* agreement_seconds) {
   const std::vector<double> local = cs.tuner->local_stats();
   std::vector<double> agreed(local.size(), 0.0);
   const auto t0 = std::chrono::steady_clock::now();
@@ -313,7 +313,7 @@ void TeamTuning::agree(unsigned cls, ClassState& cs, MPI_Comm comm, double* agre
     engine_rules_ = true;  // this rank cannot know its peers' state: never quiet
     return;
   }
-  using Outcome = tuning::ClassTuner::Outcome;
+  using Outcome = tune::ClassTuner::Outcome;
   const Outcome outcome = cs.tuner->agree(agreed);
   if (outcome == Outcome::undecided || outcome == Outcome::kept) return;
   cs.phase = ClassState::Phase::decided;
@@ -334,8 +334,8 @@ void TeamTuning::agree(unsigned cls, ClassState& cs, MPI_Comm comm, double* agre
 }
 
 // The trace's reason for the decided path's calls.
-void TeamTuning::describe(ClassState& cs, double agreement_seconds) {
-  const tuning::ClassTuner& t = *cs.tuner;
+void TeamTuner::describe(ClassState& cs, double agreement_seconds) {
+  const tune::ClassTuner& t = *cs.tuner;
   const auto list = t.candidates();
   char buf[96];
   cs.reason() = "tuned: " + std::string(to_string(cs.path)) + " (max-over-ranks medians us:";

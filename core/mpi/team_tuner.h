@@ -1,6 +1,6 @@
-// TeamTuning: measured path selection for one team (docs/tune.md).
+// TeamTuner: measured path selection for one team (docs/tune.md).
 //
-// Per size class (tuning::size_class) a team goes through three phases:
+// Per size class (tune::size_class) a team goes through three phases:
 //   fresh    -> its first call. With MLXA2A_TUNE_FILE set, one PMPI_Allreduce
 //               checks that every rank holds the same decision for this
 //               layout and class; if so the class is decided for good (no
@@ -8,14 +8,14 @@
 //   trying   -> calls are served by the candidates in rounds and timed; at a
 //   decided     round's end now and then, and in steady state now and then,
 //               one PMPI_Allreduce (MAX of per-candidate quartiles and
-//               medians) agrees; tuning::ClassTuner (core/tune/class_tuner.h,
+//               medians) agrees; tune::ClassTuner (core/tune/class_tuner.h,
 //               MPI-free) decides, stops early, probes and revises.
 // Every input is equal on all ranks (bytes per peer, the class's call count,
 // the communicator's call index, the team's agreed engine properties,
 // all-equal switches), so every rank enters each allreduce at the same call
 // and ends with the same decision.
 //
-// Thread safety: a TeamTuning belongs to one communicator's CommState, whose
+// Thread safety: a TeamTuner belongs to one communicator's CommState, whose
 // calls MPI serialises. The process-wide tune file store is mutex-guarded.
 // Nothing here throws out of a noexcept function.
 #pragma once
@@ -39,21 +39,22 @@ namespace mlxa2a::core::mpi {
 
 class Team;
 
-class TeamTuning {
+class TeamTuner {
  public:
   // nullptr when there is nothing to choose: MLXA2A_TUNE_SAMPLES=0, a team
   // of one rank, or no engine. Local; team must have completed its set-up.
-  static std::unique_ptr<TeamTuning> create(const Team& team, const config::Settings& settings,
+  static std::unique_ptr<TeamTuner> create(const Team& team, const config::Settings& settings,
                                             int world_rank) noexcept;
 
   struct Step {
     Route path;
     bool timed;          // time the call and pass its duration to finish_trial()
     bool trial;          // a trial, or a probe of a path other than the decided one
-    const char* reason;  // for the trace; valid while this TeamTuning lives
+    const char* reason;  // for the trace; valid while this TeamTuner lives
     // Calls of this size with comm call index below this may repeat the path
     // without begin() (a memo); 0: none may.
     std::uint64_t repeat_until;
+    bool fixed = false;  // the fixed rules' route: selection could not run (out of memory)
   };
   // The path of one call of bytes_per_peer (> 0) bytes; `fixed` is what the
   // fixed rules choose for it (tried first); call: the call's index among
@@ -92,15 +93,15 @@ class TeamTuning {
   // with the check beside PMPI only where it cannot.
   bool quiet_eligible() const noexcept;
 
-  TeamTuning(const TeamTuning&) = delete;
-  TeamTuning& operator=(const TeamTuning&) = delete;
+  TeamTuner(const TeamTuner&) = delete;
+  TeamTuner& operator=(const TeamTuner&) = delete;
 
  private:
-  TeamTuning(const Team& team, const config::Settings& settings, int world_rank);
+  TeamTuner(const Team& team, const config::Settings& settings, int world_rank);
   struct ClassState {
     enum class Phase : std::uint8_t { fresh, trying, decided } phase = Phase::fresh;
     Route path = Route::pmpi;
-    std::unique_ptr<tuning::ClassTuner> tuner;  // trying, or decided by measurement
+    std::unique_ptr<tune::ClassTuner> tuner;  // trying, or decided by measurement
     // A revision writes the other one: a memo may still point at the old
     // text (it is expired by then; this keeps it valid anyway).
     std::string reasons[2];
@@ -115,19 +116,19 @@ class TeamTuning {
   void agree(unsigned size_class, ClassState& cs, MPI_Comm comm, double* agreement_seconds);
 
   const Team& team_;
-  tuning::Layout layout_;
+  tune::Layout layout_;
   unsigned samples_;
   bool use_file_;
   int world_rank_;
   config::FakeClock fake_;
-  std::array<ClassState, tuning::kSizeClasses> classes_;
+  std::array<ClassState, tune::kSizeClasses> classes_;
   // Quiet PMPI: possible only without MLXA2A_TUNE rules that force an
   // engine (their sizes reach it unmeasured); decisions_ counts agreed
   // decisions, quiet_seen_ the count quiet() last looked at.
   bool engine_rules_ = false;
   std::uint64_t decisions_ = 0;
   std::uint64_t quiet_seen_ = 0;
-  tuning::QuietPmpi quiet_;
+  tune::QuietPmpi quiet_;
 };
 
 // The process's tune file (MLXA2A_TUNE_FILE): loaded once at initialisation,

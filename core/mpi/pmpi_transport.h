@@ -53,14 +53,14 @@ struct LeaderMessageCounts {
 };
 LeaderMessageCounts leader_message_counts() noexcept;
 
-class MpiLeaderTransport final : public hier::LeaderTransport {
+class PmpiLeaderTransport final : public hier::LeaderTransport {
  public:
   // piece: data bytes per MPI message at most (>= 64), alike on every leader.
-  MpiLeaderTransport(OwnedComm leaders, std::vector<int> first_rank, bool oversubscribed,
+  PmpiLeaderTransport(OwnedComm leaders, std::vector<int> first_rank, bool oversubscribed,
                      std::size_t piece);
-  ~MpiLeaderTransport() override;
-  MpiLeaderTransport(const MpiLeaderTransport&) = delete;
-  MpiLeaderTransport& operator=(const MpiLeaderTransport&) = delete;
+  ~PmpiLeaderTransport() override;
+  PmpiLeaderTransport(const PmpiLeaderTransport&) = delete;
+  PmpiLeaderTransport& operator=(const PmpiLeaderTransport&) = delete;
   Status exchange(std::span<const hier::Message> messages) noexcept override;
   Status post(std::span<const hier::Message> messages) noexcept override;
   Status complete() noexcept override;
@@ -99,7 +99,7 @@ class MpiLeaderTransport final : public hier::LeaderTransport {
   std::vector<Incoming> incoming_;
   std::vector<MPI_Request> requests_;  // posted and not yet complete
   HeadedTypes types_;                  // header + first data piece, per message
-  // Small sends' header + data, copied contiguous (leader_transport.cc,
+  // Small sends' header + data, copied contiguous (pmpi_transport.cc,
   // kBounceMax); valid until the next post(), which comes after complete().
   std::vector<char> bounce_;
   std::vector<char> retired_bounce_;  // of an abandoned post (abandon_posted)

@@ -1,11 +1,11 @@
-#include "core/config/tune.h"
+#include "core/config/rules.h"
 
 #include <algorithm>
 #include <set>
 
 #include "core/config/parse.h"
 
-namespace mlxa2a::core::config::tune {
+namespace mlxa2a::core::config::rules {
 
 std::optional<Route> rule_route_from_string(std::string_view s) {
   const auto r = route_from_string(s);
@@ -103,4 +103,4 @@ std::string Table::format() const {
   return out.empty() ? std::string("auto") : out;
 }
 
-}  // namespace mlxa2a::core::config::tune
+}  // namespace mlxa2a::core::config::rules
