@@ -51,8 +51,8 @@ std::string page7(const config::Registry& r, std::string_view version) {
   out += man_switch_list(r);
   out +=
       ".SH FILES\n"
-      ".TP\n.IR MLXA2A_TUNE_SITE_DIR /tune\-ompi.txt,\ tune\-mpich.txt\n"
-      "The site tune file of each MPI family, made by\n.BR mlxa2a\-tune (1)\n"
+      ".TP\n.IR MLXA2A_TUNE_SITE_DIR /tune\\-ompi.txt,\\ tune\\-mpich.txt\n"
+      "The site tune file of each MPI family, made by\n.BR mlxa2a\\-tune (1)\n"
       "and read by every job when MLXA2A_TUNE_FILE is unset: its size classes run no\n"
       "trials. A file made with another build, MPI, HCA firmware or layout is ignored,\n"
       "with one warning.\n"
