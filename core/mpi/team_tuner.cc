@@ -297,6 +297,9 @@ const ShareKey* TeamTuner::share_key(MPI_Comm comm) {
 // why every rank finds the same one), if it is a candidate here. Local.
 bool TeamTuner::decided_by_share(unsigned cls, ClassState& cs, const std::vector<Route>& list,
                                   MPI_Comm comm) {
+  // Nothing shared on this rank: a miss on every rank (an entry here or
+  // there would be on all of them, tune_store.h), without the key's cost.
+  if (!share_ || !shared_decisions_exist()) return false;
   const ShareKey* key = share_key(comm);
   const auto path = key ? shared_decision(*key, cls) : std::nullopt;
   if (!path || std::find(list.begin(), list.end(), *path) == list.end()) return false;

@@ -207,4 +207,9 @@ std::optional<Route> shared_decision(const ShareKey& key, unsigned cls) noexcept
   }
 }
 
+bool shared_decisions_exist() noexcept {
+  std::lock_guard lock(store().mutex);
+  return !store().shared.empty();
+}
+
 }  // namespace mlxa2a::core::mpi

@@ -85,5 +85,8 @@ bool tune_store_shares() noexcept;
 // Threads break the argument (two communicators' calls may interleave in
 // any order), so under MPI_THREAD_MULTIPLE on any rank nothing is shared.
 std::optional<Route> shared_decision(const ShareKey& key, unsigned size_class) noexcept;
+// Whether any team of this process shared a decision yet (then a new team
+// computes its key; with none, every lookup would miss on every rank).
+bool shared_decisions_exist() noexcept;
 
 }  // namespace mlxa2a::core::mpi
