@@ -96,8 +96,14 @@ void open_tune_store(const config::Settings& s, bool any_site_file, bool share,
     std::string error;
     auto file = tune::TuneFile::load(st.path, &error);
     if (!file) {
-      MLXA2A_LOG(Warn, "%s ignored (trials run instead; it is not replaced): %s", what,
-                 error.c_str());
+      // MLXA2A_TUNE_FILE: every rank says so, as before; the site file (the
+      // same on every node, usually): world rank 0.
+      if (!st.site || world_rank == 0) {
+        MLXA2A_LOG(Warn, "%s ignored (trials run instead; it is not replaced): %s", what,
+                   error.c_str());
+      } else {
+        MLXA2A_LOG(Debug, "%s ignored: %s", what, error.c_str());
+      }
       return;
     }
     st.loaded = *file;
