@@ -16,6 +16,9 @@
 // with one leader per node posting N-1 = 22 writes of 32 x 32 x m bytes.
 // Also: fan-out and memcpy from memory out of this core's caches (the *Cold
 // variants), as the engine reads an out-area a NIC has just written.
+// Unvalidated: the same kind of figures, played out on UCC tl/mlx5's published
+// algorithm by bench/schedule_sim.py, give 0.14-0.36 of its published times
+// (bench/results/scale.md), so this prediction is not evidence either.
 // Run: build/bench/model_bench [--benchmark_repetitions=5]
 #include <benchmark/benchmark.h>
 

@@ -1,5 +1,5 @@
 // A team's agreed capabilities and the size ranges in which the fixed rules
-// (core/route/decide.cc) route its calls to an engine.
+// (core/plan/decide.cc) route its calls to an engine.
 //
 // Every field must be identical on all ranks of the communicator (agreed with
 // one allreduce per team), so that no two ranks ever take different routes.

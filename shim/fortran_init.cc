@@ -7,7 +7,7 @@
 #include <mpi.h>
 
 #include "core/mpi/abi.h"
-#include "core/mpi/dispatch.h"
+#include "core/mpi/lifecycle.h"
 #include "shim/fortran.h"
 
 namespace {

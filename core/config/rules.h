@@ -62,4 +62,10 @@ class Table {
   std::vector<Rule> disjoint_;  // sorted, non-overlapping, covers [0, inf)
 };
 
+// Whether the table sends every size to PMPI: then no size is needed and no
+// team is built (a fast path the dispatcher may take before computing bytes).
+inline bool pmpi_for_every_size(const Table& t) {
+  return t.uniform() && t.lookup(0) == Route::pmpi;
+}
+
 }  // namespace mlxa2a::core::config::rules

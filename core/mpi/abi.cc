@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/mpi/dispatch.h"
+#include "core/mpi/lifecycle.h"
 #include "core/mpi/runtime.h"
 #include "core/mpi/stacking.h"
 
@@ -166,6 +167,14 @@ bool family_ok() noexcept {
 }
 
 unsigned pmpi_alltoall_entries() noexcept { return t_pmpi_entries; }
+
+void refresh_fast_alltoall(bool pass_through) noexcept {
+  const HandOn& h = g_hand_on;
+  // The symbol mpi_own().alltoall was resolved from, taking raw handles.
+  static const auto own = reinterpret_cast<RawAlltoallFn>(mpi_own_symbol("PMPI_Alltoall"));
+  const bool fast = pass_through && !h.foreign && !h.alltoall && own;
+  detail::g_fast_alltoall.store(fast ? own : nullptr, std::memory_order_relaxed);
+}
 
 int alltoall_entry(const RawAlltoallArgs& a) noexcept {
   if (const ForeignAlltoall next = g_hand_on.alltoall) [[unlikely]] return hand_on_alltoall(next, a);

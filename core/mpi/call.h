@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <string>
 
 #include "core/mpi/stacking.h"
 
@@ -44,6 +45,25 @@ struct PathCounts {
   double agreement_seconds = 0;
 };
 PathCounts thread_path_counts() noexcept;
+
+// What can be read off a call before it is routed (core/mpi/dispatch.cc).
+// Why PMPI must judge arguments that cannot be inspected safely (null
+// handles, negative counts, MPI_IN_PLACE as the receive buffer, aliased
+// buffers); nullptr when they can.
+const char* invalid_argument(const AlltoallArgs& a) noexcept;
+// The receive signature's bytes per peer into *bytes; why PMPI decides
+// instead when it cannot be known.
+const char* receive_bytes(const AlltoallArgs& a, std::uint64_t* bytes) noexcept;
+// Whether this rank's send signature carries bytes per peer, as its receive
+// signature does; when not, *send_bytes: the send size per peer when known,
+// else bytes + 1 (a value no correct peer announces). Rank-local.
+bool sizes_match(const AlltoallArgs& a, std::uint64_t bytes, std::uint64_t* send_bytes) noexcept;
+// Contiguous buffers of plain named types, separate: the engine takes them
+// as they are, and a later call with the same signature may repeat the
+// decision (CommState::Repeat).
+bool plain_call(const AlltoallArgs& a, std::uint64_t bytes) noexcept;
+// The communicator's name for traces ("comm#<f2c>" when it has none).
+std::string comm_label(MPI_Comm comm);
 
 namespace detail {
 // This thread's counts. initial-exec as ReentryGuard's (runtime.h).

@@ -50,8 +50,9 @@ struct CommState {
     std::int64_t recvcount = 0;
     std::uint64_t bytes = 0;
     const char* reason = nullptr;  // the selection's, for the trace
-    // The route decided (core/route/decide.h) or measured: pmpi or an engine's.
+    // The route decided (core/plan/plan.h) or measured: pmpi or an engine's.
     Route route = Route::pmpi;
+    const char* suffix = "";  // the trace's, after the reason (plan::Plan::suffix)
     // A measured decision still sampled (core/tune/class_tuner.h): the memo
     // serves only calls whose index (*calls + 1, equal on every rank) is
     // below until; that call goes back to selection on every rank.

@@ -46,14 +46,4 @@ inline int serve_inline(const AlltoallArgs& a) noexcept {
 inline int alltoall(const AlltoallArgs& a) noexcept {
   return served_inline() ? serve_inline(a) : detail::dispatch_alltoall(a);
 }
-int comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) noexcept;
-
-// Lifecycle: call the PMPI function, then let the runtime initialise.
-int init(int* argc, char*** argv) noexcept;
-int init_thread(int* argc, char*** argv, int required, int* provided) noexcept;
-int finalize() noexcept;
-// For wrappers that call the MPI library's own entry point (Fortran): run the
-// runtime's initialisation after it returned rc.
-void after_init(int rc) noexcept;
-
 }  // namespace mlxa2a::core::mpi

@@ -3,7 +3,7 @@
 // on a one-rank communicator), and the PMPI calls made beside its size check.
 //
 // Contract
-// * Called only for an engine route (core/route/decide.h), which every rank of the
+// * Called only for an engine route (core/plan/plan.h), which every rank of the
 //   communicator does for the same call; so it must take part in the engine
 //   on every rank whatever its local arguments look like. Rank-local
 //   differences are absorbed here: MPI_IN_PLACE (the receive buffer is copied
@@ -29,7 +29,7 @@
 
 namespace mlxa2a::core::mpi {
 
-// route: the engine route decided (core/route/decide.h, or measured), one of
+// route: the engine route decided (core/plan/plan.h, or measured), one of
 // the engine's own (Engine::run); a route it cannot take runs as its default.
 int engine_alltoall(const AlltoallArgs& args, Team& team, std::uint64_t bytes_per_peer,
                  Route route) noexcept;

@@ -14,7 +14,7 @@
 #include "core/config/registry.h"
 #include "core/log.h"
 #include "core/mpi/build_info.h"
-#include "core/route/decide.h"
+#include "core/config/rules.h"
 #include "core/mpi/call.h"
 #include "core/mpi/comm_state.h"
 #include "core/mpi/counters.h"
@@ -35,8 +35,6 @@
 #include "core/hier/phases.h"
 
 namespace mlxa2a::core::mpi {
-
-constinit thread_local int ReentryGuard::depth_ __attribute__((tls_model("initial-exec"))) = 0;
 
 namespace {
 
@@ -163,8 +161,9 @@ void Runtime::refresh_pass_through() {
   const State s = state();
   const bool unseen = !trace() && !job_stats::enabled();
   const bool all_pmpi = s == State::Inactive || s == State::Finalised ||
-                        (s == State::Active && route::pmpi_for_every_size(settings_.tune));
+                        (s == State::Active && config::rules::pmpi_for_every_size(settings_.tune));
   detail::g_pass_through.store(unseen && all_pmpi, std::memory_order_relaxed);
+  refresh_fast_alltoall(unseen && all_pmpi);
 }
 
 void Runtime::note_stacking() {
@@ -305,7 +304,7 @@ void Runtime::after_init() {
     // World's node map, once: communicators without a team of their own
     // derive from it (no discovery per communicator). Not where every size
     // goes to PMPI: no team is ever built then. Collective; agreed.
-    if (!route::pmpi_for_every_size(settings_.tune)) {
+    if (!config::rules::pmpi_for_every_size(settings_.tune)) {
       if (!discover_world_origin(settings_)) {
         MLXA2A_LOG(Info, "node discovery of MPI_COMM_WORLD failed at MPI_Init; each "
                          "communicator discovers its nodes at its first alltoall");
@@ -394,13 +393,16 @@ void Runtime::before_finalize() {
                static_cast<unsigned long long>(c.pmpi), static_cast<unsigned long long>(c.shm));
     const RdmaCounters r = rdma_counters();
     log::trace("stats rdma: calls=%llu writes_posted=%llu bytes_written=%llu qps_created=%llu "
-               "qps_live=%ld mrs_live=%ld relayed=%llu setup_bytes=%llu setup_collectives=%llu",
+               "qps_live=%ld mrs_live=%ld relayed=%llu setup_bytes=%llu setup_collectives=%llu "
+               "peak_waiters=%llu polls_contended=%llu",
                static_cast<unsigned long long>(c.rdma), static_cast<unsigned long long>(r.writes),
                static_cast<unsigned long long>(r.bytes),
                static_cast<unsigned long long>(r.qps_created), r.qps_live, r.mrs_live,
                static_cast<unsigned long long>(r.relayed),
                static_cast<unsigned long long>(r.setup_bytes),
-               static_cast<unsigned long long>(r.setup_collectives));
+               static_cast<unsigned long long>(r.setup_collectives),
+               static_cast<unsigned long long>(r.peak_waiters),
+               static_cast<unsigned long long>(r.polls_contended));
     // Process-wide (every thread's calls): the hierarchical engine's copies
     // and what zero-copy read in their place (docs/zerocopy.md).
     const ZeroCopyStats z = zero_copy_stats();

@@ -149,7 +149,7 @@ TeamTuner::Step TeamTuner::begin(std::uint64_t bytes, Route fixed, std::uint64_t
     } catch (...) {
       // Allocation only (as in create()): out of memory the job is lost
       // anyway; this keeps the exception from crossing MPI_Alltoall.
-      return {fixed, false, false, "tuning: out of memory, fixed rules", 0};
+      return {fixed, false, false, "tuning: out of memory, fixed rules", 0, true};
     }
   }
   if (!cs.tuner) return {cs.path, false, false, cs.reason().c_str(), kForever};
@@ -159,7 +159,7 @@ TeamTuner::Step TeamTuner::begin(std::uint64_t bytes, Route fixed, std::uint64_t
     try {
       cs.tuner->set_prior(prior(cls, candidates(cls, fixed)));
     } catch (...) {
-      return {fixed, false, false, "tuning: out of memory, fixed rules", 0};
+      return {fixed, false, false, "tuning: out of memory, fixed rules", 0, true};
     }
   }
   const tune::ClassTuner::Step s = cs.tuner->next(call);

@@ -58,6 +58,7 @@ class TeamTuner {
     // Calls of this size with comm call index below this may repeat the path
     // without begin() (a memo); 0: none may.
     std::uint64_t repeat_until;
+    bool fixed = false;  // the fixed rules' route: selection could not run (out of memory)
   };
   // The path of one call of bytes_per_peer (> 0) bytes; `fixed` is what the
   // fixed rules choose for it (tried first); call: the call's index among

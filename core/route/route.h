@@ -1,5 +1,5 @@
 // Route: the one name for how an MPI_Alltoall call is served - in the
-// decision (core/route/decide.h), the engines, the measured selection, the
+// decision (core/plan/plan.h), the engines, the measured selection, the
 // tune file, MLXA2A_DEBUG_TUNE_TIMES, MLXA2A_TUNE and the trace.
 //
 // Concrete routes (pmpi .. zcopy) are what a call runs on; shm and rdma also

@@ -1,6 +1,7 @@
 // fakeverbs: RC queue pairs -- creation, the RESET->INIT->RTR->RTS state
 // machine with the attribute rules of the IB spec (o10-2.2 / the kernel's
 // qp_state_table), query and destruction.
+#include <algorithm>
 #include <unistd.h>
 
 #include <cstring>
@@ -184,6 +185,16 @@ FV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* ia) {
   qp->pd = pd;
   qp->send_cq = scq;
   qp->recv_cq = rcq;
+  // Like mlx5, the inline size granted is what the send WQE holds once
+  // rounded up to 64-byte blocks (and the WQE must hold the SGEs too), at
+  // most the limit; ibv_create_qp writes it back (man ibv_create_qp).
+  if (ia->cap.max_inline_data > 0) {
+    constexpr uint32_t kOverhead = 48, kInlineHeader = 4, kBlock = 64, kSge = 16;
+    const uint32_t inl = kOverhead + kInlineHeader + ia->cap.max_inline_data;
+    const uint32_t sges = kOverhead + kSge * ia->cap.max_send_sge;
+    const uint32_t wqe = ((inl > sges ? inl : sges) + kBlock - 1) / kBlock * kBlock;
+    ia->cap.max_inline_data = std::min(wqe - kOverhead - kInlineHeader, limits().max_inline);
+  }
   qp->cap = ia->cap;
   qp->sq_sig_all = ia->sq_sig_all != 0;
   uint32_t rq_sge = ia->cap.max_recv_sge ? ia->cap.max_recv_sge : 1;

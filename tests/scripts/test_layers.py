@@ -17,7 +17,7 @@ SHARED = ("core/status.h", "core/arch.h", "core/bootstrap.h", "core/collective_s
 BELOW_CONFIG = ("core/config/", "core/route/route.h", "core/log.h", "core/status.h")
 # The MPI-free core that core/mpi is built on (every folder of core/ but info/,
 # which is a program: mlxa2a_info).
-MPI_FREE_CORE = ("core/config/", "core/route/", "core/tune/", "core/shm/", "core/hier/",
+MPI_FREE_CORE = ("core/config/", "core/route/", "core/plan/", "core/tune/", "core/shm/", "core/hier/",
                  "core/mlx5/", "core/stats/", "core/version/", "core/selection.h",
                  "core/rcache_options.h") + SHARED
 
@@ -25,8 +25,8 @@ MPI_FREE_CORE = ("core/config/", "core/route/", "core/tune/", "core/shm/", "core
 # (project headers it may include, by path prefix; may it include <mpi.h>?)
 RULES = {
     # The shim packs arguments and calls core/mpi's entry surface, nothing else.
-    "shim/": (("shim/", "core/mpi/abi.h", "core/mpi/dispatch.h", "core/mpi/mpit.h",
-               "core/mpi/stacking.h"), True),
+    "shim/": (("shim/", "core/mpi/abi.h", "core/mpi/dispatch.h", "core/mpi/lifecycle.h",
+               "core/mpi/mpit.h", "core/mpi/stacking.h"), True),
     # Generic over a registrar: no MPI, no core.
     "rcache/": (("rcache/",), False),
     # core/mpi: MPI-aware, above all of MPI-free core. rcache/options.h: the
@@ -43,7 +43,9 @@ RULES = {
     "core/version/": (("core/version/",), False),
     "core/route/route": (("core/route/route.h",), False),
     "core/config/": (BELOW_CONFIG, False),
-    "core/route/": (BELOW_CONFIG + ("core/route/", "core/selection.h"), False),
+    "core/route/": (BELOW_CONFIG + ("core/route/",), False),
+    # decide(): the serving plan, above the rules and a team's capabilities.
+    "core/plan/": (BELOW_CONFIG + ("core/plan/", "core/selection.h"), False),
     "core/tune/": (BELOW_CONFIG + ("core/tune/", "core/route/"), False),
     # core/config/shm.h: the MLXA2A_SHM_* switches as plain data (no includes).
     "core/shm/": (("core/shm/", "core/config/shm.h") + SHARED, False),
@@ -74,7 +76,8 @@ MPI_FLOORS = (
                  "pmpi_relay", "pmpi_transport")),
     ("team", ("team", "engine_call", "tune_store")),
     ("communicator", ("comm_state", "team_tuner")),
-    ("dispatch", ("dispatch",)),
+    ("serve", ("serve", "plan_steps")),
+    ("dispatch", ("dispatch", "lifecycle")),
     ("entry", ()),
 )
 # Files standing above their header's floor, and why.

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "core/config/rules.h"
-#include "core/route/decide.h"
+#include "core/plan/plan.h"
 #include "core/selection.h"
 
 namespace mlxa2a::core::config::rules {
@@ -68,20 +68,20 @@ struct Fixed {
   const char* reason;
 };
 
-// The fixed rules, asked through route::decide for a set-up team whose
+// The fixed rules, asked through plan::decide for a set-up team whose
 // engine compares no sizes and which measures nothing.
 Fixed select(std::uint64_t bytes, const Table& table, const Capabilities& caps) {
-  route::Query q;
+  plan::Query q;
   q.bytes = bytes;
   q.tune = &table;
   q.measure = false;
-  q.team = route::Team::ready;
+  q.team = plan::Team::ready;
   q.caps = caps;
   q.engine = true;
   q.engine_route = caps.shm ? Route::copy : caps.rdma ? Route::rdma : Route::hier;
-  q.tuning = route::Tuning::off;
-  const route::Answer a = route::decide(q);
-  EXPECT_EQ(a.next, route::Next::run);
+  q.tuning = plan::Tuning::off;
+  const plan::Plan a = plan::decide(q);
+  EXPECT_TRUE(a.serve == plan::Serve::engine || a.serve == plan::Serve::pmpi);
   return {family(a.route), a.reason};
 }
 

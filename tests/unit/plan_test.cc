@@ -1,5 +1,6 @@
-// route::decide (core/route/decide.h) without MPI: the steps it asks for, in
-// the order dispatch takes them, and what it never answers.
+// plan::decide (core/plan/plan.h) without MPI: the steps it asks for, in
+// the order dispatch takes them, the serving plans it answers, and what it
+// never answers.
 #include <gtest/gtest.h>
 
 #include <climits>
@@ -7,9 +8,9 @@
 #include <string>
 
 #include "core/config/rules.h"
-#include "core/route/decide.h"
+#include "core/plan/plan.h"
 
-namespace mlxa2a::core::route {
+namespace mlxa2a::core::plan {
 namespace {
 
 using config::rules::Table;
@@ -51,7 +52,7 @@ Query ready(const Table& t, std::uint64_t bytes, const Capabilities& caps, Route
   return q;
 }
 
-bool says(const Answer& a, const char* text) {
+bool says(const Plan& a, const char* text) {
   return a.reason && std::strstr(a.reason, text) != nullptr;
 }
 
@@ -60,7 +61,7 @@ bool says(const Answer& a, const char* text) {
 // whose tuning, once started, is `tuning`. Returns the final answer and the
 // questions asked.
 struct Walk {
-  Answer answer;
+  Plan answer;
   int questions = 0;
 };
 Walk walk(Query q, Team after, const Capabilities& set_up_caps, Tuning tuning) {
@@ -68,19 +69,31 @@ Walk walk(Query q, Team after, const Capabilities& set_up_caps, Tuning tuning) {
   for (;;) {
     w.answer = decide(q);
     ++w.questions;
-    switch (w.answer.next) {
-      case Next::look_up_team:
+    switch (w.answer.serve) {
+      case Serve::look_up_team:
         EXPECT_EQ(q.team, Team::unknown);
         q.team = after;
         break;
-      case Next::set_up:
+      case Serve::set_up:
         EXPECT_EQ(q.team, Team::pending);
         q.team = Team::ready;
         q.caps = set_up_caps;
         break;
-      case Next::start_tuning:
+      case Serve::start_tuning:
         EXPECT_EQ(q.tuning, Tuning::unknown);
         q.tuning = tuning;
+        break;
+      case Serve::check_sizes:
+        EXPECT_FALSE(q.sizes_checked);
+        q.sizes_checked = true;
+        break;
+      case Serve::measure:  // a trial of the fixed route
+        EXPECT_FALSE(q.measured.asked);
+        q.measured = {true, w.answer.route, "tuning: trial", true, true, false, 0};
+        break;
+      case Serve::quiet_class:
+        EXPECT_FALSE(q.quiet_class.asked);
+        q.quiet_class = {true, true, "tuned: pmpi", 40};
         break;
       default:
         return w;
@@ -89,7 +102,7 @@ Walk walk(Query q, Team after, const Capabilities& set_up_caps, Tuning tuning) {
   }
 }
 
-TEST(Route, NamesRoundTripAndFamiliesAreTuneNames) {
+TEST(Plan, NamesRoundTripAndFamiliesAreTuneNames) {
   for (std::size_t i = 0; i < kRouteKinds; ++i) {
     const auto r = static_cast<Route>(i);
     EXPECT_EQ(route_from_string(to_string(r)), r);
@@ -107,50 +120,50 @@ TEST(Route, NamesRoundTripAndFamiliesAreTuneNames) {
   EXPECT_FALSE(route_from_string("fast"));
 }
 
-TEST(Route, FirstCallLooksTheTeamUpUnlessEverySizeGoesToPmpi) {
+TEST(Plan, FirstCallLooksTheTeamUpUnlessEverySizeGoesToPmpi) {
   const Table automatic, pmpi = parse_ok("pmpi"), some = parse_ok("0-64:pmpi");
   Query q;
   q.bytes = 8;
   q.tune = &automatic;
-  EXPECT_EQ(decide(q).next, Next::look_up_team);
+  EXPECT_EQ(decide(q).serve, Serve::look_up_team);
   q.tune = &pmpi;  // no rank builds anything: plain PMPI, no look-up
-  EXPECT_EQ(decide(q).next, Next::run);
+  EXPECT_EQ(decide(q).serve, Serve::pmpi);
   EXPECT_EQ(decide(q).route, Route::pmpi);
   q.sizes_differ = true;
-  EXPECT_EQ(decide(q).next, Next::run);
+  EXPECT_EQ(decide(q).serve, Serve::pmpi);
   // A pmpi size of a table with other sizes: the rank takes the collective
   // steps an engine peer takes (mixed decisions), so it looks the team up.
   q.tune = &some;
-  EXPECT_EQ(decide(q).next, Next::look_up_team);
+  EXPECT_EQ(decide(q).serve, Serve::look_up_team);
   q.sizes_differ = false;
-  EXPECT_EQ(decide(q).next, Next::look_up_team);
+  EXPECT_EQ(decide(q).serve, Serve::look_up_team);
 }
 
-TEST(Route, PmpiBySizeOrArgumentsRunsBesideTheEngineCheck) {
+TEST(Plan, PmpiBySizeOrArgumentsRunsBesideTheEngineCheck) {
   const Table automatic, some = parse_ok("0-64:pmpi");
   Query q = ready(some, 8, single_node(), Route::line);
-  Answer a = decide(q);
-  EXPECT_EQ(a.next, Next::pmpi_beside);
+  Plan a = decide(q);
+  EXPECT_EQ(a.serve, Serve::pmpi_beside);
   EXPECT_EQ(a.route, Route::pmpi);
   EXPECT_TRUE(says(a, "MLXA2A_TUNE selects pmpi"));
   q = ready(automatic, 8, single_node(), Route::line);
   q.sizes_differ = true;
   a = decide(q);
-  EXPECT_EQ(a.next, Next::pmpi_beside);
+  EXPECT_EQ(a.serve, Serve::pmpi_beside);
   EXPECT_TRUE(says(a, "send and receive sizes differ"));
   q.compares_sizes = false;  // an engine that compares nothing: plain PMPI
-  EXPECT_EQ(decide(q).next, Next::run);
+  EXPECT_EQ(decide(q).serve, Serve::pmpi);
   EXPECT_EQ(decide(q).route, Route::pmpi);
   // Above 2 GiB per peer no engine serves; PMPI beside the check.
   q = ready(automatic, std::uint64_t{INT_MAX} + 1, single_node(), Route::cma);
   a = decide(q);
-  EXPECT_EQ(a.next, Next::pmpi_beside);
+  EXPECT_EQ(a.serve, Serve::pmpi_beside);
   EXPECT_TRUE(says(a, "above 2 GiB"));
   q.bytes = INT_MAX;
   EXPECT_EQ(decide(q).route, Route::cma);
 }
 
-TEST(Route, StatesWithoutATeamFallThroughWithTheirReason) {
+TEST(Plan, StatesWithoutATeamFallThroughWithTheirReason) {
   const Table automatic, some = parse_ok("0-64:pmpi");
   Query q = ready(automatic, 8, single_node(), Route::line);
   q.team = Team::unavailable;
@@ -166,12 +179,12 @@ TEST(Route, StatesWithoutATeamFallThroughWithTheirReason) {
   q.tune = &some;
   for (Team t : {Team::inter, Team::none}) {
     q.team = t;
-    EXPECT_EQ(decide(q).next, Next::run);
+    EXPECT_EQ(decide(q).serve, Serve::pmpi);
     EXPECT_TRUE(says(decide(q), "MLXA2A_TUNE selects pmpi")) << int(t);
   }
 }
 
-TEST(Route, DerivedTeamSetsUpThenDecidesWithTheAgreedCaps) {
+TEST(Plan, DerivedTeamSetsUpThenDecidesWithTheAgreedCaps) {
   const Table automatic;
   Query q;
   q.bytes = 8;
@@ -184,7 +197,7 @@ TEST(Route, DerivedTeamSetsUpThenDecidesWithTheAgreedCaps) {
   // Set-up found no RDMA anywhere: the leaders exchange over PMPI.
   Walk w = walk(q, Team::pending, multi_node(false), Tuning::off);
   EXPECT_EQ(w.questions, 3);  // look up, set up, run
-  EXPECT_EQ(w.answer.next, Next::run);
+  EXPECT_EQ(w.answer.serve, Serve::engine);
   EXPECT_EQ(w.answer.route, Route::hier);
   EXPECT_TRUE(says(w.answer, "leaders over PMPI"));
   // A pmpi size sets a pending team up too (a peer may be routed to its engine).
@@ -193,10 +206,10 @@ TEST(Route, DerivedTeamSetsUpThenDecidesWithTheAgreedCaps) {
   q.compares_sizes = true;
   w = walk(q, Team::pending, multi_node(false), Tuning::off);
   EXPECT_EQ(w.questions, 3);
-  EXPECT_EQ(w.answer.next, Next::pmpi_beside);
+  EXPECT_EQ(w.answer.serve, Serve::pmpi_beside);
 }
 
-TEST(Route, MeasuredSelectionStartsOnceAndBeginsWithTheFixedRoute) {
+TEST(Plan, MeasuredSelectionStartsOnceAndBeginsWithTheFixedRoute) {
   const Table automatic, shm = parse_ok("shm");
   Query q;
   q.bytes = 64;
@@ -206,39 +219,41 @@ TEST(Route, MeasuredSelectionStartsOnceAndBeginsWithTheFixedRoute) {
   q.compares_sizes = true;
   q.engine_route = Route::line;
   Walk w = walk(q, Team::ready, q.caps, Tuning::on);
-  EXPECT_EQ(w.questions, 3);  // look up, start tuning, tune
-  EXPECT_EQ(w.answer.next, Next::tune);
-  EXPECT_EQ(w.answer.route, Route::line);
+  EXPECT_EQ(w.questions, 4);  // look up, start tuning, measure, serve
+  EXPECT_EQ(w.answer.serve, Serve::engine);
+  EXPECT_EQ(w.answer.route, Route::line);  // the walk's trial of the fixed route
+  EXPECT_TRUE(w.answer.timed);
   // Nothing to measure on this team: the fixed rules.
   w = walk(q, Team::ready, q.caps, Tuning::off);
-  EXPECT_EQ(w.answer.next, Next::run);
+  EXPECT_EQ(w.answer.serve, Serve::engine);
   EXPECT_EQ(w.answer.route, Route::line);
   // Where PMPI is the fixed rules' choice, measurement starts from pmpi.
   q.caps.shm_auto_limit = 32;
   w = walk(q, Team::ready, q.caps, Tuning::on);
-  EXPECT_EQ(w.answer.next, Next::tune);
+  EXPECT_EQ(w.answer.serve, Serve::pmpi_beside);
   EXPECT_EQ(w.answer.route, Route::pmpi);
+  EXPECT_TRUE(w.answer.timed);
   // Not measured: an explicit rule, 0 bytes, above 2 GiB, or samples off.
   q.caps = single_node();
   q.tune = &shm;
-  EXPECT_EQ(walk(q, Team::ready, q.caps, Tuning::on).answer.next, Next::run);
+  EXPECT_EQ(walk(q, Team::ready, q.caps, Tuning::on).answer.serve, Serve::engine);
   q.tune = &automatic;
   q.bytes = 0;
-  EXPECT_EQ(walk(q, Team::ready, q.caps, Tuning::on).answer.next, Next::run);
+  EXPECT_EQ(walk(q, Team::ready, q.caps, Tuning::on).answer.serve, Serve::engine);
   q.bytes = std::uint64_t{INT_MAX} + 1;
-  EXPECT_EQ(walk(q, Team::ready, q.caps, Tuning::on).answer.next, Next::pmpi_beside);
+  EXPECT_EQ(walk(q, Team::ready, q.caps, Tuning::on).answer.serve, Serve::pmpi_beside);
   q.bytes = 64;
   q.measure = false;
-  EXPECT_EQ(walk(q, Team::ready, q.caps, Tuning::unknown).answer.next, Next::run);
+  EXPECT_EQ(walk(q, Team::ready, q.caps, Tuning::unknown).answer.serve, Serve::engine);
 }
 
-TEST(Route, RdmaTeamsTakeTheEnginesRouteRdmaOrZcopy) {
+TEST(Plan, RdmaTeamsTakeTheEnginesRouteRdmaOrZcopy) {
   const Table automatic, rdma = parse_ok("rdma"), shm = parse_ok("shm");
   for (Route engine : {Route::rdma, Route::zcopy}) {
     for (const Table* t : {&automatic, &rdma, &shm}) {
       Query q = ready(*t, 4096, multi_node(true), engine);
-      const Answer a = decide(q);
-      EXPECT_EQ(a.next, Next::run);
+      const Plan a = decide(q);
+      EXPECT_EQ(a.serve, Serve::engine);
       EXPECT_EQ(a.route, engine);
     }
   }
@@ -248,10 +263,127 @@ TEST(Route, RdmaTeamsTakeTheEnginesRouteRdmaOrZcopy) {
   EXPECT_EQ(decide(q).route, Route::pmpi);
 }
 
+// What a team's measured selection answered becomes the serving plan: the
+// form its route takes on the team as it stands, timed or memoised.
+Query measured(const Table& t, const Capabilities& caps, Route engine_route, Route answered,
+               bool timed) {
+  Query q = ready(t, 64, caps, engine_route);
+  q.tuning = Tuning::on;
+  q.hier = caps.hier;
+  q.measured = {true, answered, "tuning: trial", timed, timed, false, timed ? 0u : 99u};
+  return q;
+}
+
+TEST(Plan, MeasuredSelectionAsksOnceThenServesItsAnswer) {
+  const Table automatic;
+  Query q = ready(automatic, 64, single_node(), Route::line);
+  q.tuning = Tuning::on;
+  Plan p = decide(q);
+  EXPECT_EQ(p.serve, Serve::measure);
+  EXPECT_EQ(p.route, Route::line);  // the fixed rules' route is tried first
+  // A tune file makes begin() collective: sizes are checked before it.
+  q.check_first = true;
+  EXPECT_EQ(decide(q).serve, Serve::check_sizes);
+  q.sizes_checked = true;
+  EXPECT_EQ(decide(q).serve, Serve::measure);
+  // Untimed: the decided route, memoised up to the selection's next event.
+  p = decide(measured(automatic, single_node(), Route::line, Route::copy, false));
+  EXPECT_EQ(p.serve, Serve::engine);
+  EXPECT_EQ(p.route, Route::copy);
+  EXPECT_EQ(p.memo_until, 99u);
+  EXPECT_FALSE(p.timed);
+  // Timed: no memo; a single-node pmpi trial runs beside the size check.
+  p = decide(measured(automatic, single_node(), Route::line, Route::pmpi, true));
+  EXPECT_EQ(p.serve, Serve::pmpi_beside);
+  EXPECT_TRUE(p.timed && p.trial);
+  EXPECT_FALSE(p.beside_trial);
+  EXPECT_EQ(p.memo_until, 0u);
+}
+
+TEST(Plan, MultiNodePmpiTrialTimesTheFormItsCallsWillTake) {
+  const Table automatic;
+  Query q = measured(automatic, multi_node(true), Route::rdma, Route::pmpi, true);
+  q.quiet_eligible = false;  // an engine class is decided: calls stay checked
+  Plan p = decide(q);
+  EXPECT_EQ(p.serve, Serve::pmpi_beside);
+  EXPECT_TRUE(p.beside_trial);
+  EXPECT_STREQ(p.suffix, "; the check beside PMPI timed");
+  q.contained = true;  // containment serves it
+  EXPECT_EQ(decide(q).serve, Serve::contained);
+  q.contained = false;
+  q.quiet_eligible = true;  // its calls may become quiet: PMPI alone is timed
+  p = decide(q);
+  EXPECT_EQ(p.serve, Serve::check_then_pmpi);
+  EXPECT_STREQ(p.suffix, "");
+}
+
+TEST(Plan, ZcopyIsNamedInTheTraceWhereTheReasonDoesNot) {
+  const Table automatic;
+  Query q = ready(automatic, 4096, multi_node(true), Route::zcopy);
+  EXPECT_STREQ(decide(q).suffix, " zcopy");  // the fixed rules' reason
+  q = measured(automatic, multi_node(true), Route::zcopy, Route::zcopy, false);
+  EXPECT_STREQ(decide(q).suffix, "");  // "tuned: zcopy ..." names it
+  q.measured.fixed = true;             // the selection fell back to the fixed rules
+  EXPECT_STREQ(decide(q).suffix, " zcopy");
+}
+
+TEST(Plan, ContainedTeamsServeEngineAndCheckedRoutesThroughContainment) {
+  const Table automatic, some = parse_ok("0-64:pmpi");
+  Query q = ready(automatic, 4096, multi_node(true), Route::rdma);
+  q.contained = true;
+  Plan p = decide(q);
+  EXPECT_EQ(p.serve, Serve::contained);
+  EXPECT_EQ(p.route, Route::rdma);
+  q = ready(some, 8, multi_node(true), Route::rdma);
+  q.contained = true;
+  EXPECT_EQ(decide(q).serve, Serve::contained);
+  q.bytes = 0;  // no peer takes part: the check beside PMPI as before
+  q.tune = &automatic;
+  q.sizes_differ = true;
+  EXPECT_EQ(decide(q).serve, Serve::pmpi_beside);
+  // The memo's replay takes the same forms.
+  EXPECT_EQ(form(Route::rdma, false, true, true, 8), Serve::contained);
+  EXPECT_EQ(form(Route::rdma, false, true, false, 8), Serve::engine);
+  EXPECT_EQ(form(Route::pmpi, true, true, true, 8), Serve::pmpi);
+  EXPECT_EQ(form(Route::pmpi, false, false, false, 8), Serve::pmpi);
+  EXPECT_EQ(form(Route::pmpi, false, true, false, 8), Serve::pmpi_beside);
+}
+
+TEST(Plan, QuietTeamsServePmpiAloneAndMemoiseDecidedClassesToTheBoundary) {
+  const Table automatic, some = parse_ok("0-64:pmpi");
+  Query q = ready(automatic, 4096, multi_node(false), Route::hier);
+  q.tuning = Tuning::on;
+  q.quiet = true;
+  EXPECT_EQ(decide(q).serve, Serve::quiet_class);
+  q.quiet_class = {true, true, "tuned: pmpi", 40};
+  Plan p = decide(q);
+  EXPECT_EQ(p.serve, Serve::pmpi);
+  EXPECT_EQ(p.memo_until, 40u);
+  EXPECT_TRUE(says(p, "tuned: pmpi"));
+  q.quiet_class = {true, false, "quiet pmpi: size class held on PMPI until quiet ends", 0};
+  p = decide(q);
+  EXPECT_EQ(p.serve, Serve::pmpi);
+  EXPECT_EQ(p.memo_until, 0u);
+  // Without asking the class: mismatched sizes, a pmpi rule, above 2 GiB.
+  q.quiet_class = {};
+  q.sizes_differ = true;
+  EXPECT_TRUE(says(decide(q), "sizes differ"));
+  q.sizes_differ = false;
+  q.tune = &some;
+  q.bytes = 8;
+  EXPECT_TRUE(says(decide(q), "MLXA2A_TUNE selects pmpi"));
+  q.tune = &automatic;
+  q.bytes = std::uint64_t{INT_MAX} + 1;
+  EXPECT_TRUE(says(decide(q), "above 2 GiB"));
+  // A 0-byte call is not quiet's: the team's engine returns at once.
+  q.bytes = 0;
+  EXPECT_NE(decide(q).serve, Serve::quiet_class);
+}
+
 // Every combination of what dispatch can know: the answer is one of the
-// allowed ones for that state, and a walk from any start ends within four
+// allowed ones for that state, and a walk from any start ends within six
 // questions.
-TEST(Route, ExhaustiveInvariants) {
+TEST(Plan, ExhaustiveInvariants) {
   const Table tables[] = {Table{}, parse_ok("pmpi"), parse_ok("shm"), parse_ok("rdma"),
                           parse_ok("0-64:pmpi"), parse_ok("0-64:shm#64-inf:rdma")};
   const std::uint64_t sizes[] = {0, 1, 64, 2047, 2048, 1 << 20, std::uint64_t{INT_MAX} + 1};
@@ -267,7 +399,7 @@ TEST(Route, ExhaustiveInvariants) {
       for (const Capabilities& caps : caps_list) {
         for (int team = 0; team <= static_cast<int>(Team::ready); ++team) {
           for (int tuning = 0; tuning <= static_cast<int>(Tuning::on); ++tuning) {
-            for (int bits = 0; bits < 16; ++bits) {
+            for (int bits = 0; bits < 64; ++bits) {
               for (Route er : engine_routes) {
                 Query q;
                 q.bytes = bytes;
@@ -279,33 +411,47 @@ TEST(Route, ExhaustiveInvariants) {
                 q.measure = bits & 2;
                 q.engine = bits & 4;
                 q.compares_sizes = (bits & 8) && q.engine;
+                q.contained = (bits & 16) && q.engine && team == int(Team::ready);
+                q.quiet = (bits & 32) && team == int(Team::ready) && q.tuning == Tuning::on;
                 q.engine_route = er;
-                const Answer a = decide(q);
+                const Plan a = decide(q);
                 ++cases;
                 const std::string where = "case " + std::to_string(cases);
-                switch (a.next) {
-                  case Next::look_up_team: EXPECT_EQ(q.team, Team::unknown) << where; break;
-                  case Next::set_up: EXPECT_EQ(q.team, Team::pending) << where; break;
-                  case Next::start_tuning:
+                switch (a.serve) {
+                  case Serve::look_up_team: EXPECT_EQ(q.team, Team::unknown) << where; break;
+                  case Serve::set_up: EXPECT_EQ(q.team, Team::pending) << where; break;
+                  case Serve::start_tuning:
                     EXPECT_EQ(q.tuning, Tuning::unknown) << where;
                     EXPECT_TRUE(q.measure && bytes != 0 && bytes <= INT_MAX) << where;
                     EXPECT_EQ(t.lookup(bytes), Route::auto_) << where;
                     break;
-                  case Next::pmpi_beside:
+                  case Serve::pmpi_beside:
                     EXPECT_EQ(q.team, Team::ready) << where;
                     EXPECT_TRUE(q.compares_sizes) << where;
                     EXPECT_EQ(a.route, Route::pmpi) << where;
                     EXPECT_NE(a.reason, nullptr) << where;
                     break;
-                  case Next::tune:
+                  case Serve::measure:
                     EXPECT_EQ(q.tuning, Tuning::on) << where;
                     EXPECT_FALSE(q.sizes_differ) << where;
                     EXPECT_TRUE(a.route == Route::pmpi || (q.engine && a.route == er)) << where;
                     break;
-                  case Next::run:
+                  case Serve::contained:
+                    EXPECT_TRUE(q.contained) << where;
+                    EXPECT_EQ(q.team, Team::ready) << where;
+                    break;
+                  case Serve::pmpi:
+                    EXPECT_NE(a.reason, nullptr) << where;
+                    EXPECT_EQ(a.route, Route::pmpi) << where;
+                    EXPECT_EQ(a.memo_until, 0u) << where;
+                    break;
+                  case Serve::engine:
                     EXPECT_NE(a.reason, nullptr) << where;
                     EXPECT_TRUE(is_concrete(a.route)) << where;
-                    if (a.route != Route::pmpi) {
+                    EXPECT_FALSE(q.contained) << where;
+                    EXPECT_EQ(a.memo_until, kMemoForever) << where;
+                    EXPECT_STREQ(a.suffix, a.route == Route::zcopy ? " zcopy" : "") << where;
+                    {
                       // An engine route: a set-up team's own, for a call
                       // whose sizes agree, that no pmpi rule covers.
                       EXPECT_EQ(q.team, Team::ready) << where;
@@ -316,14 +462,21 @@ TEST(Route, ExhaustiveInvariants) {
                       EXPECT_LE(bytes, std::uint64_t{INT_MAX}) << where;
                     }
                     break;
+                  case Serve::quiet_class:
+                    EXPECT_TRUE(q.quiet && bytes != 0 && bytes <= INT_MAX) << where;
+                    EXPECT_FALSE(q.sizes_differ) << where;
+                    break;
+                  default:  // check_sizes and check_then_pmpi need an answered selection
+                    ADD_FAILURE() << where << " serve " << int(a.serve);
                 }
-                if (route::pmpi_for_every_size(t)) {
-                  EXPECT_EQ(a.next, Next::run) << where;
+                if (config::rules::pmpi_for_every_size(t)) {
+                  EXPECT_EQ(a.serve, Serve::pmpi) << where;
                   EXPECT_EQ(a.route, Route::pmpi) << where;
                 }
                 if (q.team == Team::unknown) {
                   const Walk w = walk(q, Team::pending, caps, Tuning::on);
-                  EXPECT_LE(w.questions, 4) << where;
+                  EXPECT_LE(w.questions, 6) << where;
+                  EXPECT_FALSE(is_step(w.answer.serve)) << where;
                 }
               }
             }
@@ -332,8 +485,8 @@ TEST(Route, ExhaustiveInvariants) {
       }
     }
   }
-  EXPECT_GT(cases, 50000);
+  EXPECT_GT(cases, 200000);
 }
 
 }  // namespace
-}  // namespace mlxa2a::core::route
+}  // namespace mlxa2a::core::plan
