@@ -463,6 +463,7 @@ bool HierEngine::try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank,
     opt.idle = [] { drive_mpi_progress(MPI_COMM_WORLD); };
     const hier::Plan plan(map, rank, 64);
     opt.leader_slot = plan.leader_index();  // spreads a node's leaders over its HCAs
+    opt.ranks_per_node = map.node_size(plan.node());  // they share the HCA's QPs
     std::vector<int> peers;
     for (int m = 0; m < map.nodes(); ++m) {
       if (m != plan.node() && plan.handled_by(m) == plan.leader_index()) {
