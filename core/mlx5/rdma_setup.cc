@@ -151,6 +151,7 @@ struct RdmaLeaderTransport::Setup {
   // RC would take this process past its QP budget (qp_budget.h): it makes no
   // QP, and every member hears it in agree_repair's round.
   bool over_budget = false;
+  bool team_over_budget = false;  // some member is (agree_repair), the same on all
 
   bool is_member(int p) const { return p >= 0 && p < size; }
   // What member i's end says about its pair with us.
@@ -183,7 +184,7 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
                                    std::span<const int> first_rank, std::span<const int> peers,
                                    const NetOptions& opt,
                                    std::unique_ptr<RdmaLeaderTransport>* out,
-                                   std::string* why) noexcept {
+                                   std::string* why, bool* over_budget) noexcept {
   out->reset();
   CountingBootstrap counted(boot);
   std::optional<Setup> st;
@@ -204,6 +205,7 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
       .step([&] { s.hear_partners(); });  // round 3: all in RTR, and how it went
   EndpointPool::count_setup(counted.bytes(), counted.collectives());
   if (s.t) s.t->setup_bytes_ = counted.bytes();
+  if (over_budget) *over_budget = s.team_over_budget;
   if (const SetupOutcome& o = s.steps.outcome(); !o.ok()) {
     if (!o.why.empty()) *why = o.why;
     return o.status;
@@ -347,7 +349,7 @@ bool RdmaLeaderTransport::Setup::within_budget() {
   std::string why;
   if (!rc_over_budget(needed, budget, &why)) return true;
   over_budget = true;
-  MLXA2A_LOG(Info, "RDMA: %s; the leaders exchange over PMPI", why.c_str());
+  MLXA2A_LOG(Info, "RDMA: %s: no RC for this team", why.c_str());
   steps.fail(Status::unavailable, why);
   return false;
 }
@@ -380,6 +382,7 @@ bool RdmaLeaderTransport::Setup::agree_repair() {
   if (!gather(&mine_flag, flags.data(), sizeof mine_flag)) return false;
   for (std::size_t m = 0; m < flags.size(); ++m) {
     repair = repair || (flags[m] & 1u) != 0;
+    team_over_budget = team_over_budget || (flags[m] & 2u) != 0;
     if ((flags[m] & 2u) != 0 && !over_budget) {
       steps.fail(Status::unavailable, "leader " + std::to_string(m) +
                                           " is over its RC queue-pair budget "
