@@ -18,6 +18,7 @@
 #include "core/mpi/topology.h"
 #if MLXA2A_HAVE_VERBS
 #include "core/mlx5/dc_transport.h"
+#include "core/mlx5/qos.h"
 #include "core/mlx5/rdma_transport.h"
 #include "core/mlx5/zcopy_sender.h"
 #include "core/mpi/stacking.h"
@@ -370,6 +371,7 @@ void HierEngine::try_transports(Setup& s) {
                 s.lead && s.rdma_failed == 0 && !dc_)
           ? 0
           : 1;
+  if (s.zcopy_failed && dc_) zcopy_why_ = "the DC transport stages every message";
 }
 
 // The agreement on the transports, with every failure so far: all ranks pick
@@ -514,6 +516,7 @@ bool HierEngine::try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank,
       }
       dc_ = true;
       rdma_gather_sge_ = 0;  // DC stages every message: no zero-copy
+      mlx5::note_transport(true);
       return true;
     }
     // Every leader got here (create agreed): pinging is safe, each partner
@@ -523,6 +526,7 @@ bool HierEngine::try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank,
       return false;
     }
     rdma_gather_sge_ = t->gather_sge();
+    mlx5::note_transport(false);
     *out = std::move(t);
     return true;
   } catch (...) {  // allocation only
