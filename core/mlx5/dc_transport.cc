@@ -61,8 +61,10 @@ Status DcLeaderTransport::poll() noexcept {
     for (int i = 0; i < n; ++i) {
       const ibv_wc& w = wc[i];
       if (w.status != IBV_WC_SUCCESS) {
-        MLXA2A_LOG(Warn, "DC: a %s completed in error (%d)",
-                   w.opcode & IBV_WC_RECV ? "receive" : "write", static_cast<int>(w.status));
+        // (An error completion's opcode is undefined: only its status says.)
+        const Verbs& v = dev_->verbs();
+        MLXA2A_LOG(Warn, "DC: a completion failed: %s",
+                   v.wc_status_str ? v.wc_status_str(w.status) : "error");
         return Status::net_failed;
       }
       if (w.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {

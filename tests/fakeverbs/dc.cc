@@ -14,6 +14,7 @@
 
 #include <cstring>
 
+#include "fault.h"
 #include "hca.h"
 #include "objects.h"
 #include "port.h"
@@ -165,7 +166,14 @@ int wr_complete(ibv_qp_ex* x) {
     qp->batch.clear();
     return fail(!strcmp(why, "send queue full") ? ENOMEM : EINVAL);
   }
-  for (SendWr& w : qp->batch) enqueue_send(*qp, std::move(w), 0);
+  for (SendWr& w : qp->batch) {
+    if (fault::dc_bad_key_now()) {
+      log_error("FAKEVERBS_FAULT: DCI 0x%x wr_id %llu goes with a wrong DC access key",
+                qp->qpn(), (unsigned long long)w.wr_id);
+      w.dc_key ^= 1;
+    }
+    enqueue_send(*qp, std::move(w), 0);
+  }
   qp->batch.clear();
   hca::kick();  // the doorbell
   return 0;

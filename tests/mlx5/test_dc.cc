@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -139,6 +140,46 @@ TEST(Dc, SetUpAndRoundsOfDataOverDctAndDcis) {
   const auto res = shm::test::run_forked(kLeaders, [&](shm::test::ForkBootstrap& boot) {
     return dc_leader(boot.local_rank(), wiring);
   }, 120);
+  EXPECT_FALSE(res.hung);
+  for (int code : res.exit_codes) EXPECT_EQ(code, 0);
+}
+
+// A DC write that goes with a wrong access key (FAKEVERBS_FAULT dc_bad_key,
+// as after a partner's DCT was replaced): the partner's DCT drops it, our
+// DCI retries out and our call fails; the partner, waiting for it, times out;
+// nothing landed; nobody hangs and the transports stay failed.
+int wrong_key_leader(int me, const test::ForkGroupWiring& wiring) {
+  if (me == 0) setenv("FAKEVERBS_FAULT", "dc_bad_key=1", 1);
+  test::ForkGroup group(wiring, me);
+  const int first_rank[2] = {0, 1};
+  const int peers[1] = {1 - me};
+  Areas a;
+  std::unique_ptr<DcLeaderTransport> t;
+  std::string why;
+  FT_CHECK(DcLeaderTransport::create(group, a.view, first_rank, peers, test::test_options(), &t,
+                                     &why) == Status::ok);
+  hier::Message m{};
+  m.node = 1 - me;
+  m.send = a.in[0].data();
+  m.recv = a.out[0].data();
+  m.bytes = kSlice;
+  std::memset(a.in[0].data(), 'k', kSlice);
+  const Status st = t->exchange({&m, 1});
+  FT_CHECK(st == (me == 0 ? Status::net_failed : Status::timeout));
+  // Leader 0's message never landed; leader 1's (right key) did.
+  FT_CHECK(a.out[0][0] == (me == 0 ? 'k' : 0));
+  FT_CHECK(t->exchange({&m, 1}) == Status::net_failed);  // broken from now on
+  t.reset();
+  EndpointPool::shutdown();
+  return 0;
+}
+
+TEST(Dc, AWrongAccessKeyFailsTheCallOnBothEnds) {
+  test::ForkGroupWiring wiring(2);
+  ASSERT_TRUE(wiring.ok());
+  const auto res = shm::test::run_forked(2, [&](shm::test::ForkBootstrap& boot) {
+    return wrong_key_leader(boot.local_rank(), wiring);
+  }, 60);
   EXPECT_FALSE(res.hung);
   for (int code : res.exit_codes) EXPECT_EQ(code, 0);
 }
