@@ -137,10 +137,49 @@ Status DcLeaderTransport::post_message(Peer& peer, const hier::Message& m) noexc
     MLXA2A_LOG(Warn, "DC: posting a write to node %d failed", m.node);
     return Status::net_failed;
   }
+  took(d, wrs);
+  return Status::ok;
+}
+
+void DcLeaderTransport::took(Dci& d, std::uint32_t wrs) noexcept {
   d.free -= wrs;
   d.groups[(d.head + d.count) % d.groups.size()] = wrs;
   ++d.count;
-  return Status::ok;
+}
+
+bool DcLeaderTransport::ping(std::string* why) noexcept {
+  std::uint64_t want = sent_;
+  for (std::size_t r = 0; r < peers_.size(); ++r) {
+    Peer& peer = peers_[r];
+    if (!peer.active) continue;
+    Dci& d = dcis_[peer.dci];
+    bool posted = make_room(d, 1) == Status::ok;
+    if (posted) {
+      ibv_wr_start(d.ex);
+      add_write(d.ex, d.dv, peer.ah.get(), peer.dctn, peer.key, peer.dci, true, nullptr,
+                peer.rkey[0], peer.out_addr[0], 0, nullptr, 0);
+      posted = ibv_wr_complete(d.ex) == 0;
+    }
+    if (!posted) {
+      *why = "the DC ping to leader " + std::to_string(r) + " could not be posted";
+      broken_ = true;
+      return false;
+    }
+    took(d, 1);
+    ++want;
+  }
+  // Bounded by the HCA: each write completes or fails within the DCI's
+  // retry budget (MLXA2A_NET_QP_TIMEOUT x MLXA2A_NET_RETRY_COUNT).
+  while (sent_ < want) {
+    if (poll() != Status::ok) {
+      *why = "a DC ping failed: the fabric does not carry a pair, or a DCT refused its key";
+      broken_ = true;
+      return false;
+    }
+    if (opt_.oversubscribed) sched_yield();
+  }
+  expect_sent_ = sent_;
+  return true;
 }
 
 Status DcLeaderTransport::exchange(std::span<const hier::Message> messages) noexcept {

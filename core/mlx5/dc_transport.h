@@ -61,6 +61,11 @@ class DcLeaderTransport final : public hier::LeaderTransport {
   // QPs this transport holds: its DCT and DCIs (constant in the node count).
   std::size_t qps() const noexcept { return 1 + dcis_.size(); }
   std::size_t setup_bytes() const noexcept { return setup_bytes_; }
+  // Set-up's last step, after create() on every leader (as RC's ping): a
+  // zero-length write to every partner's DCT (its key checked), waited for,
+  // so an unreachable pair or a refused key fails here, within the DCI's
+  // retry budget, not in a user's call. false: *why says so.
+  bool ping(std::string* why) noexcept;
 
  private:
   struct Dci {
@@ -87,6 +92,9 @@ class DcLeaderTransport final : public hier::LeaderTransport {
       : dev_(std::move(dev)), areas_(areas), opt_(opt) {}
   // Posts one message's WRs (header, data pieces) on its partner's DCI.
   Status post_message(Peer& peer, const hier::Message& m) noexcept;
+  // A message of `wrs` WRs was posted on the DCI: its slots are taken until
+  // its signalled completion.
+  void took(Dci& d, std::uint32_t wrs) noexcept;
   // Waits for `wrs` free slots of the DCI, polling the CQ.
   Status make_room(Dci& dci, std::uint32_t wrs) noexcept;
   // Drains the CQ once: arrivals (re-posting their receives), our writes'

@@ -469,8 +469,10 @@ bool set_up_dc(GroupBootstrap& boot, const hier::StageAreas& areas,
                std::string* why) {
   const std::string rc_why = *why;
   std::unique_ptr<mlx5::DcLeaderTransport> t;
+  // Every leader got past create (agreed) before pinging: each DCT is in RTR.
   if (mlx5::DcLeaderTransport::create(boot, areas, first_rank, peers, opt, &t, why) !=
-      Status::ok) {
+          Status::ok ||
+      !t->ping(why)) {
     *why = rc_why + "; DC: " + *why;
     return false;
   }

@@ -118,6 +118,7 @@ int dc_leader(int me, const test::ForkGroupWiring& wiring) {
   FT_CHECK(t->qps() == 1 + DcLeaderTransport::kMaxDcis - 1);  // 3 partners: 3 DCIs + the DCT
   FT_CHECK(std::strcmp(t->name(), "dc") == 0);
   FT_CHECK(EndpointPool::stats().qps_live == 0);  // no RC endpoint at all
+  FT_CHECK(t->ping(&why));
   for (int r = 0; r < kRounds; ++r) {
     const std::vector<hier::Message> ms = messages(a, me, r);
     FT_CHECK(t->post(ms) == Status::ok);
@@ -172,6 +173,35 @@ int wrong_key_leader(int me, const test::ForkGroupWiring& wiring) {
   t.reset();
   EndpointPool::shutdown();
   return 0;
+}
+
+// The set-up's ping finds a key the partner's DCT refuses (before any call).
+int ping_leader(int me, const test::ForkGroupWiring& wiring) {
+  if (me == 0) setenv("FAKEVERBS_FAULT", "dc_bad_key=1", 1);
+  test::ForkGroup group(wiring, me);
+  const int first_rank[2] = {0, 1};
+  const int peers[1] = {1 - me};
+  Areas a;
+  std::unique_ptr<DcLeaderTransport> t;
+  std::string why;
+  FT_CHECK(DcLeaderTransport::create(group, a.view, first_rank, peers, test::test_options(), &t,
+                                     &why) == Status::ok);
+  const bool pinged = t->ping(&why);
+  FT_CHECK(pinged == (me == 1));
+  if (me == 0) FT_CHECK(why.find("a DCT refused its key") != std::string::npos);
+  t.reset();
+  EndpointPool::shutdown();
+  return 0;
+}
+
+TEST(Dc, TheSetUpPingFindsARefusedKey) {
+  test::ForkGroupWiring wiring(2);
+  ASSERT_TRUE(wiring.ok());
+  const auto res = shm::test::run_forked(2, [&](shm::test::ForkBootstrap& boot) {
+    return ping_leader(boot.local_rank(), wiring);
+  }, 60);
+  EXPECT_FALSE(res.hung);
+  for (int code : res.exit_codes) EXPECT_EQ(code, 0);
 }
 
 TEST(Dc, AWrongAccessKeyFailsTheCallOnBothEnds) {
