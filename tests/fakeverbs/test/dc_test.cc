@@ -320,6 +320,47 @@ TEST_P(Dc, WrongKeyLandsNothingAndFailsTheDci) {
   run_pair(sender, receiver, env(), env());
 }
 
+// A write the DCT's MR refuses (a bad rkey) fails its DCI with
+// IBV_WC_REM_ACCESS_ERR, lands nothing, and leaves the DCT serving others.
+TEST_P(Dc, BadRkeyFailsTheDciNotTheDct) {
+  auto sender = [](Channel& ch) {
+    DcSide s;
+    ibv_qp* bad = s.dci();
+    DcAddress peer = ch.get<DcAddress>();
+    s.address_peer(peer);
+    memset(s.buf.data(), 'z', 64);
+    DcAddress wrong = peer;
+    wrong.rkey ^= 0x100;
+    ASSERT_EQ(s.write_imm(bad, wrong, peer.dctn[0], kKey, 1, 0, 64, 1), 0);
+    auto wc = s.poll(1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR) << wc_name(wc[0].status);
+    ibv_qp* good = s.dci();
+    ASSERT_EQ(s.write_imm(good, peer, peer.dctn[0], kKey, 2, 0, 64, 2), 0);
+    wc = s.poll(1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS) << wc_name(wc[0].status);
+    ch.put<int>(1);
+  };
+  auto receiver = [](Channel& ch) {
+    DcSide s;
+    const uint32_t d = s.dct(kKey);
+    s.post_srq(4, 0);
+    ch.put(s.address(d, d));
+    EXPECT_EQ(ch.get<int>(), 1);
+    const auto wc = s.poll(1);
+    ASSERT_EQ(wc.size(), 1u);  // only the good write's
+    EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS) << wc_name(wc[0].status);
+    EXPECT_EQ(ntohl(wc[0].imm_data), 2u);
+    EXPECT_TRUE(s.poll(1, 100).empty());
+    ibv_qp_attr a{};
+    ibv_qp_init_attr ia{};
+    ASSERT_EQ(ibv_query_qp(s.qps[0], &a, IBV_QP_STATE, &ia), 0);
+    EXPECT_EQ(a.qp_state, IBV_QPS_RTR);
+  };
+  run_pair(sender, receiver, env(), env());
+}
+
 INSTANTIATE_TEST_SUITE_P(Fake, Dc, ::testing::Values("ib", "eth"));
 
 // What the driver refuses, locally.
