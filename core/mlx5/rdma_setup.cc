@@ -402,6 +402,13 @@ void RdmaLeaderTransport::Setup::settle_ends() {
     const std::size_t i = static_cast<std::size_t>(p);
     Peer& peer = t->peers_[i];
     if (!peer.ep) continue;
+    if (team_over_budget) {  // nobody uses RC in this team: its new QPs go, on both ends
+      if (links[i].state == Link::New) {
+        pool->discard(cards[i].id);
+        peer.ep = nullptr;
+      }
+      continue;
+    }
     if (repair && repairable(links[i], theirs(i))) {
       repaired[i] = 1;
       t->renew(cards[i].id, &peer, &links[i], &created);

@@ -234,6 +234,9 @@ int rc_leader(int me, const test::ForkGroupWiring& wiring, std::uint32_t budget,
   FT_CHECK(over == want_over);
   FT_CHECK((st == Status::ok) == !want_over);
   t.reset();
+  // Over the budget, no leader keeps an RC QP from this set-up, not even
+  // those within their own budget (their pairs were made, then dropped).
+  FT_CHECK(EndpointPool::stats().qps_live == (want_over ? 0 : kLeaders - 1));
   EndpointPool::shutdown();
   return 0;
 }
