@@ -1,6 +1,7 @@
 // DcLeaderTransport::create: the leaders' collective DC set-up, as steps
 // (core/collective_setup.h): every leader runs both allgathers whatever
 // failed before, so nobody is left in one.
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <optional>

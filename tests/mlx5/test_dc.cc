@@ -101,6 +101,12 @@ bool check_round(const Areas& a, int me, int r) {
   return true;
 }
 
+bool barrier(GroupBootstrap& group) {
+  int word = 0;
+  std::vector<int> all(static_cast<std::size_t>(group.size()));
+  return group.allgather(&word, all.data(), sizeof word);
+}
+
 int dc_leader(int me, const test::ForkGroupWiring& wiring) {
   test::ForkGroup group(wiring, me);
   std::vector<int> first_rank, peers;
@@ -126,9 +132,7 @@ int dc_leader(int me, const test::ForkGroupWiring& wiring) {
     FT_CHECK(check_round(a, me, r));
     // Every leader has checked round r before anyone writes round r + 2's
     // parity into it again (the engine's node barrier does this).
-    int word = 0;
-    std::vector<int> all(kLeaders);
-    FT_CHECK(group.allgather(&word, all.data(), sizeof word));
+    FT_CHECK(barrier(group));
   }
   t.reset();
   EndpointPool::shutdown();
@@ -167,6 +171,9 @@ int wrong_key_leader(int me, const test::ForkGroupWiring& wiring) {
   std::memset(a.in[0].data(), 'k', kSlice);
   const Status st = t->exchange({&m, 1});
   FT_CHECK(st == (me == 0 ? Status::net_failed : Status::timeout));
+  // Both have returned before either's DCT goes (leader 0 fails within ~4 ms,
+  // leader 1's write may land after that).
+  FT_CHECK(barrier(group));
   // Leader 0's message never landed; leader 1's (right key) did.
   FT_CHECK(a.out[0][0] == (me == 0 ? 'k' : 0));
   FT_CHECK(t->exchange({&m, 1}) == Status::net_failed);  // broken from now on
@@ -187,6 +194,9 @@ int ping_leader(int me, const test::ForkGroupWiring& wiring) {
   FT_CHECK(DcLeaderTransport::create(group, a.view, first_rank, peers, test::test_options(), &t,
                                      &why) == Status::ok);
   const bool pinged = t->ping(&why);
+  // As the engine's agreement after the ping: nobody's DCT goes before every
+  // ping ended (leader 0's fails within ~4 ms, leader 1's may come later).
+  FT_CHECK(barrier(group));
   FT_CHECK(pinged == (me == 1));
   if (me == 0) FT_CHECK(why.find("a DCT refused its key") != std::string::npos);
   t.reset();
