@@ -46,7 +46,9 @@ WAITS = re.compile(r"::Waiter::wait_(slow|impl|until)\(|::NodeAlltoall::wait_lin
                    r"|LeaderTransport::(complete|complete_relayed|send_credits)\("
                    r"|::Containment::wait\(")
 POST = re.compile(r"::RdmaLeaderTransport::post\(")
-POLL = re.compile(r"::EndpointPool::poll\(")
+# Every poll of the CQ (EndpointPool::poll and try_poll: issue 39's poll
+# token, then the drain) is one call of poll_once.
+POLL = re.compile(r"::EndpointPool::poll_once\(")
 
 # Jobs: one launch each (per N); `ranks` maps a measured rank to its cases.
 Job = collections.namedtuple("Job", "name family np size comm env ranks")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/hwcheck's report (docs/hwcheck.md, schema "mlxa2a-hwcheck/2"):
+"""scripts/hwcheck's report (docs/hwcheck.md, schema "mlxa2a-hwcheck/3"):
 one JSON document and the same as a readable table, from what the checks
 left in hwcheck's output directory:
 
@@ -24,7 +24,7 @@ import sys
 import hwcheck_counters
 import hwcheck_fabric
 
-SCHEMA = "mlxa2a-hwcheck/2"
+SCHEMA = "mlxa2a-hwcheck/3"
 FAMILY_LABEL = {"ompi": "Open MPI", "mpich": "MPICH", "all": "-"}
 
 
@@ -57,7 +57,15 @@ def leaders_of(out, families):
         except (OSError, ValueError):
             continue
         for entry in fabric:
-            found.append(dict(family=fam, **entry))
+            leader = dict(family=fam, **entry)
+            # What the leader's queue pairs and registrations got (issue 39,
+            # item 6): inline bytes as a number, "-" where not reported.
+            leader["inline"] = number(str(leader.get("inline", "")))
+            if leader["inline"] is None:
+                leader["inline"] = -1
+            leader.setdefault("relaxed_ordering", "-")
+            leader.setdefault("hugepages", "-")
+            found.append(leader)
     return found
 
 
@@ -176,17 +184,21 @@ def text(rep):
     facts_text(lines, rep)
     lines += ["", "leaders (what mlxa2a chose; rdma-counts run)"]
     known = ("family", "rank", "host", "hca", "hca_by", "link", "tc", "sl", "pkey",
-             "transports", "qps_created", "qps_live", "mrs_live")
+             "transports", "qps_created", "qps_live", "mrs_live", "inline", "relaxed_ordering",
+             "hugepages")
     body = []
     for n in rep["nodes"]:
         for ld in n["leaders"]:
             more = " ".join(f"{k}={v}" for k, v in ld.items() if k not in known)
             body.append([n["host"], ld["family"], ld.get("rank"), ld.get("hca"), ld.get("hca_by"),
                          ld.get("link"), ld.get("tc"), ld.get("sl"), ld.get("pkey"),
-                         ld.get("transports", "-"), f"{ld.get('qps_created')}/{ld.get('qps_live')}", ld.get("mrs_live"), more])
+                         ld.get("transports", "-"), f"{ld.get('qps_created')}/{ld.get('qps_live')}",
+                         ld.get("mrs_live"), ld.get("inline"), ld.get("relaxed_ordering"),
+                         ld.get("hugepages"), more])
     if body:
         table(lines, ["node", "family", "rank", "hca", "chosen by", "link", "tc", "sl", "pkey",
-                      "transport (RC/DC)", "qps made/live", "mrs live", "more"], body)
+                      "transport (RC/DC)", "qps made/live", "mrs live", "inline", "relaxed ord.",
+                      "hugepages", "more"], body)
     else:
         lines.append("(none reported: see the rdma-counts check)")
     lines += ["", "checks"]

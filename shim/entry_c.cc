@@ -1,5 +1,6 @@
 // C entry points. Each wrapper packs its arguments and calls the dispatcher;
-// nothing else belongs here (see docs/ARCHITECTURE.md). Handles are taken
+// nothing else belongs here (see docs/ARCHITECTURE.md) but MPI_Alltoall's
+// pass-through fast path, which core/mpi/abi.h defines. Handles are taken
 // ABI-neutrally (core/mpi/abi.h explains why), so <mpi.h> is not included.
 //
 // Both names of each function are defined: MPI_X hands a call on to a PMPI
@@ -51,7 +52,15 @@ MLXA2A_INIT(PMPI, pmpi_init_entry)
 MLXA2A_INIT_THREAD(MPI, init_thread_entry)
 MLXA2A_INIT_THREAD(PMPI, pmpi_init_thread_entry)
 MLXA2A_EXPORT int MPI_Finalize(void) { return mpi::finalize_entry(); }
-MLXA2A_ALLTOALL(MPI, alltoall_entry)
+// MPI_Alltoall first tries the pass-through fast path (core/mpi/abi.h).
+MLXA2A_EXPORT int MPI_Alltoall(const void* sendbuf, int sendcount, RawHandle sendtype,
+                               void* recvbuf, int recvcount, RawHandle recvtype, RawHandle comm) {
+  if (const mpi::RawAlltoallFn fn = mpi::fast_alltoall_fn()) {
+    return mpi::fast_alltoall(fn, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  }
+  return mpi::alltoall_entry({sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                              false, "MPI_Alltoall"});
+}
 MLXA2A_ALLTOALL(PMPI, pmpi_alltoall_entry)
 #ifdef MLXA2A_HAVE_LARGE_COUNT
 MLXA2A_ALLTOALL_C(MPI, alltoall_c_entry)

@@ -53,6 +53,11 @@ struct NetSwitches {
   // The most /dev/shm bytes a node's staging segment may take with PMPI
   // leaders; 0: no limit (core/hier/stage_slot.h).
   std::uint64_t pmpi_stage_limit = std::uint64_t{64} << 20;  // MLXA2A_NET_PMPI_STAGE_LIMIT
+  // Registration and posting (issue 39, item 6; docs/hier-transports.md,
+  // "Registration and posting"): none changes a result.
+  std::uint32_t inline_ask = 256;  // MLXA2A_NET_INLINE: inline bytes asked per QP; 0: none
+  bool relaxed_ordering = true;    // MLXA2A_NET_RELAXED_ORDERING: out-area MRs, if the device takes it
+  std::string hugepages = "auto";  // MLXA2A_NET_HUGEPAGES: the staging segment's pages
   friend bool operator==(const NetSwitches&, const NetSwitches&) = default;
 };
 

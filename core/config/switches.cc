@@ -17,6 +17,7 @@ constexpr std::string_view kLogLevels[] = {"error", "warn", "info", "debug", "tr
 constexpr std::string_view kCollTrace[] = {"none", "info", "debug"};
 // Must match rcache::parse_invalidation (a unit test checks every choice).
 constexpr std::string_view kInvalidation[] = {"auto", "ucm", "patch", "strict", "none"};
+constexpr std::string_view kHugepages[] = {"auto", "hugetlb", "thp", "off"};
 
 std::string check_align(const Value& v) {
   const std::uint64_t a = std::get<std::uint64_t>(v);
@@ -296,14 +297,47 @@ constexpr Spec kSwitches[] = {
      .default_text = "0",
      .description = "RDMA: the most RC queue pairs (one per partner process) a process may "
                     "hold. A team whose leaders would need more does not use RC (every "
-                    "leader agrees; the team line says why) and its leaders exchange over "
-                    "PMPI. 0 = the HCA's max_qp / (2 x ranks on the node): half of the HCA's "
-                    "QPs left to the MPI library and others, the rest shared by the node's "
-                    "processes.",
+                    "leader agrees) and its leaders use DC (one DCT and a few DCIs each; the "
+                    "team line says transport=dc), or PMPI where DC is unavailable (the "
+                    "team line says why). 0 = the HCA's max_qp / (2 x ranks on the node): "
+                    "half of the HCA's QPs left to the MPI library and others, the rest "
+                    "shared by the node's processes.",
      .verbosity = Verbosity::Tuner,
      .min = 0,
      .max = 16777215,
      .store = net<&NetSwitches::rc_qp_budget>},
+    {.name = "NET_INLINE",
+     .type = Type::Int,
+     .default_text = "256",
+     .description = "RDMA queue pairs: inline bytes asked for at creation (halved until the "
+                    "device accepts); writes up to what the queue pair then reports "
+                    "(ibv_create_qp's max_inline_data, which mlx5 rounds up to its WQE size) "
+                    "carry their data in the work request. 0 = never inline. Changes no result.",
+     .verbosity = Verbosity::Tuner,
+     .min = 0,
+     .max = 4096,
+     .store = net<&NetSwitches::inline_ask>},
+    {.name = "NET_RELAXED_ORDERING",
+     .type = Type::Bool,
+     .default_text = "y",
+     .description = "Register the leaders' out-areas with IBV_ACCESS_RELAXED_ORDERING (PCIe "
+                    "writes into them may be reordered; safe: readers wait for the write's "
+                    "immediate, which is ordered after its data). A device or stack that "
+                    "refuses the flag gets the registration without it. Changes no result.",
+     .verbosity = Verbosity::Tuner,
+     .store = net<&NetSwitches::relaxed_ordering>},
+    {.name = "NET_HUGEPAGES",
+     .type = Type::Enum,
+     .default_text = "auto",
+     .description = "Pages of a multi-node team's staging segment (what RDMA leaders "
+                    "register): hugetlb (memfd with MFD_HUGETLB, shared through /proc/PID/fd), "
+                    "thp (normal shared memory with MADV_HUGEPAGE), off (4 KiB pages), auto "
+                    "(hugetlb when enough default-size huge pages are free, else thp when the "
+                    "kernel's shmem THP setting allows it, else off). What a node got is in "
+                    "the debug team line and the stats report. Node rank 0's value wins.",
+     .verbosity = Verbosity::Tuner,
+     .choices = kHugepages,
+     .store = net<&NetSwitches::hugepages>},
     {.name = "NET_TRAFFIC_CLASS",
      .type = Type::Int,
      .default_text = "-1",

@@ -74,6 +74,7 @@ StageAreas HierAlltoall::areas_of(const shm::NodeStage& stage) noexcept {
     a.out[p] = stage.out_area(p);
   }
   a.bytes = std::min(stage.in_bytes(), stage.out_bytes());
+  a.pages = shm::pages_name(stage.pages());
   return a;
 }
 

@@ -42,6 +42,9 @@ struct StageAreas {
   char* in[2] = {nullptr, nullptr};
   char* out[2] = {nullptr, nullptr};
   std::size_t bytes = 0;
+  // What pages back them (shm::pages_name: "4k", "thp", "hugetlb"), for the
+  // fabric summary (MLXA2A_NET_HUGEPAGES).
+  const char* pages = "4k";
 };
 
 // Zero-copy (docs/zerocopy.md): one local rank's send buffer as its

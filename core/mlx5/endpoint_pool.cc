@@ -1,8 +1,10 @@
 #include "core/mlx5/endpoint_pool.h"
 
 #include <arpa/inet.h>
+#include <sched.h>
 #include <unistd.h>
 
+#include <bit>
 #include <chrono>
 #include <cstring>
 #include <limits>
@@ -26,6 +28,9 @@ std::atomic<std::uint64_t> g_bytes{0};
 std::atomic<std::uint64_t> g_setup_bytes{0};
 std::atomic<std::uint64_t> g_setup_collectives{0};
 std::atomic<const char*> g_last_event{""};
+std::atomic<std::uint64_t> g_waiters{0};
+std::atomic<std::uint64_t> g_peak_waiters{0};
+std::atomic<std::uint64_t> g_polls_contended{0};
 
 constexpr std::uint64_t kRecvTag = 1;  // wr_id of every receive; sends carry slot << 1
 
@@ -33,10 +38,12 @@ constexpr std::uint64_t kRecvTag = 1;  // wr_id of every receive; sends carry sl
 
 bool operator<(const ProcessId& a, const ProcessId& b) { return std::memcmp(&a, &b, sizeof a) < 0; }
 void Endpoint::retire_send() noexcept {
-  if (sq_count == 0) return;  // a flushed unsignalled WR of a QP in error
-  sq_free += sq_groups[sq_head];
-  sq_head = (sq_head + 1) % static_cast<std::uint32_t>(sq_groups.size());
-  --sq_count;
+  const std::uint32_t head = sq_head.load(std::memory_order_relaxed);
+  // None in flight: a flushed unsignalled WR of a QP in error.
+  if (head == sq_tail.load(std::memory_order_acquire)) return;
+  const std::uint32_t wrs = sq_groups[head % sq_groups.size()];
+  sq_head.store(head + 1, std::memory_order_release);
+  sq_free.fetch_add(wrs, std::memory_order_release);
 }
 
 bool operator==(const ProcessId& a, const ProcessId& b) {
@@ -108,10 +115,30 @@ void EndpointPool::summarize() noexcept try {
   const PortAddress& a = d.address();
   std::string gid;
   if (a.roce) gid = "gid=" + std::to_string(a.gid_index) + " gid-by=" + gid_by_ + " ";
+  std::string regs;  // issue 39 item 6: what the QPs and out-areas got
+  if (inline_noted_) regs += " inline=" + std::to_string(inline_granted_);
+  if (*relaxed_ordering_) regs += std::string(" relaxed-ordering=") + relaxed_ordering_;
+  if (*pages_) regs += std::string(" hugepages=") + pages_;
   set_fabric_summary("hca=" + d.name() + ":" + std::to_string(d.port()) + " hca-by=" +
                      d.choice() + (a.roce ? " link=roce " : " link=ib ") +
-                     (opt_.link_matched ? "link-by=team " : "") + gid + describe(d.qos()));
+                     (opt_.link_matched ? "link-by=team " : "") + gid + describe(d.qos()) + regs);
 } catch (...) {  // allocation only: the trace keeps the last summary
+}
+
+void EndpointPool::note_inline(std::uint32_t bytes) noexcept {
+  if (inline_noted_ && bytes == inline_granted_) return;
+  inline_noted_ = true;
+  inline_granted_ = bytes;
+  summarize();
+}
+
+void EndpointPool::note_registration(const char* relaxed_ordering, const char* pages) noexcept {
+  if (std::strcmp(relaxed_ordering, relaxed_ordering_) == 0 && std::strcmp(pages, pages_) == 0) {
+    return;
+  }
+  relaxed_ordering_ = relaxed_ordering;
+  pages_ = pages;
+  summarize();
 }
 
 GidList EndpointPool::gid_offer() const noexcept {
@@ -150,8 +177,19 @@ PoolStats EndpointPool::stats() noexcept {
   return {QueuePair::live_count(), MemoryRegion::live_count(),
           g_qps_created.load(std::memory_order_relaxed), g_writes.load(std::memory_order_relaxed),
           g_bytes.load(std::memory_order_relaxed), g_setup_bytes.load(std::memory_order_relaxed),
-          g_setup_collectives.load(std::memory_order_relaxed)};
+          g_setup_collectives.load(std::memory_order_relaxed),
+          g_peak_waiters.load(std::memory_order_relaxed),
+          g_polls_contended.load(std::memory_order_relaxed)};
 }
+
+EndpointPool::Waiter::Waiter() noexcept {
+  const std::uint64_t now = g_waiters.fetch_add(1, std::memory_order_relaxed) + 1;
+  std::uint64_t peak = g_peak_waiters.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak_waiters.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
+EndpointPool::Waiter::~Waiter() { g_waiters.fetch_sub(1, std::memory_order_relaxed); }
 
 void EndpointPool::count_setup(std::uint64_t bytes, std::uint64_t collectives) noexcept {
   g_setup_bytes.fetch_add(bytes, std::memory_order_relaxed);
@@ -194,19 +232,23 @@ Status EndpointPool::endpoint(const ProcessId& remote, std::shared_ptr<Endpoint>
     // grows below, or the pair is refused with the reason logged).
     auto e = std::make_shared<Endpoint>();
     const Status st =
-        QueuePair::create(device_, {kSendDepth, kRecvDepth, kInline, kSendSge}, &e->qp);
+        QueuePair::create(device_, {kSendDepth, kRecvDepth, opt_.inline_ask, kSendSge}, &e->qp);
     if (st != Status::ok) return st;
+    note_inline(e->qp->inline_bytes());
     // Before anything is posted on it: room in the CQ for every live QP's
     // send and receive queues (retired ones too while a transport holds them).
     const long need = QueuePair::live_count() *
                       static_cast<long>(e->qp->send_depth() + e->qp->recv_depth());
+    const Token token(*this);  // the CQ's size and by_qpn_ (pollers read them)
     if (need > std::numeric_limits<int>::max() || !device_->grow_cq(static_cast<int>(need))) {
       MLXA2A_LOG(Info, "RDMA: the completion queue cannot grow to %ld entries", need);
       return Status::unavailable;
     }
     g_qps_created.fetch_add(1, std::memory_order_relaxed);
     e->sq_free = e->qp->send_depth();
-    e->sq_groups.assign(e->qp->send_depth(), 0);  // a message has at least one WR
+    // A message has at least one WR; a power of two, so that the free-running
+    // ring indices stay consistent when they wrap.
+    e->sq_groups.assign(std::bit_ceil(e->qp->send_depth()), 0);
     e->psn = (e->qp->qpn() * 2654435761u) & 0xffffff;
     by_qpn_[e->qp->qpn()] = e.get();
     endpoints_[remote] = e;
@@ -257,11 +299,13 @@ void EndpointPool::discard(const ProcessId& remote) noexcept {
   auto it = endpoints_.find(remote);
   if (it == endpoints_.end()) return;
   it->second->failed = true;  // for the transports still holding it
+  const Token token(*this);
   by_qpn_.erase(it->second->qp->qpn());
   endpoints_.erase(it);
 }
 
 std::uint32_t EndpointPool::add_slot(Slot* s) {
+  const Token token(*this);
   for (std::uint32_t tries = 0; tries < wire::kMaxSlot; ++tries) {
     const std::uint32_t id = next_slot_;
     next_slot_ = next_slot_ == wire::kMaxSlot ? 1 : next_slot_ + 1;
@@ -274,6 +318,7 @@ void EndpointPool::release_slot(std::uint32_t id) noexcept {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_pool) return;
   std::lock_guard<std::mutex> pool_lock(g_pool->mutex_);
+  const Token token(*g_pool);  // no poller dispatches to it after this
   g_pool->slots_.erase(id);
 }
 
@@ -390,57 +435,86 @@ Status EndpointPool::ready(std::string* why) noexcept {
   return Status::ok;
 }
 
-Status EndpointPool::poll() noexcept {
-  if (cq_failed_) return Status::net_failed;
+void EndpointPool::check_events_now() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  check_events();
+}
+
+EndpointPool::Token::Token(EndpointPool& p) noexcept : p_(p) {
+  while (p_.polling_.exchange(true, std::memory_order_acquire)) sched_yield();
+}
+
+void EndpointPool::write_failed(const ibv_wc& c, Endpoint* ep, Slot* slot) noexcept {
+  const Verbs& v = device_->verbs();
+  MLXA2A_LOG(Warn, "RDMA write failed: %s (status %d, qp %u)",
+             v.wc_status_str ? v.wc_status_str(c.status) : "", static_cast<int>(c.status),
+             c.qp_num);
+  if (ep) ep->failed = true;
+  if (slot) slot->failed = true;
+}
+
+Status EndpointPool::dispatch(const ibv_wc& c) noexcept {
+  auto ep_it = by_qpn_.find(c.qp_num);
+  Endpoint* ep = ep_it == by_qpn_.end() ? nullptr : ep_it->second;
+  if (c.wr_id == kRecvTag) {
+    if (c.status != IBV_WC_SUCCESS) {
+      if (ep) ep->failed = true;
+      return Status::ok;
+    }
+    const std::uint32_t imm = ntohl(c.imm_data);
+    if (auto s = slots_.find(imm >> 17); s != slots_.end()) {
+      Slot& slot = *s->second;
+      const std::uint32_t par = imm & 1, member = (imm >> 1) & 0xffff;
+      // The member's count first: a reader that sees the total complete
+      // then sees every member's (settled(), relay duplicates).
+      if (member < slot.from[par].size()) slot.from[par][member].fetch_add(1);
+      slot.arrived[par].fetch_add(1);
+    }
+    if (ep && post_recvs(*ep, 1) != Status::ok) ep->failed = true;
+    return Status::ok;
+  }
+  auto s = slots_.find(static_cast<std::uint32_t>(c.wr_id >> 2) & 0x3fffffff);
+  if (ep) ep->retire_send();
+  if (c.status != IBV_WC_SUCCESS) {
+    write_failed(c, ep, s != slots_.end() ? s->second : nullptr);
+  } else if (s != slots_.end() && (c.wr_id & 2) != 0) {
+    ++s->second->alive;
+  } else if (s != slots_.end()) {
+    Slot& slot = *s->second;
+    if (const std::uint64_t member = c.wr_id >> 32; member < slot.sent_to.size()) {
+      slot.sent_to[member].fetch_add(1);
+    }
+    slot.sent.fetch_add(1);
+  }
+  return Status::ok;
+}
+
+Status EndpointPool::poll_once(bool wait) noexcept {
+  if (polling_.exchange(true, std::memory_order_acquire)) {
+    if (!wait) {  // another thread polls, for everyone
+      g_polls_contended.fetch_add(1, std::memory_order_relaxed);
+      return cq_failed_.load(std::memory_order_relaxed) ? Status::net_failed : Status::ok;
+    }
+    while (polling_.exchange(true, std::memory_order_acquire)) sched_yield();
+  }
+  Status st = Status::ok;
   ibv_wc wc[32];
-  for (;;) {
-    const int n = Verbs::poll_cq(device_->cq(), 32, wc);
+  for (int n = 32; st == Status::ok && n == 32;) {
+    if (cq_failed_.load(std::memory_order_relaxed)) {
+      st = Status::net_failed;
+      break;
+    }
+    n = Verbs::poll_cq(device_->cq(), 32, wc);
     if (n < 0) {
       // An overrun CQ loses completions for good (IBV_EVENT_CQ_ERR).
       cq_failed_ = true;
       MLXA2A_LOG(Error, "RDMA: completion queue failed (%d)", n);
-      return Status::net_failed;
+      st = Status::net_failed;
     }
-    for (int i = 0; i < n; ++i) {
-      const ibv_wc& c = wc[i];
-      auto ep_it = by_qpn_.find(c.qp_num);
-      Endpoint* ep = ep_it == by_qpn_.end() ? nullptr : ep_it->second;
-      if (c.wr_id == kRecvTag) {
-        if (c.status != IBV_WC_SUCCESS) {
-          if (ep) ep->failed = true;
-          continue;
-        }
-        const std::uint32_t imm = ntohl(c.imm_data);
-        if (auto s = slots_.find(imm >> 17); s != slots_.end()) {
-          Slot& slot = *s->second;
-          const std::uint32_t par = imm & 1, member = (imm >> 1) & 0xffff;
-          ++slot.arrived[par];
-          if (member < slot.from[par].size()) ++slot.from[par][member];
-        }
-        if (ep && post_recvs(*ep, 1) != Status::ok) ep->failed = true;
-        continue;
-      }
-      auto s = slots_.find(static_cast<std::uint32_t>(c.wr_id >> 2) & 0x3fffffff);
-      if (ep) ep->retire_send();
-      if (c.status != IBV_WC_SUCCESS) {
-        const Verbs& v = device_->verbs();
-        MLXA2A_LOG(Warn, "RDMA write failed: %s (status %d, qp %u)",
-                   v.wc_status_str ? v.wc_status_str(c.status) : "", static_cast<int>(c.status),
-                   c.qp_num);
-        if (ep) ep->failed = true;
-        if (s != slots_.end()) s->second->failed = true;
-      } else if (s != slots_.end() && (c.wr_id & 2) != 0) {
-        ++s->second->alive;
-      } else if (s != slots_.end()) {
-        Slot& slot = *s->second;
-        ++slot.sent;
-        if (const std::uint64_t member = c.wr_id >> 32; member < slot.sent_to.size()) {
-          ++slot.sent_to[member];
-        }
-      }
-    }
-    if (n < 32) return Status::ok;
+    for (int i = 0; i < n; ++i) (void)dispatch(wc[i]);
   }
+  polling_.store(false, std::memory_order_release);
+  return st;
 }
 
 }  // namespace mlxa2a::mlx5

@@ -26,11 +26,20 @@
 //   and cannot overrun (an overrun loses completions for good: mlx5 reports
 //   it only as IBV_EVENT_CQ_ERR). 1,024 endpoints still need 131,072 entries;
 //   two need 256 (rounded up by the driver).
-// * Thread safety: every member except get()/shutdown()/stats must be called
-//   with mutex() held.
+// * Thread safety (docs/hier.md, "Threads"): two locks. mutex() guards the
+//   endpoints, their set-up and the producers' side of send credits (take,
+//   post); the poll token guards the CQ: one thread at a time polls it and
+//   dispatches what it read to the Slots and Endpoints, whose counters are
+//   atomics read without a lock. Lock order: mutex() before the token; a
+//   token holder never waits for mutex(), and nobody waits (spins) for a
+//   completion with mutex() held: try_poll() is the waits' poll. Maps the
+//   poller reads (slots, QP numbers) and the CQ's size change with both held.
+//   Every member except get()/shutdown()/stats()/release_slot()/poll()/
+//   try_poll()/check_events_now() must be called with mutex() held.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -76,49 +85,76 @@ constexpr std::uint64_t wr_id(std::uint32_t slot, std::uint32_t member, bool kee
 }
 }  // namespace wire
 
-// Counters of one transport, written by whoever polls (mutex held).
+// Per-member counters of a Slot: atomics, fixed in number once made (before
+// the slot is added to the pool, so no poller sees it resized).
+class CounterRow {
+ public:
+  void reset(std::size_t n) {
+    v_.reset(new std::atomic<std::uint64_t>[n]());
+    n_ = n;
+  }
+  std::size_t size() const noexcept { return n_; }
+  std::atomic<std::uint64_t>& operator[](std::size_t i) noexcept { return v_[i]; }
+  const std::atomic<std::uint64_t>& operator[](std::size_t i) const noexcept { return v_[i]; }
+
+ private:
+  std::unique_ptr<std::atomic<std::uint64_t>[]> v_;
+  std::size_t n_ = 0;
+};
+
+// Counters of one transport. Written by whichever thread polls the CQ (with
+// the poll token, not the pool mutex) and read by the owning team's thread
+// without any lock: hence atomics (docs/hier.md, "Threads").
 struct Slot {
-  std::uint64_t arrived[2] = {0, 0};  // writes with immediate received, per parity
-  std::uint64_t sent = 0;             // our signalled data writes completed
-  bool failed = false;                // one of our writes completed in error
+  std::atomic<std::uint64_t> arrived[2] = {0, 0};  // writes with immediate received, per parity
+  std::atomic<std::uint64_t> sent{0};              // our signalled data writes completed
+  std::atomic<bool> failed{false};                 // one of our writes completed in error
   // The same per member (sized by the transport; an immediate naming a
   // member beyond them is counted in the totals only).
-  std::vector<std::uint64_t> from[2];  // arrivals from it, per parity
-  std::vector<std::uint64_t> sent_to;  // our data writes to it completed
-  std::uint64_t alive = 0;             // our keep-alives (and set-up pings) completed
+  CounterRow from[2];                 // arrivals from it, per parity
+  CounterRow sent_to;                 // our data writes to it completed
+  std::atomic<std::uint64_t> alive{0};  // our keep-alives (and set-up pings) completed
 };
 
 struct Endpoint {
   // Send credits, shared by every team posting on the QP (teams in several
   // threads share it): a send queue slot is free again only when the
   // signalled completion of its message retires it (the unsignalled WRs
-  // before it with it; RC completes a send queue in order). false: not
-  // enough free now. Pool mutex held.
+  // before it with it; RC completes a send queue in order). A ring with one
+  // producer and one consumer at a time: take_send()/untake_send() with the
+  // pool mutex held (taking credits and posting the chain happen together,
+  // so the ring's order is the send queue's), retire_send() by the poller
+  // (poll token held). false: not enough free now.
   bool take_send(std::uint32_t wrs) noexcept {  // inline: once per message
-    if (wrs > sq_free || sq_count == sq_groups.size()) return false;
-    sq_free -= wrs;
-    sq_groups[(sq_head + sq_count) % sq_groups.size()] = wrs;
-    ++sq_count;
+    // Only producers lower the count (one at a time), the poller only
+    // raises it. The ring cannot overflow: a message has at least one WR
+    // and the count is at most the queue's depth, the ring's size.
+    if (wrs > sq_free.load(std::memory_order_acquire)) return false;
+    sq_free.fetch_sub(wrs, std::memory_order_relaxed);
+    const std::uint32_t tail = sq_tail.load(std::memory_order_relaxed);
+    sq_groups[tail % sq_groups.size()] = wrs;
+    sq_tail.store(tail + 1, std::memory_order_release);
     return true;
   }
   void retire_send() noexcept;  // the oldest message's signalled completion was polled
   // Gives back what the last take_send() took (its post failed: nothing of
-  // it reached the send queue). Pool mutex held.
+  // it reached the send queue, so no completion retires it). Pool mutex held.
   void untake_send(std::uint32_t wrs) noexcept {
-    sq_free += wrs;
-    --sq_count;
+    sq_tail.store(sq_tail.load(std::memory_order_relaxed) - 1, std::memory_order_release);
+    sq_free.fetch_add(wrs, std::memory_order_release);
   }
 
   std::unique_ptr<QueuePair> qp;
   std::uint32_t psn = 0;         // our initial send PSN
   std::uint32_t remote_qpn = 0;  // valid once connected
   bool connected = false;
-  std::uint32_t sq_free = 0;              // send queue slots not in use
+  std::atomic<std::uint32_t> sq_free{0};  // send queue slots not in use
   std::vector<std::uint32_t> sq_groups;   // ring: WRs of each message in flight, oldest first
-  std::uint32_t sq_head = 0, sq_count = 0;
+  std::atomic<std::uint32_t> sq_head{0};  // retired messages (the poller's)
+  std::atomic<std::uint32_t> sq_tail{0};  // taken messages (the producers')
   // A completion on it failed (QP in error), its set-up failed, or it was
-  // discarded: never posted to again. Written and read with mutex() held.
-  bool failed = false;
+  // discarded: never posted to again. Any thread, any lock.
+  std::atomic<bool> failed{false};
 };
 
 struct PoolStats {
@@ -129,13 +165,17 @@ struct PoolStats {
   std::uint64_t bytes_written;
   std::uint64_t setup_bytes;        // RDMA set-ups' collectives, sent + received
   std::uint64_t setup_collectives;  // and how many
+  // Threads (docs/hier.md, "Threads"): the most threads of this process seen
+  // waiting in RDMA exchanges at once (none holds the pool mutex while it
+  // waits), and polls that found another thread polling the shared CQ.
+  std::uint64_t peak_waiters;
+  std::uint64_t polls_contended;
 };
 
 class EndpointPool {
  public:
   static constexpr std::uint32_t kSendDepth = 64;
   static constexpr std::uint32_t kRecvDepth = 64;
-  static constexpr std::uint32_t kInline = 128;
   // SGEs per send WR for zero-copy gathers (capped by the device's max_sge):
   // a block layout needs one per local rank, round robin one per block.
   static constexpr std::uint32_t kSendSge = 16;
@@ -148,6 +188,12 @@ class EndpointPool {
   static std::uint32_t link_layers(const NetOptions& opt) noexcept { return port_offer(opt).links; }
   static void shutdown() noexcept;
   static PoolStats stats() noexcept;
+  // What a set-up's endpoints got (the fabric summary, hwcheck): the inline
+  // bytes the last QP made reports (0 before any); the last registration's
+  // relaxed-ordering state of its out-areas ("on", "refused", "off") and
+  // what pages back its areas (hier::StageAreas::pages). Static strings.
+  void note_inline(std::uint32_t bytes) noexcept;
+  void note_registration(const char* relaxed_ordering, const char* pages) noexcept;
   static void count_writes(std::uint64_t writes, std::uint64_t bytes) noexcept;
   static void count_setup(std::uint64_t bytes, std::uint64_t collectives) noexcept;
 
@@ -179,9 +225,25 @@ class EndpointPool {
   // Forgets a slot, if the pool still exists (a team freed inside
   // MPI_Finalize outlives shutdown()). Takes mutex() itself.
   static void release_slot(std::uint32_t id) noexcept;
-  // Drains the CQ once. net_failed if the CQ itself failed (overrun) or the
-  // device did (an async event).
-  Status poll() noexcept;
+  // Drains the CQ once, waiting for the poll token if another thread holds
+  // it: when it returns, every completion in the CQ at the call was
+  // dispatched. net_failed if the CQ itself failed (overrun) or the device
+  // did (an async event). Either lock state (never with the token held).
+  Status poll() noexcept { return poll_once(true); }
+  // A wait's poll: drains the CQ if no other thread is polling it, else
+  // returns at once (that thread dispatches our completions too). Never
+  // with mutex() held.
+  Status try_poll() noexcept { return poll_once(false); }
+  // check_events() taking mutex() itself (waits, which hold no lock).
+  void check_events_now() noexcept;
+  // Counts a thread waiting in an exchange while it lives (PoolStats).
+  class Waiter {
+   public:
+    Waiter() noexcept;
+    ~Waiter();
+    Waiter(const Waiter&) = delete;
+    Waiter& operator=(const Waiter&) = delete;
+  };
   // Reads the device's pending async events (non-blocking) and contains
   // each: a QP's error retires its endpoint; a port error refuses new
   // set-ups until the port is ACTIVE again but fails no endpoint (RC QPs
@@ -218,20 +280,47 @@ class EndpointPool {
   void refresh_address(const char* event) noexcept;
   bool gid_fixed() const noexcept;
   void summarize() noexcept;  // the trace's fabric summary (qos.h)
+  // poll() and try_poll(): takes the poll token (waits for it if `wait`,
+  // else returns at once when another thread holds it), drains the CQ,
+  // gives the token back.
+  Status poll_once(bool wait) noexcept;
+  // One completion, the token held (inlined into poll_once's loop).
+  [[gnu::always_inline]] inline Status dispatch(const ibv_wc& c) noexcept;
+  [[gnu::cold]] void write_failed(const ibv_wc& c, Endpoint* ep, Slot* slot) noexcept;
+  // Holds the poll token for its life (waiting for it): for those that
+  // change what pollers read. Bounded: a holder only drains the CQ.
+  class Token {
+   public:
+    explicit Token(EndpointPool& p) noexcept;
+    ~Token() { p_.polling_.store(false, std::memory_order_release); }
+    Token(const Token&) = delete;
+    Token& operator=(const Token&) = delete;
+
+   private:
+    EndpointPool& p_;
+  };
 
   std::shared_ptr<Device> device_;  // declared first: outlives the endpoints
   NetOptions opt_;
   ProcessId self_;
   std::mutex mutex_;
+  // The poll token (ordered after mutex_): a flag, not a mutex, so that
+  // an uncontended poll costs one exchange and one store.
+  std::atomic<bool> polling_{false};
   std::map<ProcessId, std::shared_ptr<Endpoint>> endpoints_;
   std::unordered_map<std::uint32_t, Endpoint*> by_qpn_;
   std::unordered_map<std::uint32_t, Slot*> slots_;
   std::uint32_t next_slot_ = 1;
-  bool cq_failed_ = false;  // the CQ or the device failed: no RDMA in this process any more
+  // The CQ or the device failed: no RDMA in this process any more.
+  std::atomic<bool> cq_failed_{false};
   bool port_down_ = false;  // IBV_EVENT_PORT_ERR seen, no IBV_EVENT_PORT_ACTIVE since
   bool no_address_ = false; // the last re-read of the port's address failed
   bool events_ = false;     // the async fd is non-blocking: check_events() may read it
   std::string gid_by_ = "first";  // why the GID in use: first (not chosen yet), subnet, ...
+  std::uint32_t inline_granted_ = 0;  // note_inline()
+  bool inline_noted_ = false;
+  const char* relaxed_ordering_ = "";  // note_registration(); "": none yet
+  const char* pages_ = "";
 };
 
 }  // namespace mlxa2a::mlx5

@@ -77,6 +77,31 @@ EndpointPool* open_pool(GroupBootstrap& boot, const NetOptions& opt,
   return EndpointPool::get(net, why);
 }
 
+// An out-area's registration (issue 39, item 6): with
+// IBV_ACCESS_RELAXED_ORDERING when `relaxed` (the HCA may then reorder its
+// PCIe writes into the area; safe here, as every reader waits for the
+// write's immediate, whose completion the HCA writes only after the data),
+// again without it if the device or stack refuses the flag. rdma-core treats
+// it as optional: a kernel or device without support drops it silently, so
+// "on" means taken, not proven in effect (UCX's mlx5 MD asks the HCA's
+// capabilities through DevX instead; docs/hier-transports.md). *state: "on",
+// "refused" or "off"; false if the registration failed without the flag too.
+bool register_out_area(const std::shared_ptr<Device>& dev, void* addr, std::size_t bytes,
+                       bool relaxed, std::unique_ptr<MemoryRegion>* mr, const char** state) {
+  constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  if (relaxed) {
+    if (MemoryRegion::create(dev, addr, bytes, kAccess | IBV_ACCESS_RELAXED_ORDERING, mr) ==
+        Status::ok) {
+      *state = "on";
+      return true;
+    }
+    *state = "refused";
+    MLXA2A_LOG(Info, "RDMA: the device refused IBV_ACCESS_RELAXED_ORDERING; out-areas are "
+               "registered without it");
+  }
+  return MemoryRegion::create(dev, addr, bytes, kAccess, mr) == Status::ok;
+}
+
 // Which GID each RoCE member uses, the same on every member (gid_choice.h):
 // ours is applied to the pool (once, and only when it shares a subnet with
 // every other member: a GID fixed on no common subnet would keep this process
@@ -241,13 +266,14 @@ void RdmaLeaderTransport::Setup::register_areas() {
   std::lock_guard<std::mutex> lock(pool->mutex());
   const std::shared_ptr<Device>& dev = pool->device();
   bool ok = areas.bytes > 0;
+  const char* relaxed = "off";
   for (int p = 0; p < 2 && ok; ++p) {
     ok = MemoryRegion::create(dev, areas.in[p], areas.bytes, IBV_ACCESS_LOCAL_WRITE,
                               &t->in_mr_[p]) == Status::ok &&
-         MemoryRegion::create(dev, areas.out[p], areas.bytes,
-                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-                              &t->out_mr_[p]) == Status::ok;
+         register_out_area(dev, areas.out[p], areas.bytes, opt.relaxed_ordering,
+                           &t->out_mr_[p], &relaxed);
   }
+  if (ok) pool->note_registration(relaxed, areas.pages);
   if (!ok) {
     steps.fail(Status::unavailable, "registering the staging areas failed");
     return;
@@ -257,8 +283,8 @@ void RdmaLeaderTransport::Setup::register_areas() {
     return;
   }
   t->me_ = static_cast<std::uint32_t>(me);
-  for (auto& v : t->slot_.from) v.assign(static_cast<std::size_t>(size), 0);
-  t->slot_.sent_to.assign(static_cast<std::size_t>(size), 0);
+  for (CounterRow& v : t->slot_.from) v.reset(static_cast<std::size_t>(size));
+  t->slot_.sent_to.reset(static_cast<std::size_t>(size));
   t->slot_id_ = pool->add_slot(&t->slot_);
   if (t->slot_id_ == 0) {
     steps.fail(Status::unavailable, "every RDMA team slot of this process is taken (32,767)");

@@ -131,12 +131,16 @@ Status RdmaLeaderTransport::post(const Peer& peer, const hier::Message& m) noexc
 Status RdmaLeaderTransport::send_credits(Endpoint& ep, std::uint32_t wrs) noexcept {
   if (wrs > ep.qp->send_depth()) return Status::invalid_argument;  // set-up rules it out
   // Other teams' messages fill the shared send queue: their completions,
-  // polled here for everyone, free it. The HCA needs no help from us, so
-  // spinning with the pool's mutex held is bounded like any wait.
+  // polled here or by whichever thread polls, free it. The wait holds no
+  // lock (docs/hier.md, "Threads"); credits are taken with it held.
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   for (unsigned i = 1;; ++i) {
-    if (pool_->poll() != Status::ok || ep.failed) return Status::net_failed;
+    pool_->mutex().unlock();  // held by our caller (post, ping), which gets it back held
+    const Status st = pool_->try_poll();
+    cpu_relax();
+    pool_->mutex().lock();
+    if (st != Status::ok || ep.failed) return Status::net_failed;
     if (ep.take_send(wrs)) return Status::ok;
     if ((i & 1023) == 0) {
       pool_->check_events();
@@ -147,7 +151,6 @@ Status RdmaLeaderTransport::send_credits(Endpoint& ep, std::uint32_t wrs) noexce
         return Status::timeout;
       }
     }
-    cpu_relax();
   }
 }
 
@@ -277,18 +280,21 @@ Status RdmaLeaderTransport::post(std::span<const hier::Message> messages) noexce
 Status RdmaLeaderTransport::complete() noexcept {
   if (broken_) return Status::net_failed;
   if (pending_.empty()) return Status::ok;
+  // No lock is held while waiting (docs/hier.md, "Threads"): the CQ is
+  // polled by whichever waiting thread gets the poll token, and our Slot's
+  // counters are atomics.
+  const EndpointPool::Waiter waiting;
+  if (relay_) return complete_relayed();
   const int par = pending_parity_;
   // Arrivals for the other parity may come in meanwhile (a partner one round
   // ahead); they are counted in their own counter (docs/hier.md).
-  std::unique_lock<std::mutex> lock(pool_->mutex());
-  if (relay_) return complete_relayed(lock);
   // Without a relay (the MPI-free tests): any failure ends the call, and so
   // does MLXA2A_NET_TIMEOUT without an arrival.
   const core::wait_cpu::Scope accounted;  // MLXA2A_COLL_STATS: CPU spent waiting
   WaitPace pace(spin_.budget_ns());
   const std::uint64_t timeout_ns = std::uint64_t{opt_.timeout_ms} * 1'000'000;
   for (unsigned i = 0;; ++i) {
-    if (pool_->poll() != Status::ok || slot_.failed) return fail_pending(Status::net_failed);
+    if (pool_->try_poll() != Status::ok || slot_.failed) return fail_pending(Status::net_failed);
     if (slot_.arrived[par] >= expect_arrived_[par] && slot_.sent >= expect_sent_) {
       spin_.observe(pace.waited_ns());
       pending_.clear();
@@ -297,19 +303,15 @@ Status RdmaLeaderTransport::complete() noexcept {
     for (const Peer* p : pending_) {
       if (p->ep->failed) return fail_pending(Status::net_failed);
     }
-    if (!pace.step(i, lock) || (i & 63) != 0) continue;
-    if (opt_.idle) {
-      lock.unlock();
-      opt_.idle();
-      lock.lock();
-    }
+    if (!pace.step(i) || (i & 63) != 0) continue;
+    if (opt_.idle) opt_.idle();
     if (pace.waited_ns() >= timeout_ns) {
       MLXA2A_LOG(Warn, "RDMA: no arrival from a partner leader within %u ms", opt_.timeout_ms);
       return fail_pending(Status::timeout);
     }
     // A port that went down or a QP the HCA failed shows here long before
     // the retries run out; the endpoints it names are failed (above).
-    pool_->check_events();
+    pool_->check_events_now();
   }
 }
 

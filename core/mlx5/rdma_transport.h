@@ -37,11 +37,13 @@
 //   other transports sharing it relay (or fail) at their next post, a later
 //   set-up makes a new one.
 // * Not thread-safe per instance; instances in different threads share the
-//   pool under its mutex. Destruction is local.
+//   pool: posts take its mutex, waits hold no lock and poll through its
+//   poll token (docs/hier.md, "Threads"). Destruction is local.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -119,6 +121,7 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   };
   RdmaLeaderTransport(EndpointPool* pool, const hier::StageAreas& areas, const NetOptions& opt)
       : pool_(pool), areas_(areas), opt_(opt), spin_(opt.oversubscribed) {}
+  // One message; the pool mutex held (dropped while waiting for send credits).
   Status post(const Peer& peer, const hier::Message& m) noexcept;
   struct Setup;  // create()'s steps and what they hand on (rdma_setup.cc)
   // Set-up: what our end does with the pair to process `id` once both ends'
@@ -156,11 +159,12 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   // One zero-length signalled write to the peer (keepalive(), ping()); false
   // if it could not be posted (the endpoint is then failed).
   bool post_alive(const Peer& peer) noexcept;
-  // The wait of complete() with a relay: no time limit.
-  Status complete_relayed(std::unique_lock<std::mutex>& lock) noexcept;
+  // The wait of complete() with a relay: no time limit. No lock held.
+  Status complete_relayed() noexcept;
   // The slow path of taking `wrs` of the QP's send credits (after
   // Endpoint::take_send found too few): polls until other teams'
-  // completions free them. Pool mutex held.
+  // completions free them. The pool mutex is held at the call and the
+  // return, dropped while polling.
   Status send_credits(Endpoint& ep, std::uint32_t wrs) noexcept;
   // fail(), and retires the endpoints of the failed post's partners. Pool mutex held.
   Status fail_pending(Status st) noexcept;

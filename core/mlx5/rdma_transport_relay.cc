@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "core/arch.h"
@@ -139,7 +140,7 @@ Status RdmaLeaderTransport::take_notices() noexcept {
       MLXA2A_LOG(Error, "relay: a notice from leader %d does not fit this team", member);
       return Status::net_failed;
     }
-    std::uint64_t& have = slot_.from[par][at];
+    std::atomic<std::uint64_t>& have = slot_.from[par][at];
     if (n.seq <= have) {  // its write landed after all
       if (const Status st = relay_->receive(member, nullptr, n.bytes); st != Status::ok) return st;
       continue;
@@ -155,8 +156,8 @@ Status RdmaLeaderTransport::take_notices() noexcept {
     if (const Status st = relay_->receive(member, out + n.offset, n.bytes); st != Status::ok) {
       return st;
     }
-    ++have;
-    ++slot_.arrived[par];
+    have.fetch_add(1);
+    slot_.arrived[par].fetch_add(1);
   }
 }
 
@@ -203,6 +204,7 @@ bool RdmaLeaderTransport::post_alive(const Peer& peer) noexcept {
 
 void RdmaLeaderTransport::keepalive() noexcept {
   const int par = pending_parity_;
+  std::lock_guard<std::mutex> lock(pool_->mutex());  // credits and post together
   for (const Peer* p : pending_) {
     Endpoint& ep = *p->ep;
     if (ep.failed || slot_.from[par][p->member] >= p->posted[par] || !ep.take_send(1)) continue;
@@ -224,10 +226,11 @@ bool RdmaLeaderTransport::ping(std::string* why) noexcept {
     }
     ++want;
   }
+  lock.unlock();  // the wait holds no lock (docs/hier.md, "Threads")
   // Bounded by the HCA: each write completes or fails within the QP's retry
   // budget (MLXA2A_NET_QP_TIMEOUT x MLXA2A_NET_RETRY_COUNT).
   for (unsigned i = 1;; ++i) {
-    if (pool_->poll() != Status::ok) {
+    if (pool_->try_poll() != Status::ok) {
       *why = "the completion queue failed during the set-up's pings";
       return false;
     }
@@ -241,18 +244,16 @@ bool RdmaLeaderTransport::ping(std::string* why) noexcept {
       }
     }
     if ((i & 63) == 0) {
-      lock.unlock();
       sched_yield();
       if (opt_.idle) opt_.idle();
-      lock.lock();
-      pool_->check_events();
+      pool_->check_events_now();
     } else {
       cpu_relax();
     }
   }
 }
 
-Status RdmaLeaderTransport::complete_relayed(std::unique_lock<std::mutex>& lock) noexcept {
+Status RdmaLeaderTransport::complete_relayed() noexcept {
   const int par = pending_parity_;
   const core::wait_cpu::Scope accounted;  // MLXA2A_COLL_STATS: CPU spent waiting
   WaitPace pace(spin_.budget_ns());
@@ -267,7 +268,7 @@ Status RdmaLeaderTransport::complete_relayed(std::unique_lock<std::mutex>& lock)
     // A failed CQ or device loses completions for good: arrivals counted
     // nowhere cannot be told from arrivals that never came, so this is the
     // one failure that still ends the call (docs/hier.md).
-    if (pool_->poll() != Status::ok) return abort_pending(Status::net_failed);
+    if (pool_->try_poll() != Status::ok) return abort_pending(Status::net_failed);
     if (!degraded_) {
       if (slot_.arrived[par] >= expect_arrived_[par] && slot_.sent >= expect_sent_) return done();
       if (slot_.failed) degraded_ = true;
@@ -280,17 +281,13 @@ Status RdmaLeaderTransport::complete_relayed(std::unique_lock<std::mutex>& lock)
       if (const Status st = take_notices(); st != Status::ok) return fail(st);
       if (settled()) return done();
     }
-    if (!pace.step(i, lock) || (i & 63) != 0) continue;
+    if (!pace.step(i) || (i & 63) != 0) continue;
     // About once a millisecond (or a nap): MPI progress for local peers,
     // events (a QP the HCA failed shows here long before its retries run
     // out), a partner's notice (its write failed while ours went fine), and
     // the keep-alives.
-    if (opt_.idle) {
-      lock.unlock();
-      opt_.idle();
-      lock.lock();
-    }
-    pool_->check_events();
+    if (opt_.idle) opt_.idle();
+    pool_->check_events_now();
     if (!degraded_) {
       if (const Status st = take_notices(); st != Status::ok) return fail(st);
     }

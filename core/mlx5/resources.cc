@@ -441,12 +441,16 @@ Status QueuePair::create(std::shared_ptr<Device> dev, const Caps& caps,
   const auto max_sge = static_cast<std::uint32_t>(dev->attr().max_sge);
   init.cap.max_send_sge = caps.send_sge < 1 ? 1 : caps.send_sge < max_sge ? caps.send_sge : max_sge;
   init.cap.max_recv_sge = 1;
-  init.cap.max_inline_data = caps.inline_bytes;
-  q->qp_ = VerbsPtr<ibv_qp>(v.create_qp(dev->pd(), &init), {v.destroy_qp, "ibv_destroy_qp"});
-  if (!q->qp_ && caps.inline_bytes > 0) {
-    // Some adapters refuse the inline size asked; inline is an optimisation.
-    init.cap.max_inline_data = 0;
+  // An adapter refuses an inline size above its own limit (which verbs does
+  // not report): ask for half as much until it accepts; inline is an
+  // optimisation. What it grants (often more: mlx5 rounds up to its WQE
+  // size) is written back into init.cap (man ibv_create_qp).
+  for (std::uint32_t ask = caps.inline_bytes;; ask /= 2) {
+    const ibv_qp_cap asked = init.cap;
+    init.cap.max_inline_data = ask;
     q->qp_ = VerbsPtr<ibv_qp>(v.create_qp(dev->pd(), &init), {v.destroy_qp, "ibv_destroy_qp"});
+    if (q->qp_ || ask == 0) break;
+    init.cap = asked;
   }
   if (!q->qp_) return Status::net_failed;
   g_qps_live.fetch_add(1, std::memory_order_relaxed);

@@ -2,7 +2,7 @@
 // with or without a relay): poll without yielding for as long as recent
 // exchanges took (hier::NetSpin's budget; the clock is read every 16 polls,
 // a poll is ~50 ns, a clock read ~25), then give the core away between polls
-// with the pool's lock dropped, and past 50 ms sleep 200 us between them: a
+// (no lock is held: docs/hier.md, "Threads"), and past 50 ms sleep 200 us between them: a
 // partner that late (a checkpoint, I/O) is not coming within microseconds,
 // and the nap adds at most 0.4% to such a wait (a rank 125 s late cost its
 // waiting partners 93 s of CPU with yields alone).
@@ -13,7 +13,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 
 #include "core/arch.h"
 
@@ -29,21 +28,19 @@ class WaitPace {
   }
 
   // After poll number i found the wait not over: false while spinning (poll
-  // again at once); true once the core was given away (lock dropped and
-  // taken again), when the caller may do its slower periodic work.
-  bool step(unsigned i, std::unique_lock<std::mutex>& lock) {
+  // again at once); true once the core was given away, when the caller may
+  // do its slower periodic work. The caller holds no lock.
+  bool step(unsigned i) {
     if (spinning_ && ((i & 15) != 15 || waited_ns() < budget_)) {
       cpu_relax();
       return false;
     }
     spinning_ = false;
-    lock.unlock();
     sched_yield();
     if (waited_ns() > kLateNs) {
       const timespec nap{0, kNapNs};
       nanosleep(&nap, nullptr);
     }
-    lock.lock();
     return true;
   }
 

@@ -168,6 +168,14 @@ bool family_ok() noexcept {
 
 unsigned pmpi_alltoall_entries() noexcept { return t_pmpi_entries; }
 
+void refresh_fast_alltoall(bool pass_through) noexcept {
+  const HandOn& h = g_hand_on;
+  // The symbol mpi_own().alltoall was resolved from, taking raw handles.
+  static const auto own = reinterpret_cast<RawAlltoallFn>(mpi_own_symbol("PMPI_Alltoall"));
+  const bool fast = pass_through && !h.foreign && !h.alltoall && own;
+  detail::g_fast_alltoall.store(fast ? own : nullptr, std::memory_order_relaxed);
+}
+
 int alltoall_entry(const RawAlltoallArgs& a) noexcept {
   if (const ForeignAlltoall next = g_hand_on.alltoall) [[unlikely]] return hand_on_alltoall(next, a);
   return serve_alltoall(a);

@@ -13,6 +13,7 @@
 // This header must not include <mpi.h>: entry_c.cc defines MPI_* with these types.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace mlxa2a::core::mpi {
@@ -53,5 +54,42 @@ unsigned pmpi_alltoall_entries() noexcept;
 
 // True when the MPI library in this process has this shim's ABI (cached).
 bool family_ok() noexcept;
+
+// The pass-through fast path (bench/results/fallthrough.md): while every
+// MPI_Alltoall goes to PMPI unseen (pass_through(), core/mpi/runtime.h) and
+// no tool after mlxa2a or MPI of the other family takes MPI_Alltoall, the
+// shim's MPI_Alltoall calls the MPI's own PMPI_Alltoall straight from its
+// arguments' registers (handles bit-for-bit, as forwarding does above):
+// counted as a PMPI call, guarded as the dispatcher's calls are, so that a
+// nested call is served uncounted. Null otherwise.
+using RawAlltoallFn = int (*)(const void*, int, RawHandle, void*, int, RawHandle, RawHandle);
+// Runtime::refresh_pass_through() sets it at every change of its inputs.
+void refresh_fast_alltoall(bool pass_through) noexcept;
+
+namespace detail {
+inline constinit std::atomic<RawAlltoallFn> g_fast_alltoall{nullptr};
+// ReentryGuard's depth (core/mpi/runtime.h) and the fast path's PMPI calls
+// (added to PathCounts::pmpi by thread_path_counts()). initial-exec: the shim
+// is loaded at start-up (LD_PRELOAD), so its few bytes of TLS come from the
+// static block and each access is one instruction.
+inline constinit thread_local int t_reentry_depth __attribute__((tls_model("initial-exec"))) = 0;
+inline constinit thread_local std::uint64_t t_fast_pmpi
+    __attribute__((tls_model("initial-exec"))) = 0;
+}  // namespace detail
+
+inline RawAlltoallFn fast_alltoall_fn() noexcept {
+  return detail::g_fast_alltoall.load(std::memory_order_relaxed);
+}
+inline int fast_alltoall(RawAlltoallFn fn, const void* sendbuf, int sendcount, RawHandle sendtype,
+                         void* recvbuf, int recvcount, RawHandle recvtype, RawHandle comm) {
+  if (detail::t_reentry_depth != 0) {
+    return fn(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  }
+  ++detail::t_reentry_depth;
+  ++detail::t_fast_pmpi;
+  const int rc = fn(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  --detail::t_reentry_depth;
+  return rc;
+}
 
 }  // namespace mlxa2a::core::mpi

@@ -4,11 +4,16 @@
 #include <cstdlib>
 
 #include "core/log.h"
+#include "core/mpi/abi.h"
 #include "core/mpi/datatype.h"
 
 namespace mlxa2a::core::mpi {
 
-PathCounts thread_path_counts() noexcept { return detail::t_counts; }
+PathCounts thread_path_counts() noexcept {
+  PathCounts c = detail::t_counts;
+  c.pmpi += detail::t_fast_pmpi;  // the shim's pass-through fast path (core/mpi/abi.h)
+  return c;
+}
 
 std::string comm_label(MPI_Comm comm) {
   char name[MPI_MAX_OBJECT_NAME] = {};

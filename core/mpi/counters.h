@@ -16,6 +16,10 @@ struct RdmaCounters {
   std::uint64_t relayed = 0;  // messages sent through PMPI after their write failed
   std::uint64_t setup_bytes = 0;        // RDMA set-ups' collectives, sent + received
   std::uint64_t setup_collectives = 0;
+  // Threads (docs/hier.md, "Threads"): most threads waiting in RDMA
+  // exchanges at once, polls that found another thread polling the CQ.
+  std::uint64_t peak_waiters = 0;
+  std::uint64_t polls_contended = 0;
 };
 // Zeros when the shim was built without rdma-core headers.
 RdmaCounters rdma_counters() noexcept;

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/config/switches.h"
 #include "core/log.h"
 #include "core/mpi/hier_engine.h"
 #include "core/mpi/shm_engine.h"
@@ -21,10 +22,6 @@ EngineSettings EngineSettings::from(const config::Settings& s) {
   return e;
 }
 
-const std::string& Engine::no_text() noexcept {
-  static const std::string none;
-  return none;
-}
 
 bool drive_mpi_progress(MPI_Comm comm) noexcept {
   int flag = 0;

@@ -20,8 +20,9 @@
 // * run() is collective over the team (every rank, same bytes_per_peer, same
 //   route); contiguous buffers of size() blocks, not overlapping. A route
 //   the engine cannot take runs as its default. Never throws.
-// * Callers see Engine, its SizeAgreement (sizes()) and its EngineProps,
-//   never a concrete engine.
+// * Callers see Engine, its optional abilities (sizes(), containment(),
+//   pooling(): null when it lacks one) and its EngineProps, never a
+//   concrete engine.
 // * Not thread-safe: a team's collective calls are serialised by MPI's rules.
 #pragma once
 
@@ -33,11 +34,17 @@
 #include <string>
 #include <vector>
 
-#include "core/config/switches.h"
+#include "core/config/leaders.h"
+#include "core/config/net.h"
+#include "core/config/shm.h"
 #include "core/shm/options.h"
 #include "core/status.h"
 #include "core/route/route.h"
 #include "rcache/options.h"
+
+namespace mlxa2a::core::config {
+struct Settings;
+}
 
 namespace mlxa2a::core::mpi {
 
@@ -133,6 +140,36 @@ class SizeAgreement {
   ~SizeAgreement() = default;
 };
 
+// RDMA containment (core/mpi/containment.h), an optional ability: the
+// hierarchical engine, engaged only with RDMA leaders after a failure the
+// relay could not hide. contained_call(): ok - PMPI judges this call - or
+// false when another rank failed it (then it fails here too).
+class EngineContainment {
+ public:
+  virtual bool contained() const noexcept = 0;
+  virtual bool contained_call(std::size_t bytes_per_peer) noexcept = 0;
+  virtual const std::string& contained_why() const noexcept = 0;
+
+ protected:
+  ~EngineContainment() = default;
+};
+
+// The pool's hooks (core/mpi/engine_pool.h), an optional ability. pool_id():
+// a number naming this engine, equal on every rank of its team and never
+// reused by another engine; 0 for one that is never pooled. poolable():
+// nothing failed in it as far as this rank can see, so it may serve another
+// communicator of the same processes. rebind(): takes opt's abort callback
+// (the new communicator's) for later waits. All local.
+class EnginePooling {
+ public:
+  virtual std::uint64_t pool_id() const noexcept = 0;
+  virtual bool poolable() const noexcept = 0;
+  virtual void rebind(const shm::Options& opt) noexcept = 0;
+
+ protected:
+  ~EnginePooling() = default;
+};
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -153,35 +190,29 @@ class Engine {
   // For a rank that cannot take part in a run() its peers have entered.
   virtual void abandon() noexcept = 0;
 
-  // The engine's size agreement (SizeAgreement above); nullptr when it
-  // compares no sizes (the local engine).
-  virtual SizeAgreement* sizes() noexcept { return nullptr; }
-
-  // RDMA containment (core/mpi/containment.h); only the hierarchical engine
-  // with RDMA leaders engages it.
-  virtual bool contained() const noexcept { return false; }
-  virtual bool contained_call(std::size_t) noexcept { return true; }
-  virtual const std::string& contained_why() const noexcept { return no_text(); }
+  // Optional abilities, advertised as data by the concrete engine when it is
+  // built (as UCX interfaces advertise theirs in uct_iface_attr): null when
+  // the engine lacks one. The size agreement (SizeAgreement above) of
+  // engines that compare sizes; containment; the pool's hooks.
+  SizeAgreement* sizes() const noexcept { return abilities_.sizes; }
+  EngineContainment* containment() const noexcept { return abilities_.containment; }
+  EnginePooling* pooling() const noexcept { return abilities_.pooling; }
 
   // What set-up settled (EngineProps).
   const EngineProps& props() const noexcept { return props_; }
 
-  // The pool (core/mpi/engine_pool.h). pool_id(): a number naming this
-  // engine, equal on every rank of its team and never reused by another
-  // engine; 0 for an engine that is never pooled. poolable(): nothing failed
-  // in it as far as this rank can see, so it may serve another communicator
-  // of the same processes. rebind(): takes opt's abort callback (the new
-  // communicator's) for later waits. All local.
-  virtual std::uint64_t pool_id() const noexcept { return 0; }
-  virtual bool poolable() const noexcept { return false; }
-  virtual void rebind(const shm::Options&) noexcept {}
   // Whether the team took this engine from the pool.
   bool reused() const noexcept { return reused_; }
   void mark_reused() noexcept { reused_ = true; }
 
  protected:
-  static const std::string& no_text() noexcept;  // ""
-  EngineProps props_;  // set by the concrete engine when it is built
+  struct Abilities {
+    SizeAgreement* sizes = nullptr;
+    EngineContainment* containment = nullptr;
+    EnginePooling* pooling = nullptr;
+  };
+  EngineProps props_;      // set by the concrete engine when it is built
+  Abilities abilities_;    // likewise
 
  private:
   bool reused_ = false;

@@ -27,7 +27,10 @@ std::size_t EnginePool::idle() const noexcept {
 }
 
 void EnginePool::give(std::unique_ptr<Engine> engine, PoolKey key) noexcept {
-  if (!engine || engine->pool_id() == 0 || !engine->poolable() || key.world_ranks.empty()) return;
+  const EnginePooling* pooling = engine ? engine->pooling() : nullptr;
+  if (!pooling || pooling->pool_id() == 0 || !pooling->poolable() || key.world_ranks.empty()) {
+    return;
+  }
   std::unique_ptr<Engine> dropped;  // destroyed outside the lock
   std::lock_guard lock(mutex_);
   if (closed_ || capacity_ == 0) return;
@@ -40,7 +43,7 @@ void EnginePool::give(std::unique_ptr<Engine> engine, PoolKey key) noexcept {
       dropped = std::move(old->engine);
       idle_.erase(old);
     }
-    const std::uint64_t id = engine->pool_id();
+    const std::uint64_t id = pooling->pool_id();
     idle_.push_back(Entry{std::move(engine), id, std::move(key), false});
   } catch (...) {
     // push_back's allocation only; the engine is then destroyed here.
@@ -55,7 +58,7 @@ std::unique_ptr<Engine> EnginePool::acquire(MPI_Comm comm, const PoolKey& key,
     if (capacity_ == 0) return nullptr;  // on every rank: the switch is all-equal
     Entry* best = nullptr;
     for (Entry& e : idle_) {
-      if (!e.reserved && !key.world_ranks.empty() && e.key == key && e.engine->poolable() &&
+      if (!e.reserved && !key.world_ranks.empty() && e.key == key && e.engine->pooling()->poolable() &&
           (!best || e.id < best->id)) {
         best = &e;
       }
@@ -89,7 +92,7 @@ std::unique_ptr<Engine> EnginePool::acquire(MPI_Comm comm, const PoolKey& key,
     engine = std::move(it->engine);
     idle_.erase(it);
   }
-  engine->rebind(opt);
+  engine->pooling()->rebind(opt);
   engine->mark_reused();
   return engine;
 }

@@ -72,7 +72,7 @@ std::uint64_t pool_proposal() noexcept {
 
 }  // namespace
 
-HierEngine::HierEngine(const EngineSettings& s) : settings_(s) {}
+HierEngine::HierEngine(const EngineSettings& s) : settings_(s) { abilities_ = {this, this, this}; }
 
 HierEngine::~HierEngine() = default;
 
@@ -325,7 +325,8 @@ bool HierEngine::agree_leaders(Setup& s) {
 
 // The node's staging segment, collective over the node communicator.
 bool HierEngine::make_stage(Setup& s) {
-  const shm::Options opt = shm_options(settings_.shm, s.req.comm, s.req.oversubscribed);
+  shm::Options opt = shm_options(settings_.shm, s.req.comm, s.req.oversubscribed);
+  opt.hugepages = settings_.net.hugepages;  // the stage is what RDMA leaders register
   const std::size_t area = hier::HierAlltoall::area_bytes(s.req.size, s.local_size, s.stage_bytes);
   MpiBootstrap boot(s.req.node_comm, s.local_rank, s.local_size);
   if (const Status st = shm::NodeStage::create(boot, opt, area, area, s.stage); st != Status::ok) {

@@ -41,7 +41,10 @@
 
 namespace mlxa2a::core::mpi {
 
-class HierEngine final : public Engine, public SizeAgreement {
+class HierEngine final : public Engine,
+                         public SizeAgreement,
+                         public EngineContainment,
+                         public EnginePooling {
  public:
   static std::unique_ptr<HierEngine> create(const EngineRequest& req,
                                             const EngineSettings& s) noexcept;
@@ -57,7 +60,6 @@ class HierEngine final : public Engine, public SizeAgreement {
   // agree on, no MPI call.
   bool resync(MPI_Comm) noexcept override { return true; }
   // Check calls (HierAlltoall::check), numbered and contained like run().
-  SizeAgreement* sizes() noexcept override { return this; }
   Status check_sizes(std::size_t bytes) noexcept override;
   Status beside_pmpi(std::size_t announced, void (*call)(void*),
                           void* ctx) noexcept override;

@@ -1,5 +1,6 @@
 #include "core/mpi/plan_steps.h"
 
+#include <climits>
 #include <cstdio>
 
 #include "core/log.h"
@@ -33,7 +34,9 @@ void learn(plan::Query& q, const CommState* st) {
   q.tuning = st->tuner       ? plan::Tuning::on
              : st->tuner_off ? plan::Tuning::off
                              : plan::Tuning::unknown;
-  q.check_first = st->tuner && st->tuner->begin_is_collective(q.bytes);
+  // Only sizes measured selection takes (size classes cover 1 B .. 2 GiB).
+  q.check_first = st->tuner && q.bytes != 0 && q.bytes <= INT_MAX &&
+                  st->tuner->begin_is_collective(q.bytes);
 }
 
 // A team derived at MPI_Comm_split/dup sets its engine up (from the pool or

@@ -35,8 +35,6 @@
 
 namespace mlxa2a::core::mpi {
 
-constinit thread_local int ReentryGuard::depth_ __attribute__((tls_model("initial-exec"))) = 0;
-
 namespace {
 
 // The hierarchical engine's steps, summed over this process's rounds
@@ -164,6 +162,7 @@ void Runtime::refresh_pass_through() {
   const bool all_pmpi = s == State::Inactive || s == State::Finalised ||
                         (s == State::Active && config::rules::pmpi_for_every_size(settings_.tune));
   detail::g_pass_through.store(unseen && all_pmpi, std::memory_order_relaxed);
+  refresh_fast_alltoall(unseen && all_pmpi);
 }
 
 void Runtime::note_stacking() {
@@ -381,13 +380,16 @@ void Runtime::before_finalize() {
                static_cast<unsigned long long>(c.pmpi), static_cast<unsigned long long>(c.shm));
     const RdmaCounters r = rdma_counters();
     log::trace("stats rdma: calls=%llu writes_posted=%llu bytes_written=%llu qps_created=%llu "
-               "qps_live=%ld mrs_live=%ld relayed=%llu setup_bytes=%llu setup_collectives=%llu",
+               "qps_live=%ld mrs_live=%ld relayed=%llu setup_bytes=%llu setup_collectives=%llu "
+               "peak_waiters=%llu polls_contended=%llu",
                static_cast<unsigned long long>(c.rdma), static_cast<unsigned long long>(r.writes),
                static_cast<unsigned long long>(r.bytes),
                static_cast<unsigned long long>(r.qps_created), r.qps_live, r.mrs_live,
                static_cast<unsigned long long>(r.relayed),
                static_cast<unsigned long long>(r.setup_bytes),
-               static_cast<unsigned long long>(r.setup_collectives));
+               static_cast<unsigned long long>(r.setup_collectives),
+               static_cast<unsigned long long>(r.peak_waiters),
+               static_cast<unsigned long long>(r.polls_contended));
     // Process-wide (every thread's calls): the hierarchical engine's copies
     // and what zero-copy read in their place (docs/zerocopy.md).
     const ZeroCopyStats z = zero_copy_stats();

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/config/switches.h"
+#include "core/mpi/abi.h"
 
 namespace mlxa2a::core::mpi {
 
@@ -112,17 +113,11 @@ bool mpi_family_matches(std::string* found);
 // inside one of ours) must go straight to PMPI.
 class ReentryGuard {
  public:
-  ReentryGuard() noexcept { ++depth_; }
-  ~ReentryGuard() { --depth_; }
+  ReentryGuard() noexcept { ++detail::t_reentry_depth; }
+  ~ReentryGuard() { --detail::t_reentry_depth; }
   ReentryGuard(const ReentryGuard&) = delete;
   ReentryGuard& operator=(const ReentryGuard&) = delete;
-  static bool nested() noexcept { return depth_ > 0; }
-
- private:
-  // initial-exec: the shim is loaded at start-up (LD_PRELOAD), so its few bytes
-  // of TLS come from the static block and each access is one instruction
-  // instead of a __tls_get_addr call on every MPI_Alltoall.
-  static constinit thread_local int depth_ __attribute__((tls_model("initial-exec")));
+  static bool nested() noexcept { return detail::t_reentry_depth > 0; }
 };
 
 }  // namespace mlxa2a::core::mpi

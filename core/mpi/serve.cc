@@ -52,7 +52,7 @@ int engine(const Call& c, CommState& st, Route route, const char* reason, const 
 // rank's first PMPI call is the same call.
 int contained(const Call& c, CommState& st) {
   if (c.bytes == 0) return MPI_SUCCESS;  // as the engine: no peer takes part
-  Engine& e = *st.team->engine();        // contained(): there is one
+  EngineContainment& e = *st.team->containment();  // contained(): there is one
   if (e.contained_call(c.bytes)) {
     return fall_through(c.a, c.trace, c.bytes, &st, e.contained_why().c_str());
   }

@@ -35,6 +35,7 @@ ShmEngine::ShmEngine(std::unique_ptr<shm::NodeAlltoall> node) : node_(std::move(
   props_.line_max = node_->local_size() > 1 ? node_->line_max() : 0;
   props_.cma_usable = node_->cma_usable();
   props_.cma_enabled = node_->cma_enabled();
+  abilities_ = {this, nullptr, this};
 }
 
 Status ShmEngine::run(const char* send, char* recv, std::size_t bytes,

@@ -32,7 +32,7 @@ class LocalEngine final : public Engine {
   void abandon() noexcept override {}
 };
 
-class ShmEngine final : public Engine, public SizeAgreement {
+class ShmEngine final : public Engine, public SizeAgreement, public EnginePooling {
  public:
   static std::unique_ptr<ShmEngine> create(const EngineRequest& req,
                                            const EngineSettings& s) noexcept;
@@ -44,7 +44,6 @@ class ShmEngine final : public Engine, public SizeAgreement {
                   Route path) noexcept override;
   Route default_route(std::size_t bytes) const noexcept override;
   void abandon() noexcept override { node_->abandon(); }
-  SizeAgreement* sizes() noexcept override { return this; }
   Status check_sizes(std::size_t bytes) noexcept override {
     return node_->check_sizes(bytes);
   }

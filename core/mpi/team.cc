@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <new>
 
+#include "core/config/switches.h"
 #include "core/log.h"
 #include "core/mpi/engine_pool.h"
 #include "core/mpi/topology.h"

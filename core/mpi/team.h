@@ -31,11 +31,8 @@
 #include <string>
 #include <vector>
 
-#include "core/config/switches.h"
-#include "core/hier/hier_alltoall.h"
 #include "core/mpi/engine.h"
 #include "core/selection.h"
-#include "core/shm/node_alltoall.h"
 
 namespace mlxa2a::core::mpi {
 
@@ -108,7 +105,12 @@ class Team {
   // call that every rank saw from a local failure.
   std::uint64_t resyncs() const noexcept { return resyncs_; }
   // Whether the engine failed on some rank (RDMA teams; containment.h).
-  bool contained() const noexcept { return engine_ && engine_->contained(); }
+  bool contained() const noexcept {
+    const EngineContainment* c = engine_ ? engine_->containment() : nullptr;
+    return c && c->contained();
+  }
+  // Its containment (contained(): there is one).
+  EngineContainment* containment() const noexcept { return engine_->containment(); }
 
   // Rank-local scratch space for packing MPI_IN_PLACE and non-contiguous data;
   // grows on demand and is kept for the next call. nullptr if allocation failed.

@@ -20,6 +20,8 @@ namespace {
 struct SetupMessage {
   std::int32_t status;
   std::uint32_t probe_cma;  // rank 0's Request::probe_cma: all ranks probe or none
+  std::uint32_t pages;      // what rank 0 got (Pages)
+  std::uint32_t pad;
   std::uint64_t bytes;
   SegmentParams params;
   char name[224];
@@ -59,11 +61,12 @@ Status create_owned(const Options& opt, const NodeSegment::Request& req, int n, 
   const std::size_t total = user != 0 ? segment_bytes(n, user) : 0;
   Status st = name_ok ? Status::too_large : Status::invalid_argument;
   if (name_ok && total != 0) {
+    const Pages pages = choose_pages(opt.hugepages, total, read_page_facts());
     // A recycled pid can meet a leftover of its own name: try a few sequence numbers.
     for (int attempt = 0; attempt < 8; ++attempt) {
       const std::string name = make_segment_name(opt.name_prefix, opt.job_tag);
       if (name.size() >= sizeof msg.name) break;
-      st = Segment::create(name, total, seg);
+      st = Segment::create(name, total, seg, pages);
       if (st != Status::create_failed) break;
     }
   }
@@ -74,6 +77,7 @@ Status create_owned(const Options& opt, const NodeSegment::Request& req, int n, 
   h->local_size = static_cast<std::uint32_t>(n);
   std::snprintf(msg.name, sizeof msg.name, "%s", seg.name().c_str());
   msg.bytes = seg.size();
+  msg.pages = static_cast<std::uint32_t>(seg.pages());
   msg.params = req.params;
   msg.probe_cma = req.probe_cma ? 1 : 0;
   return Status::ok;
@@ -84,7 +88,8 @@ bool attach_checked(int n, const NodeSegment::Request& req, SetupMessage& msg, S
   msg.name[sizeof msg.name - 1] = '\0';
   const std::size_t user = req.user_bytes(n, msg.params);
   if (user == 0 || segment_bytes(n, user) != msg.bytes ||
-      Segment::attach(msg.name, msg.bytes, seg) != Status::ok) {
+      Segment::attach(msg.name, msg.bytes, seg,
+                      msg.pages == static_cast<std::uint32_t>(Pages::thp)) != Status::ok) {
     return false;
   }
   const layout::SegmentHeader* h = header(seg);
@@ -167,6 +172,8 @@ Status NodeSegment::create(Bootstrap& boot, const Options& opt, const Request& r
     return setup.outcome().status;
   }
   ns.params_ = msg.params;
+  ns.pages_ = msg.pages <= static_cast<std::uint32_t>(Pages::hugetlb) ? static_cast<Pages>(msg.pages)
+                                                                       : Pages::normal;
 
   // 2. Everybody else attaches; all publish their RankInfo, then agree.
   setup.step([&] { return me == 0 || attach_checked(n, req, msg, ns.seg_); });

@@ -50,9 +50,12 @@ class NodeSegment {
   std::atomic<std::uint32_t>* failed_flag() const noexcept;
   bool cma_usable() const noexcept { return cma_usable_; }
   const std::string& name() const noexcept { return seg_.name(); }
+  // The pages local rank 0 got for it (Options::hugepages; the same on every rank).
+  Pages pages() const noexcept { return pages_; }
 
  private:
   Segment seg_;
+  Pages pages_ = Pages::normal;
   int me_ = 0;
   int n_ = 0;
   SegmentParams params_{};

@@ -122,6 +122,7 @@ class NodeStage {
   void rebind(const Options& opt) noexcept;
 
   int local_rank() const noexcept { return seg_.local_rank(); }
+  Pages pages() const noexcept { return seg_.pages(); }  // what backs the areas
   int local_size() const noexcept { return seg_.local_size(); }
 
  private:

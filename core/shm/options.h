@@ -66,6 +66,10 @@ struct Options {
   // [layout] only in that the creator names the segment. The prefix must not
   // contain '/' or '-'; the tag must not contain '/'.
   std::string name_prefix = "mlxa2a";
+  // [layout] The pages of the segment (core/shm/pages.h choose_pages()'s
+  // mode: auto, hugetlb, thp, off): MLXA2A_NET_HUGEPAGES for the multi-node
+  // teams' stage (core/mpi/hier_engine.cc), off elsewhere.
+  std::string hugepages = "off";
   std::string job_tag;
 
   // Waits give up with Status::timeout after this many milliseconds. 0 = no

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <string>
 
+#include "core/shm/pages.h"
 #include "core/shm/status.h"
 
 namespace mlxa2a::shm {
@@ -25,12 +26,25 @@ class Segment {
   Segment& operator=(const Segment&) = delete;
 
   // Creates a new name (O_EXCL), reserves `bytes` of memory for it (so a full
-  // /dev/shm fails here, not as SIGBUS later) and maps it zero-filled.
-  static Status create(const std::string& name, std::size_t bytes, Segment& out);
-  // Maps an existing segment of exactly `bytes`.
-  static Status attach(const std::string& name, std::size_t bytes, Segment& out);
+  // /dev/shm fails here, not as SIGBUS later) and maps it zero-filled, on
+  // the pages asked if it can (pages.h; else thp, else normal: pages() says).
+  static Status create(const std::string& name, std::size_t bytes, Segment& out,
+                       Pages pages = Pages::normal);
+  // Maps an existing segment of exactly `bytes` (a memfd one: at least);
+  // `thp`: advise huge pages on our mapping too.
+  static Status attach(const std::string& name, std::size_t bytes, Segment& out,
+                       bool thp = false);
+  // A memfd segment (memfd_create with `flags` | MFD_CLOEXEC; MFD_HUGETLB for
+  // Pages::hugetlb), named "memfd:<pid>:<fd>" for attach(), which opens
+  // /proc/<pid>/fd/<fd>. unlink() closes the descriptor. create() uses it;
+  // tests call it without MFD_HUGETLB.
+  static Status create_memfd(const std::string& name, std::size_t bytes, unsigned flags,
+                             std::size_t page, Segment& out);
 
-  void unlink() noexcept;  // no-op unless we created the name and still own it
+  // Removes the name (or closes a memfd segment's descriptor); a no-op
+  // unless we created it and still own it.
+  void unlink() noexcept;
+  Pages pages() const noexcept { return pages_; }
 
   void* data() const noexcept { return base_; }
   std::size_t size() const noexcept { return size_; }
@@ -43,6 +57,9 @@ class Segment {
   std::size_t size_ = 0;
   std::string name_;     // without the leading '/'
   bool owns_name_ = false;
+  std::size_t map_bytes_ = 0;  // mapped (a memfd's size rounded up to its pages)
+  int fd_ = -1;                // a memfd segment's descriptor until unlink()
+  Pages pages_ = Pages::normal;
 };
 
 // "<prefix>-<uid>-<pid>-<seq>-<random>" (+ "-<tag>" when tag is not empty),

@@ -260,6 +260,7 @@ const Limits& limits() {
     x.max_cqe = env_int("FAKEVERBS_MAX_CQE", x.max_cqe, 1, 1 << 24);
     x.max_inline = uint32_t(env_int("FAKEVERBS_MAX_INLINE", int(x.max_inline), 0, 4096));
     x.max_rd_atom = env_int("FAKEVERBS_MAX_RD_ATOM", x.max_rd_atom, 0, 255);
+    x.relaxed_ordering = env_int("FAKEVERBS_RELAXED_ORDERING", 1, 0, 1) != 0;
     return x;
   }();
   return l;

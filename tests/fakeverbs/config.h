@@ -48,6 +48,9 @@ struct Limits {
   int max_cqe = 4194303;
   uint32_t max_inline = 256;
   int max_rd_atom = 16;
+  // FAKEVERBS_RELAXED_ORDERING (0/1): whether the device takes
+  // IBV_ACCESS_RELAXED_ORDERING at registration (ConnectX-6 does); 0 refuses it.
+  bool relaxed_ordering = true;
   static constexpr int kMaxMr = 1 << 16;  // capacity of the fake's MR table
   static constexpr int kPkeyTableLen = 128;
   static constexpr int kGidTableLen = 8;  // index 0 valid (IB); 0..1 (RoCE)

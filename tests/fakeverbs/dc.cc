@@ -382,6 +382,7 @@ FV_EXPORT ibv_qp* fakeverbs_dc_create_qp(ibv_context*, ibv_qp_init_attr_ex* ia,
     return nullptr;
   }
   const int type = int(dv->dc_init_attr.dc_type);
+  grant_inline(ia->cap);  // written back, as ibv_create_qp does
   ibv_qp_cap cap = ia->cap;
   cap.max_recv_wr = 0;  // a DCT receives through its SRQ; a DCI has no RQ
   Qp* qp = make_qp(pd, scq, rcq, cap, ia->sq_sig_all != 0, ia->qp_context, IBV_QPT_DRIVER);

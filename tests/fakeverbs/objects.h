@@ -239,6 +239,9 @@ struct Qp {
 // nullptr with errno on failure.
 Qp* make_qp(Pd* pd, Cq* scq, Cq* rcq, const ibv_qp_cap& cap, bool sig_all, void* qp_context,
             ibv_qp_type type);
+// The inline bytes a QP is granted for what `cap` asks (mlx5's rounding);
+// written back into cap (qp.cc).
+void grant_inline(ibv_qp_cap& cap);
 // Queues a validated send WR (copied: its SGEs, inline data) on the QP's
 // send queue with its due time (post_api.cc). Caller holds qp.mu.
 void enqueue_send(Qp& qp, SendWr&& w, uint64_t delay_ns);

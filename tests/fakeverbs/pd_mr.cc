@@ -173,6 +173,14 @@ FV_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* p, void* addr, size_t length, uint64_
   // man ibv_reg_mr: "If IBV_ACCESS_REMOTE_WRITE or IBV_ACCESS_REMOTE_ATOMIC
   // is set, then IBV_ACCESS_LOCAL_WRITE must be set too."
   const bool needs_local_write = access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
+  if (pd && (access & IBV_ACCESS_RELAXED_ORDERING) && !limits().relaxed_ordering) {
+    // FAKEVERBS_RELAXED_ORDERING=0: a device (or stack) that does not take
+    // the flag refuses it here; the caller registers again without it.
+    log_error("ibv_reg_mr: IBV_ACCESS_RELAXED_ORDERING is not supported by this device "
+              "(FAKEVERBS_RELAXED_ORDERING=0) (EINVAL)");
+    errno = EINVAL;
+    return nullptr;
+  }
   if (!pd || (access & ~known) || (needs_local_write && !(access & IBV_ACCESS_LOCAL_WRITE))) {
     log_error("ibv_reg_mr: invalid access flags 0x%x (EINVAL)", access);
     errno = EINVAL;

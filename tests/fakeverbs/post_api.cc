@@ -3,6 +3,7 @@
 // rejects at post time is rejected here with the first bad WR in *bad_wr;
 // everything an HCA detects later is reported by a completion (post.cc).
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "fault.h"
@@ -45,7 +46,28 @@ const char* check_send_wr(const Qp& qp, const ibv_send_wr& w) {
   return nullptr;
 }
 
+// Work requests of this process posted with IBV_SEND_INLINE, and the most
+// bytes one carried (fakeverbs_inline_posts).
+std::atomic<uint64_t> g_inline_posts{0};
+std::atomic<uint64_t> g_inline_max{0};
+
+void count_inline(const ibv_send_wr& w) {
+  uint64_t n = 0;
+  for (int i = 0; i < w.num_sge; ++i) n += w.sg_list[i].length;
+  g_inline_posts.fetch_add(1, std::memory_order_relaxed);
+  uint64_t m = g_inline_max.load(std::memory_order_relaxed);
+  while (n > m && !g_inline_max.compare_exchange_weak(m, n, std::memory_order_relaxed)) {
+  }
+}
+
 }  // namespace
+
+// Test hook (FAKEVERBS_PRIVATE, not rdma-core): how many work requests this
+// process posted inline, and (*max_bytes) the most bytes one of them carried.
+FV_EXPORT uint64_t fakeverbs_inline_posts(uint64_t* max_bytes) {
+  if (max_bytes) *max_bytes = g_inline_max.load(std::memory_order_relaxed);
+  return g_inline_posts.load(std::memory_order_relaxed);
+}
 
 namespace {
 
@@ -143,6 +165,7 @@ int post_send_op(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
     w.flags = wr->send_flags;
     w.imm = wr->imm_data;
     w.is_inline = wr->send_flags & IBV_SEND_INLINE;
+    if (w.is_inline) count_inline(*wr);
     if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
       w.remote_addr = wr->wr.atomic.remote_addr;
       w.rkey = wr->wr.atomic.rkey;

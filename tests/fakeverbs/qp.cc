@@ -1,6 +1,7 @@
 // fakeverbs: RC queue pairs -- creation, the RESET->INIT->RTR->RTS state
 // machine with the attribute rules of the IB spec (o10-2.2 / the kernel's
 // qp_state_table), query and destruction.
+#include <algorithm>
 #include <unistd.h>
 
 #include <cstring>
@@ -156,6 +157,19 @@ void responder_errors(Context& ctx) {
 
 // The QP object every kind shares (RC here, DC in dc.cc): its shared file,
 // its QPN claimed on the port, RESET. nullptr with errno on failure.
+void grant_inline(ibv_qp_cap& cap) {
+  // Like mlx5, the inline size granted is what the send WQE holds once
+  // rounded up to 64-byte blocks (and the WQE must hold the SGEs too), at
+  // most the limit; ibv_create_qp writes it back (man ibv_create_qp).
+  if (cap.max_inline_data > 0) {
+    constexpr uint32_t kOverhead = 48, kInlineHeader = 4, kBlock = 64, kSge = 16;
+    const uint32_t inl = kOverhead + kInlineHeader + cap.max_inline_data;
+    const uint32_t sges = kOverhead + kSge * cap.max_send_sge;
+    const uint32_t wqe = ((inl > sges ? inl : sges) + kBlock - 1) / kBlock * kBlock;
+    cap.max_inline_data = std::min(wqe - kOverhead - kInlineHeader, limits().max_inline);
+  }
+}
+
 Qp* make_qp(Pd* pd, Cq* scq, Cq* rcq, const ibv_qp_cap& cap, bool sig_all, void* qp_context,
             ibv_qp_type type) {
   wire::MrTable* mrt = own_mr_table();
@@ -272,6 +286,7 @@ FV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* ia) {
     errno = err;
     return nullptr;
   }
+  grant_inline(ia->cap);
   Qp* qp = make_qp(pd, scq, rcq, ia->cap, ia->sq_sig_all != 0, ia->qp_context, IBV_QPT_RC);
   return qp ? &qp->shell.ibv : nullptr;
 }

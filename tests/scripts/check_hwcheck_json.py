@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Validates scripts/hwcheck's JSON report against docs/hwcheck.md's schema
-("mlxa2a-hwcheck/2"): exactly the documented keys and types, a verdict that
+("mlxa2a-hwcheck/3"): exactly the documented keys and types, a verdict that
 follows the checks (FAIL iff one failed), and on demand what a run must show.
 
   check_hwcheck_json.py REPORT [--verdict PASS|FAIL] [--expect-checks LIST]
@@ -27,7 +27,7 @@ REACH = {"hosts_visible", "note", "pairs"}
 GROWN = {"host", "port", "name", "kind", "delta"}
 PORT = {"hca", "port", "state", "mtu", "link_layer"}
 LEADER = {"family", "rank", "host", "hca", "hca_by", "link", "tc", "sl", "pkey",
-          "qps_created", "qps_live", "mrs_live"}
+          "qps_created", "qps_live", "mrs_live", "inline", "relaxed_ordering", "hugepages"}
 CHECK = {"family", "name", "verdict", "seconds", "detail", "counters"}
 OSU = {"family", "bytes_per_peer", "pmpi_us", "mlxa2a_us", "ratio"}
 CHECK_NAMES = {"devices", "rdma-counts", "a2a-check", "sizes", "leaders", "zcopy", "fork",
@@ -78,7 +78,7 @@ def validate_reach(r):
 def validate(rep):
     if not keys(rep, TOP, "top level"):
         return
-    check(rep["schema"] == "mlxa2a-hwcheck/2", f"schema {rep['schema']!r}")
+    check(rep["schema"] == "mlxa2a-hwcheck/3", f"schema {rep['schema']!r}")
     check(rep["verdict"] in ("PASS", "FAIL"), f"verdict {rep['verdict']!r}")
     check(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", rep["started"]), "started: not UTC ISO 8601")
     check(is_num(rep["seconds"]) and rep["seconds"] >= 0, "seconds")
@@ -107,7 +107,12 @@ def validate(rep):
             check(ld["family"] in rep["families"], f"{where}: family")
             for k in ("rank", "qps_created", "qps_live", "mrs_live"):
                 check(is_int(ld[k]) and ld[k] >= 0, f"{where}: {k}")
-            for k in set(ld) - {"rank", "qps_created", "qps_live", "mrs_live"}:
+            check(is_int(ld["inline"]) and ld["inline"] >= -1, f"{where}: inline")
+            check(ld["relaxed_ordering"] in ("on", "refused", "off", "-"),
+                  f"{where}: relaxed_ordering {ld['relaxed_ordering']!r}")
+            check(ld["hugepages"] in ("hugetlb", "thp", "4k", "-"),
+                  f"{where}: hugepages {ld['hugepages']!r}")
+            for k in set(ld) - {"rank", "qps_created", "qps_live", "mrs_live", "inline"}:
                 check(isinstance(ld[k], str), f"{where}: {k} not a string")
             check(ld["link"] in ("ib", "roce"), f"{where}: link {ld['link']!r}")
     for i, c in enumerate(rep["checks"]):

@@ -36,8 +36,9 @@ std::string unique_prefix() { return "mlxa2atest" + std::to_string(getpid()); }
 
 // A node engine under `prefix`, job tag "job7" (the tests' segment names).
 Status create_job7(ForkBootstrap& boot, const std::string& prefix,
-                   std::unique_ptr<NodeAlltoall>* out) {
+                   std::unique_ptr<NodeAlltoall>* out, const std::string& hugepages = "off") {
   Options o;
+  o.hugepages = hugepages;
   o.name_prefix = prefix;
   o.job_tag = "job7";
   o.timeout_ms = 10000;
@@ -244,6 +245,92 @@ TEST(NodeAlltoallSegment, NothingLeftInDevShm) {
   EXPECT_FALSE(res.hung);
   for (int code : res.exit_codes) EXPECT_EQ(code, 0);
   EXPECT_TRUE(dev_shm_entries(prefix).empty());
+}
+
+// MLXA2A_NET_HUGEPAGES's choice (issue 39, item 6) from the system's facts.
+TEST(Pages, ChoiceFollowsTheModeAndTheSystem) {
+  const PageFacts none = parse_page_facts("HugePages_Total: 0\nHugePages_Free: 0\n"
+                                          "Hugepagesize: 2048 kB\n",
+                                          "always within_size advise [never] deny force\n");
+  EXPECT_EQ(none.hugepage_bytes, 2u << 20);
+  EXPECT_FALSE(none.shmem_thp);
+  const PageFacts some = parse_page_facts("HugePages_Free:       3\nHugepagesize:    2048 kB\n",
+                                          "always within_size [advise] never deny force\n");
+  EXPECT_EQ(some.hugepages_free, 3u);
+  EXPECT_TRUE(some.shmem_thp);
+  EXPECT_EQ(choose_pages("auto", 4u << 20, none), Pages::normal);
+  EXPECT_EQ(choose_pages("auto", 6u << 20, some), Pages::hugetlb);          // 3 pages
+  EXPECT_EQ(choose_pages("auto", (6u << 20) + 1, some), Pages::thp);        // 4 needed
+  EXPECT_EQ(choose_pages("off", 1, some), Pages::normal);
+  EXPECT_EQ(choose_pages("thp", 1, none), Pages::thp);
+  EXPECT_EQ(choose_pages("hugetlb", 1, none), Pages::hugetlb);
+}
+
+// A memfd segment (the hugetlb path without MFD_HUGETLB, which needs pages
+// this machine may not have): another process attaches through
+// /proc/<pid>/fd/<fd> and sees the creator's bytes; once the creator closes
+// its descriptor (unlink()), nobody new can attach.
+TEST(Segment, MemfdSegmentIsAttachedThroughProc) {
+  Segment a;
+  ASSERT_EQ(Segment::create_memfd("mlxa2atest-memfd", 10000, 0, 4096, a), Status::ok);
+  ASSERT_EQ(a.name().rfind("memfd:" + std::to_string(getpid()) + ":", 0), 0u);
+  static_cast<char*>(a.data())[9999] = 7;
+  const std::string name = a.name();
+  const pid_t child = fork();
+  if (child == 0) {
+    Segment b;
+    const bool ok = Segment::attach(name, 10000, b) == Status::ok &&
+                    static_cast<char*>(b.data())[9999] == 7;
+    if (ok) static_cast<char*>(b.data())[0] = 9;
+    _exit(ok ? 0 : 1);
+  }
+  int status = -1;
+  waitpid(child, &status, 0);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(static_cast<char*>(a.data())[0], 9);
+  a.unlink();
+  Segment late;
+  EXPECT_EQ(Segment::attach(name, 10000, late), Status::create_failed);
+  EXPECT_EQ(static_cast<char*>(a.data())[9999], 7);  // the mapping outlives the descriptor
+}
+
+// Huge pages asked for: taken where the system has them free, else the
+// segment falls back (thp, 4k) instead of failing.
+TEST(Segment, HugetlbIsTakenWhenFreeElseFallsBack) {
+  const std::string name = make_segment_name(unique_prefix(), "huge");
+  Segment a;
+  ASSERT_EQ(Segment::create(name, 8192, a, Pages::hugetlb), Status::ok);
+  const PageFacts f = read_page_facts();
+  if (f.hugepage_bytes != 0 && f.hugepages_free > 0) {
+    EXPECT_EQ(a.pages(), Pages::hugetlb);
+  } else {
+    EXPECT_NE(a.pages(), Pages::hugetlb);
+    EXPECT_TRUE(a.pages() == Pages::normal || f.shmem_thp);  // thp only where it may work
+  }
+  Segment b;
+  ASSERT_EQ(Segment::attach(a.name(), 8192, b, a.pages() == Pages::thp), Status::ok);
+  static_cast<char*>(a.data())[8191] = 5;
+  EXPECT_EQ(static_cast<char*>(b.data())[8191], 5);
+}
+
+// Every rank of a node attaches whatever pages rank 0 asked for and got,
+// and the engine's results are the same.
+TEST(NodeAlltoallSegment, EveryPagesModeServesTheSameResults) {
+  for (const char* mode : {"off", "thp", "hugetlb", "auto"}) {
+    const std::string prefix = unique_prefix();
+    const ForkResult res = run_forked(3, [&](ForkBootstrap& boot) {
+      std::unique_ptr<NodeAlltoall> a2a;
+      FT_CHECK_STATUS(create_job7(boot, prefix, &a2a, mode), Status::ok);
+      char s[3], r[3];
+      for (int i = 0; i < 3; ++i) s[i] = static_cast<char>(boot.local_rank() * 3 + i);
+      FT_CHECK_STATUS(a2a->run(s, r, 1), Status::ok);
+      for (int i = 0; i < 3; ++i) FT_CHECK(r[i] == static_cast<char>(i * 3 + boot.local_rank()));
+      return 0;
+    });
+    EXPECT_FALSE(res.hung) << mode;
+    for (int code : res.exit_codes) EXPECT_EQ(code, 0) << mode;
+    EXPECT_TRUE(dev_shm_entries(prefix).empty()) << mode;
+  }
 }
 
 }  // namespace

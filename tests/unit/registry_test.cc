@@ -172,6 +172,9 @@ TEST(Registry, EveryNetSwitchReachesItsField) {
       {"NET_SL=15", [](Parts& p) { p.net.service_level = 15; }},
       {"NET_PKEY=0x8001", [](Parts& p) { p.net.pkey = 0x8001; }},
       {"NET_VERBS_LIBRARY=/x/libibverbs.so", [](Parts& p) { p.net.verbs_library = "/x/libibverbs.so"; }},
+      {"NET_INLINE=0", [](Parts& p) { p.net.inline_ask = 0; }},
+      {"NET_RELAXED_ORDERING=n", [](Parts& p) { p.net.relaxed_ordering = false; }},
+      {"NET_HUGEPAGES=thp", [](Parts& p) { p.net.hugepages = "thp"; }},
   };
   expect_each_row_reaches_its_field("NET_", cases);
 }
