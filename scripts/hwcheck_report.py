@@ -184,19 +184,21 @@ def text(rep):
     facts_text(lines, rep)
     lines += ["", "leaders (what mlxa2a chose; rdma-counts run)"]
     known = ("family", "rank", "host", "hca", "hca_by", "link", "tc", "sl", "pkey",
-             "qps_created", "qps_live", "mrs_live", "inline", "relaxed_ordering", "hugepages")
+             "transports", "qps_created", "qps_live", "mrs_live", "inline", "relaxed_ordering",
+             "hugepages")
     body = []
     for n in rep["nodes"]:
         for ld in n["leaders"]:
             more = " ".join(f"{k}={v}" for k, v in ld.items() if k not in known)
             body.append([n["host"], ld["family"], ld.get("rank"), ld.get("hca"), ld.get("hca_by"),
                          ld.get("link"), ld.get("tc"), ld.get("sl"), ld.get("pkey"),
-                         f"{ld.get('qps_created')}/{ld.get('qps_live')}", ld.get("mrs_live"),
-                         ld.get("inline"), ld.get("relaxed_ordering"), ld.get("hugepages"), more])
+                         ld.get("transports", "-"), f"{ld.get('qps_created')}/{ld.get('qps_live')}",
+                         ld.get("mrs_live"), ld.get("inline"), ld.get("relaxed_ordering"),
+                         ld.get("hugepages"), more])
     if body:
         table(lines, ["node", "family", "rank", "hca", "chosen by", "link", "tc", "sl", "pkey",
-                      "qps made/live", "mrs live", "inline", "relaxed ord.", "hugepages", "more"],
-              body)
+                      "transport (RC/DC)", "qps made/live", "mrs live", "inline", "relaxed ord.",
+                      "hugepages", "more"], body)
     else:
         lines.append("(none reported: see the rdma-counts check)")
     lines += ["", "checks"]

@@ -35,6 +35,9 @@ struct NetSwitches {
   std::uint32_t keepalive_ms = 2000;  // MLXA2A_NET_KEEPALIVE: probe an awaited partner's QP
   std::uint8_t qp_timeout = 18;       // MLXA2A_NET_QP_TIMEOUT: 4.096 us * 2^n per retry
   std::uint8_t retry_count = 7;       // MLXA2A_NET_RETRY_COUNT
+  // MLXA2A_NET_RC_QP_BUDGET: RC queue pairs a process may hold; 0: from the
+  // HCA's max_qp and the ranks per node (core/mlx5/qp_budget.h).
+  std::uint32_t rc_qp_budget = 0;
   // The fabric's QoS and partition (core/mlx5/qos.h), UCX's defaults:
   int traffic_class = -1;  // MLXA2A_NET_TRAFFIC_CLASS; -1: 106 on RoCE, 0 on InfiniBand
   int service_level = 0;   // MLXA2A_NET_SL

@@ -309,6 +309,20 @@ constexpr Spec kSwitches[] = {
      .min = 0,
      .max = 7,
      .store = net<&NetSwitches::retry_count>},
+    {.name = "NET_RC_QP_BUDGET",
+     .type = Type::Int,
+     .default_text = "0",
+     .description = "RDMA: the most RC queue pairs (one per partner process) a process may "
+                    "hold. A team whose leaders would need more does not use RC (every "
+                    "leader agrees) and its leaders use DC (one DCT and a few DCIs each; the "
+                    "team line says transport=dc), or PMPI where DC is unavailable (the "
+                    "team line says why). 0 = the HCA's max_qp / (2 x ranks on the node): "
+                    "half of the HCA's QPs left to the MPI library and others, the rest "
+                    "shared by the node's processes.",
+     .verbosity = Verbosity::Tuner,
+     .min = 0,
+     .max = 16777215,
+     .store = net<&NetSwitches::rc_qp_budget>},
     {.name = "NET_INLINE",
      .type = Type::Int,
      .default_text = "256",

@@ -211,6 +211,12 @@ class EndpointPool {
   // Connects a new endpoint and posts its receives.
   Status connect(Endpoint& ep, const PortAddress& remote, std::uint32_t qpn,
                  std::uint32_t psn) noexcept;
+  // RC queue pairs the pool holds, and whether one of them goes to `remote`
+  // (a set-up's count against the QP budget, core/mlx5/qp_budget.h).
+  std::size_t endpoint_count() const noexcept { return endpoints_.size(); }
+  bool has_endpoint(const ProcessId& remote) const noexcept {
+    return endpoints_.find(remote) != endpoints_.end();
+  }
   // Retires an endpoint (a new one whose set-up failed, or a failed one):
   // marks it failed and forgets it; its QP dies with its last holder.
   void discard(const ProcessId& remote) noexcept;

@@ -22,6 +22,9 @@ struct NetOptions : core::config::NetSwitches {
   // MLXA2A_LEADERS=rails: the rail this leader serves (core/mlx5/rails.h);
   // its port is opened whatever the locality or the team's subnet. -1: none.
   int rail = -1;
+  // Processes on this leader's node: they share its HCA's queue pairs (the
+  // default RC QP budget, core/mlx5/qp_budget.h).
+  int ranks_per_node = 1;
   // Link layers a port may have (core/mlx5/link_layer.h: kLinkIb, kLinkEth):
   // set by the set-up to the one the team's leaders have in common.
   std::uint32_t link_layers = 3;

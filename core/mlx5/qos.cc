@@ -18,6 +18,7 @@ constexpr std::uint8_t kRoceTrafficClass = 106;
 
 std::mutex g_summary_mu;
 std::string g_summary;
+unsigned g_transports = 0;  // bit 0: RC, bit 1: DC (note_transport)
 
 std::string hex16(unsigned v) {
   char b[8];
@@ -79,9 +80,15 @@ void set_fabric_summary(std::string s) noexcept {
   g_summary.swap(s);
 }
 
+void note_transport(bool dc) noexcept {
+  std::lock_guard<std::mutex> lock(g_summary_mu);
+  g_transports |= dc ? 2u : 1u;
+}
+
 std::string fabric_summary() noexcept try {
   std::lock_guard<std::mutex> lock(g_summary_mu);
-  return g_summary;
+  static const char* const kNames[] = {"", " transports=rc", " transports=dc", " transports=rc+dc"};
+  return g_summary.empty() ? g_summary : g_summary + kNames[g_transports & 3u];
 } catch (...) {  // allocation: the trace goes without it
   return {};
 }

@@ -62,6 +62,10 @@ std::string describe(const Qos& q);
 // What this process's endpoint pool opened, for the team trace line
 // ("hca=mlx5_0:1 link=ib tc=0 sl=0 pkey=0xffff"); "" before that. Thread-safe.
 void set_fabric_summary(std::string s) noexcept;
+// The summary, with " transports=rc", "dc" or "rc+dc" once a team of this
+// process set up a leader transport (note_transport: "rc" or "dc"), for the
+// stats' fabric entry and so hwcheck's leaders table.
 std::string fabric_summary() noexcept;
+void note_transport(bool dc) noexcept;
 
 }  // namespace mlxa2a::mlx5

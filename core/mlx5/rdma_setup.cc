@@ -12,6 +12,7 @@
 #include "core/mlx5/gid_choice.h"
 #include "core/mlx5/link_layer.h"
 #include "core/mlx5/link_rule.h"
+#include "core/mlx5/qp_budget.h"
 #include "core/mlx5/rdma_transport.h"
 #include "core/mlx5/setup_card.h"
 
@@ -172,6 +173,10 @@ struct RdmaLeaderTransport::Setup {
   std::vector<char> repaired;  // per member: its pair is renewed in the repair round
   std::vector<int> created;    // members we made a new QP for
   bool repair = false;         // the same on every member (agree_repair)
+  // RC would take this process past its QP budget (qp_budget.h): it makes no
+  // QP, and every member hears it in agree_repair's round.
+  bool over_budget = false;
+  bool team_over_budget = false;  // some member is (agree_repair), the same on all
 
   bool is_member(int p) const { return p >= 0 && p < size; }
   // What member i's end says about its pair with us.
@@ -190,6 +195,7 @@ struct RdmaLeaderTransport::Setup {
   void open();
   void register_areas();
   bool reaches(int p, std::string* why) const;
+  bool within_budget();
   void publish_cards();
   void claim_ends();
   void publish_links();
@@ -203,7 +209,7 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
                                    std::span<const int> first_rank, std::span<const int> peers,
                                    const NetOptions& opt,
                                    std::unique_ptr<RdmaLeaderTransport>* out,
-                                   std::string* why) noexcept {
+                                   std::string* why, bool* over_budget) noexcept {
   out->reset();
   CountingBootstrap counted(boot);
   std::optional<Setup> st;
@@ -224,6 +230,7 @@ Status RdmaLeaderTransport::create(GroupBootstrap& boot, const hier::StageAreas&
       .step([&] { s.hear_partners(); });  // round 3: all in RTR, and how it went
   EndpointPool::count_setup(counted.bytes(), counted.collectives());
   if (s.t) s.t->setup_bytes_ = counted.bytes();
+  if (over_budget) *over_budget = s.team_over_budget;
   if (const SetupOutcome& o = s.steps.outcome(); !o.ok()) {
     if (!o.why.empty()) *why = o.why;
     return o.status;
@@ -308,6 +315,12 @@ void RdmaLeaderTransport::Setup::claim_ends() {
   if (!mine.ok) return;
   choose_gids(pool, me, &cards, &chosen);
   std::lock_guard<std::mutex> lock(pool->mutex());
+  if (!within_budget()) {
+    for (int p : peers) {
+      if (is_member(p)) links[static_cast<std::size_t>(p)].state = Link::Failed;
+    }
+    return;
+  }
   for (int p : peers) {
     if (!is_member(p)) {  // the caller's plan names members only; never index outside
       steps.fail(Status::unavailable, "a partner leader is not in the leaders' group");
@@ -347,6 +360,26 @@ void RdmaLeaderTransport::Setup::claim_ends() {
   }
 }
 
+// Whether the QPs this process holds plus those this set-up would add stay
+// within its RC QP budget (qp_budget.h). Pool mutex held.
+bool RdmaLeaderTransport::Setup::within_budget() {
+  std::uint64_t needed = pool->endpoint_count();
+  for (int p : peers) {
+    if (is_member(p) && p != me && cards[static_cast<std::size_t>(p)].ok &&
+        !pool->has_endpoint(cards[static_cast<std::size_t>(p)].id)) {
+      ++needed;
+    }
+  }
+  const QpBudget budget = rc_qp_budget(opt.rc_qp_budget,
+                                       pool->device()->attr().max_qp, opt.ranks_per_node);
+  std::string why;
+  if (!rc_over_budget(needed, budget, &why)) return true;
+  over_budget = true;
+  MLXA2A_LOG(Info, "RDMA: %s: no RC for this team", why.c_str());
+  steps.fail(Status::unavailable, why);
+  return false;
+}
+
 // Whether partner p's port is reachable from ours (setup_card.h).
 bool RdmaLeaderTransport::Setup::reaches(int p, std::string* why) const {
   const std::size_t i = static_cast<std::size_t>(p);
@@ -365,13 +398,23 @@ void RdmaLeaderTransport::Setup::publish_links() {
 // one of its pairs needs it (both ends of a pair see the same two links),
 // and one word per member goes round.
 bool RdmaLeaderTransport::Setup::agree_repair() {
-  std::uint32_t mine_flag = 0;
+  // Bit 0: a pair of ours needs repair; bit 1: we are over our RC QP budget,
+  // so nobody uses RC (the team falls back alike, with this reason).
+  std::uint32_t mine_flag = over_budget ? 2u : 0u;
   for (std::size_t i = 0; i < links.size(); ++i) {
     mine_flag |= repairable(links[i], their_links[i]) ? 1u : 0u;
   }
   std::vector<std::uint32_t> flags(static_cast<std::size_t>(size));
   if (!gather(&mine_flag, flags.data(), sizeof mine_flag)) return false;
-  for (std::uint32_t f : flags) repair = repair || f != 0;
+  for (std::size_t m = 0; m < flags.size(); ++m) {
+    repair = repair || (flags[m] & 1u) != 0;
+    team_over_budget = team_over_budget || (flags[m] & 2u) != 0;
+    if ((flags[m] & 2u) != 0 && !over_budget) {
+      steps.fail(Status::unavailable, "leader " + std::to_string(m) +
+                                          " is over its RC queue-pair budget "
+                                          "(MLXA2A_NET_RC_QP_BUDGET)");
+    }
+  }
   return true;
 }
 
@@ -385,6 +428,13 @@ void RdmaLeaderTransport::Setup::settle_ends() {
     const std::size_t i = static_cast<std::size_t>(p);
     Peer& peer = t->peers_[i];
     if (!peer.ep) continue;
+    if (team_over_budget) {  // nobody uses RC in this team: its new QPs go, on both ends
+      if (links[i].state == Link::New) {
+        pool->discard(cards[i].id);
+        peer.ep = nullptr;
+      }
+      continue;
+    }
     if (repair && repairable(links[i], theirs(i))) {
       repaired[i] = 1;
       t->renew(cards[i].id, &peer, &links[i], &created);

@@ -15,6 +15,9 @@
 //   (*why says what); the caller must agree on the outcome across the team
 //   (core/mpi/team.cc: one allreduce) and fall back together. peers: the
 //   members this leader exchanges with (symmetric: each of them lists us).
+//   *over_budget (if given): RC would take some leader past its QP budget
+//   (core/mlx5/qp_budget.h), alike on every member - the caller may then
+//   set up DC instead (core/mlx5/dc_transport.h).
 // * The stage's areas are registered here (in-areas for local reads,
 //   out-areas for remote writes) and stay registered for the transport's
 //   life; the queue pairs belong to the EndpointPool and are shared with
@@ -61,7 +64,7 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   static Status create(GroupBootstrap& boot, const hier::StageAreas& areas,
                        std::span<const int> first_rank, std::span<const int> peers,
                        const NetOptions& opt, std::unique_ptr<RdmaLeaderTransport>* out,
-                       std::string* why) noexcept;
+                       std::string* why, bool* over_budget = nullptr) noexcept;
   ~RdmaLeaderTransport() override;
   RdmaLeaderTransport(const RdmaLeaderTransport&) = delete;
   RdmaLeaderTransport& operator=(const RdmaLeaderTransport&) = delete;

@@ -224,6 +224,8 @@ template struct VerbsDeleter<ibv_pd>;
 template struct VerbsDeleter<ibv_cq>;
 template struct VerbsDeleter<ibv_mr>;
 template struct VerbsDeleter<ibv_qp>;
+template struct VerbsDeleter<ibv_srq>;
+template struct VerbsDeleter<ibv_ah>;
 
 std::uint64_t ib_subnet_of(const std::uint8_t gid[16]) noexcept {
   std::uint64_t s = 0;

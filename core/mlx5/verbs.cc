@@ -66,7 +66,12 @@ void load(const char* library) {
                   bind(lib, "ibv_import_device", v.import_device, false) &&
                   bind(lib, "ibv_import_pd", v.import_pd, false) &&
                   bind(lib, "ibv_unimport_pd", v.unimport_pd, false) &&
-                  bind(lib, "ibv_is_fork_initialized", v.is_fork_initialized, false);
+                  bind(lib, "ibv_is_fork_initialized", v.is_fork_initialized, false) &&
+                  bind(lib, "ibv_create_srq", v.create_srq, false) &&
+                  bind(lib, "ibv_destroy_srq", v.destroy_srq, false) &&
+                  bind(lib, "ibv_create_ah", v.create_ah, false) &&
+                  bind(lib, "ibv_destroy_ah", v.destroy_ah, false) &&
+                  bind(lib, "ibv_qp_to_qp_ex", v.qp_to_qp_ex, false);
   if (!ok) return;  // lib stays open: harmless, and dlclose could race a user
   // libmlx5 from beside the verbs library when that was given as a path: a
   // provider binds to whatever libibverbs.so.1 is loaded, so a real libmlx5
@@ -75,7 +80,11 @@ void load(const char* library) {
   if (const char* slash = std::strrchr(library, '/')) {
     mlx5 = std::string(library, static_cast<std::size_t>(slash - library + 1)) + mlx5;
   }
-  v.have_mlx5 = dlopen(mlx5.c_str(), RTLD_NOW | RTLD_LOCAL) != nullptr;
+  if (void* dv = dlopen(mlx5.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+    v.have_mlx5 = true;
+    bind(dv, "mlx5dv_create_qp", v.dv_create_qp, false);
+    bind(dv, "mlx5dv_qp_ex_from_ibv_qp_ex", v.dv_qp_ex, false);
+  }
   g_verbs = v;
   g_loaded = &g_verbs;
 }

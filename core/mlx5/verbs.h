@@ -12,9 +12,12 @@
 //   dispatch through the context's ops, as verbs.h's inlines do; the wrappers
 //   below do the same without referencing a libibverbs symbol.
 // * libmlx5.so.1 is opened only if present; no mlx5dv extension is needed by
-//   the portable RC path, so its absence changes nothing but the trace.
+//   the portable RC path, so its absence changes nothing but the trace. DC
+//   (core/mlx5/dc_transport.h) needs its mlx5dv_create_qp and the SRQ, AH and
+//   ibv_qp_ex verbs: has_dc() says whether all are there.
 #pragma once
 
+#include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
 
 namespace mlxa2a::mlx5 {
@@ -57,6 +60,21 @@ struct Verbs {
   // Optional (rdma-core >= 35): what fork() does to MRs (core/mlx5/fork_watch.h).
   decltype(&::ibv_is_fork_initialized) is_fork_initialized;
   bool have_mlx5 = false;  // libmlx5.so.1 was found (informational)
+  // Optional: DC (core/mlx5/dc_transport.h), the last two from libmlx5.
+  decltype(&::ibv_create_srq) create_srq;
+  decltype(&::ibv_destroy_srq) destroy_srq;
+  decltype(&::ibv_create_ah) create_ah;
+  decltype(&::ibv_destroy_ah) destroy_ah;
+  decltype(&::ibv_qp_to_qp_ex) qp_to_qp_ex;
+  decltype(&::mlx5dv_create_qp) dv_create_qp = nullptr;
+  decltype(&::mlx5dv_qp_ex_from_ibv_qp_ex) dv_qp_ex = nullptr;
+  bool has_dc() const noexcept {
+    return create_srq && destroy_srq && create_ah && destroy_ah && qp_to_qp_ex && dv_create_qp &&
+           dv_qp_ex;
+  }
+  static int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) noexcept {
+    return srq->context->ops.post_srq_recv(srq, wr, bad);
+  }
 
   // As verbs.h's ibv_query_port: the extended op when the provider has it.
   int query_port(ibv_context* ctx, uint8_t port, ibv_port_attr* attr) const noexcept;

@@ -167,7 +167,7 @@ void trace_team(const CommState& st, const char* how) {
   // targets: a leader's remote nodes in the order it sends to them.
   const bool targets = p && !p->targets.empty();
   log::trace("team id=%llu np=%d nodes=%d shm=%d hier=%d rdma=%d zcopy=%d leaders=%d slot=%zu "
-             "oversubscribed=%d cma=%d %s%s%s%s%s%s%s%s%s",
+             "oversubscribed=%d cma=%d %s%s%s%s%s%s%s%s%s%s%s",
              static_cast<unsigned long long>(st.id), st.team->size(), st.caps.nodes, st.caps.shm,
              st.caps.hier, st.caps.rdma, st.caps.zcopy,
              p ? p->leaders_here : 0, p ? p->stage_bytes : std::size_t{0},
@@ -178,6 +178,8 @@ void trace_team(const CommState& st, const char* how) {
              zcopy_refused ? " no-zcopy-because=" : "",
              zcopy_refused ? st.team->zcopy_why().c_str() : "",
              targets ? " targets=" : "", targets ? p->targets.c_str() : "",
+             p && !p->transport.empty() ? " transport=" : "",
+             p && !p->transport.empty() ? p->transport.c_str() : "",
              fabric.empty() ? "" : " ",
              fabric.c_str());
 }

@@ -81,6 +81,9 @@ struct EngineProps {
   bool zcopy = false;
   std::string rdma_why;
   std::string zcopy_why;
+  // hier, on a leader whose team exchanges over RDMA: "rc", or "dc" when RC
+  // would exceed the QP budget (core/mlx5/dc_transport.h).
+  std::string transport;
   int leaders_here = 0;
   std::size_t stage_bytes = 0;  // hier: staging bytes per rank and round (the slot)
   // hier, on a leader: the nodes it sends to, in its order ("2,0").

@@ -18,6 +18,8 @@
 #include "core/mpi/topology.h"
 #if MLXA2A_HAVE_VERBS
 #include "core/mlx5/rails.h"
+#include "core/mlx5/dc_transport.h"
+#include "core/mlx5/qos.h"
 #include "core/mlx5/rdma_transport.h"
 #include "core/mlx5/zcopy_sender.h"
 #include "core/mpi/stacking.h"
@@ -119,6 +121,7 @@ std::unique_ptr<HierEngine> HierEngine::create(const EngineRequest& req,
     p.stage_bytes = e->stage_bytes_;
     p.rdma_why = e->rdma_why_;
     p.zcopy_why = e->zcopy_why_;
+    if (e->rdma_ && plan.leader()) p.transport = e->dc_ ? "dc" : "rc";
   } catch (...) {  // a trace's text only
   }
   return e;
@@ -387,9 +390,11 @@ void HierEngine::try_transports(Setup& s) {
   if (!zcopy_why_.empty()) return;
   const int node = map.node_of(s.rank);
   s.zcopy_failed =
-      try_zcopy(s.req.node_comm, map, s.rank, map.leaders(node)[0], s.lead && s.rdma_failed == 0)
+      try_zcopy(s.req.node_comm, map, s.rank, map.leaders(node)[0],
+                s.lead && s.rdma_failed == 0 && !dc_)
           ? 0
           : 1;
+  if (s.zcopy_failed && dc_) zcopy_why_ = "the DC transport stages every message";
 }
 
 // The agreement on the transports, with every failure so far: all ranks pick
@@ -419,8 +424,11 @@ bool HierEngine::build(Setup& s) {
 #if MLXA2A_HAVE_VERBS
     // The leaders' split the RDMA set-up ran on carries what a write could
     // not (docs/hier.md, "Failure transparency"); s.rdma is try_rdma's.
-    static_cast<mlx5::RdmaLeaderTransport*>(s.rdma.get())
-        ->set_relay(std::make_unique<PmpiRelay>(std::move(s.leaders)));
+    // DC has no relay: a failure there is contained (dc_transport.h).
+    if (!dc_) {
+      static_cast<mlx5::RdmaLeaderTransport*>(s.rdma.get())
+          ->set_relay(std::make_unique<PmpiRelay>(std::move(s.leaders)));
+    }
 #endif
     transport = std::move(s.rdma);
   } else if (s.lead) {
@@ -473,6 +481,32 @@ bool HierEngine::rdma_offered() noexcept {
 #endif
 }
 
+#if MLXA2A_HAVE_VERBS
+namespace {
+
+// DC instead of RC, when RC would take a leader past its QP budget (every
+// leader learns it alike from RC's set-up): collective over the leaders.
+bool set_up_dc(GroupBootstrap& boot, const hier::StageAreas& areas,
+               const std::vector<int>& first_rank, const std::vector<int>& peers,
+               const mlx5::NetOptions& opt, std::unique_ptr<hier::LeaderTransport>* out,
+               std::string* why) {
+  const std::string rc_why = *why;
+  std::unique_ptr<mlx5::DcLeaderTransport> t;
+  // Every leader got past create (agreed) before pinging: each DCT is in RTR.
+  if (mlx5::DcLeaderTransport::create(boot, areas, first_rank, peers, opt, &t, why) !=
+          Status::ok ||
+      !t->ping(why)) {
+    *why = rc_why + "; DC: " + *why;
+    return false;
+  }
+  MLXA2A_LOG(Info, "RDMA: %s; the leaders use DC (%zu QPs here)", rc_why.c_str(), t->qps());
+  *out = std::move(t);
+  return true;
+}
+
+}  // namespace
+#endif
+
 bool HierEngine::try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank,
                           bool oversubscribed, const shm::NodeStage* stage,
                           const std::vector<int>& first_rank,
@@ -487,6 +521,7 @@ bool HierEngine::try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank,
     const hier::Plan plan(map, rank, 64);
     opt.leader_slot = plan.leader_index();  // spreads a node's leaders over its HCAs
     if (plan.leader()) opt.rail = map.rail(plan.node(), plan.leader_index());  // or its rail's
+    opt.ranks_per_node = map.node_size(plan.node());  // they share the HCA's QPs
     std::vector<int> peers;
     for (int m = 0; m < map.nodes(); ++m) {
       if (m != plan.node() && plan.handled_by(m) == plan.leader_index()) {
@@ -497,9 +532,19 @@ bool HierEngine::try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank,
     if (stage) areas = hier::HierAlltoall::areas_of(*stage);
     MpiGroupBootstrap boot(leaders);
     std::unique_ptr<mlx5::RdmaLeaderTransport> t;
+    bool over_budget = false;
     const Status st = mlx5::RdmaLeaderTransport::create(boot, areas, first_rank, peers, opt, &t,
-                                                        &rdma_why_);
-    if (st != Status::ok) return false;
+                                                        &rdma_why_, &over_budget);
+    // Over the RC QP budget (every leader alike): DC, collective as well.
+    if (st != Status::ok) {
+      if (!over_budget || !set_up_dc(boot, areas, first_rank, peers, opt, out, &rdma_why_)) {
+        return false;
+      }
+      dc_ = true;
+      rdma_gather_sge_ = 0;  // DC stages every message: no zero-copy
+      mlx5::note_transport(true);
+      return true;
+    }
     // Every leader got here (create agreed): pinging is safe, each partner
     // is in RTR. A pair that fails means PMPI leaders for the team.
     if (!t->ping(&rdma_why_)) {
@@ -507,6 +552,7 @@ bool HierEngine::try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank,
       return false;
     }
     rdma_gather_sge_ = t->gather_sge();
+    mlx5::note_transport(false);
     *out = std::move(t);
     return true;
   } catch (...) {  // allocation only

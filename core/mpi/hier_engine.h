@@ -130,6 +130,7 @@ class HierEngine final : public Engine,
   bool zcopy_on_ = false;
   std::string rdma_why_;
   std::string zcopy_why_;
+  bool dc_ = false;  // leader: its RDMA transport is DC (over the RC QP budget)
   std::uint32_t rdma_gather_sge_ = 0;  // leader: SGEs per WR its RDMA transport's QPs take
 };
 

@@ -21,6 +21,7 @@ int poll_cq_op(ibv_cq* cq, int n, ibv_wc* wc);                        // cq.cc
 int req_notify_cq_op(ibv_cq* cq, int solicited_only);                 // cq.cc
 int post_send_op(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);     // post.cc
 int post_recv_op(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);     // post.cc
+int post_srq_recv_op(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);  // dc.cc
 
 Context* Context::from(ibv_context* c) {
   verbs_context* v = verbs_get_ctx(c);
@@ -221,6 +222,7 @@ Context* make_context(const DeviceSpec* d, pid_t owner, int cmd_fd) {
   c.ops.req_notify_cq = req_notify_cq_op;
   c.ops.post_send = post_send_op;
   c.ops.post_recv = post_recv_op;
+  c.ops.post_srq_recv = post_srq_recv_op;
   c.cmd_fd = cmd_fd;
   ctx->owner_pid = owner;
   c.num_comp_vectors = 1;

@@ -76,10 +76,17 @@ class Executor {
   Outcome run(SendWr& w);
 
  private:
-  bool resolve_peer();
+  bool resolve_peer(SendWr& w);
+  // A DCI's destination, named by the WR (mlx5dv_wr_set_dc_addr).
+  bool resolve_dct(SendWr& w);
+  bool attach_peer(wire::QpShared* p);
   Outcome responder_fault(ibv_wc_status st) {
-    responder_error(peer_, peer_cq_,
-                    st == IBV_WC_REM_ACCESS_ERR ? IBV_EVENT_QP_ACCESS_ERR : IBV_EVENT_QP_REQ_ERR);
+    // A DCT serves every DCI that knows its key: a bad request fails the
+    // requester only (its DCI goes to the error state), not the DCT.
+    if (peer_->dc_type != MLX5DV_DCTYPE_DCT) {
+      responder_error(peer_, peer_cq_,
+                      st == IBV_WC_REM_ACCESS_ERR ? IBV_EVENT_QP_ACCESS_ERR : IBV_EVENT_QP_REQ_ERR);
+    }
     Outcome o;
     o.status = st;
     return o;
@@ -97,11 +104,14 @@ class Executor {
   wire::QpShared* peer_ = nullptr;
   wire::CqRing* peer_cq_ = nullptr;
   wire::MrTable* peer_mr_ = nullptr;
+  // Where the peer's receives are: its own queue, or a DCT's SRQ.
+  wire::QpShared* rq_ = nullptr;
 };
 
 // Finds the peer named by the QP's RTR attributes; false if it does not
 // (yet) accept our packets -- on hardware those would be dropped and retried.
-bool Executor::resolve_peer() {
+bool Executor::resolve_peer(SendWr& w) {
+  if (w.dc) return resolve_dct(w);
   wire::QpShared* me = qp_.sh;
   std::string target =
       resolve_link(std::string("qpn.") + me->dest_key + "." + std::to_string(me->dest_qpn));
@@ -119,12 +129,57 @@ bool Executor::resolve_peer() {
         now_ns() < p->port_down_until)  // its port is down: no answer, we retry
       return false;
   }
+  return attach_peer(p);
+}
+
+// The peer's CQ, MR table (and SRQ) mapped; the files of the last peer are
+// kept while it stays the same.
+bool Executor::attach_peer(wire::QpShared* p) {
   if (!qp_.peer_cq_file && !qp_.peer_cq_file.open(p->recv_cq)) return false;
   if (!qp_.peer_mr_file && !qp_.peer_mr_file.open(p->mr_table)) return false;
+  rq_ = p;
+  if (p->dc_type == MLX5DV_DCTYPE_DCT) {
+    if (!qp_.peer_srq_file && !qp_.peer_srq_file.open(p->srq)) return false;
+    rq_ = static_cast<wire::QpShared*>(qp_.peer_srq_file.data());
+    if (rq_->magic != wire::kSrqMagic) return false;
+  }
   peer_ = p;
   peer_cq_ = static_cast<wire::CqRing*>(qp_.peer_cq_file.data());
   peer_mr_ = static_cast<wire::MrTable*>(qp_.peer_mr_file.data());
   return pid_alive(p->owner_pid);
+}
+
+// A DCT in RTR at the WR's address that holds the WR's access key. A key
+// that does not match is a packet the DCT drops (and reports as a key
+// violation to its owner, not modelled): the DCI hears nothing and retries
+// until its retry count runs out (IBV_WC_RETRY_EXC_ERR), and no byte lands.
+bool Executor::resolve_dct(SendWr& w) {
+  const std::string target =
+      resolve_link("qpn." + w.dc_dest_key + "." + std::to_string(w.dc_dctn));
+  if (target.empty()) return false;
+  if (qp_.peer_qp_file.name() != target) {
+    qp_.peer_cq_file.reset();
+    qp_.peer_mr_file.reset();
+    qp_.peer_srq_file.reset();
+    if (!qp_.peer_qp_file.open(target)) return false;
+  }
+  auto* p = static_cast<wire::QpShared*>(qp_.peer_qp_file.data());
+  {
+    SharedLock lk(&p->mu);
+    if (p->magic != wire::kQpMagic || p->dc_type != MLX5DV_DCTYPE_DCT ||
+        p->state != IBV_QPS_RTR || now_ns() < p->port_down_until)
+      return false;
+    if (p->dc_key != w.dc_key) {
+      if (!w.dc_key_logged) {
+        log_error("DCI 0x%x: wr_id %llu carries DC access key 0x%llx, DCT 0x%x holds another: "
+                  "dropped, the DCI retries until its retry count runs out", qp_.qpn(),
+                  (unsigned long long)w.wr_id, (unsigned long long)w.dc_key, w.dc_dctn);
+        w.dc_key_logged = true;
+      }
+      return false;
+    }
+  }
+  return attach_peer(p);
 }
 
 bool Executor::local_side(SendWr& w, unsigned need, Side* out) {
@@ -182,7 +237,7 @@ Outcome Executor::run(SendWr& w) {
     return o;
   }
   if (qp_.ctx->dev->port_state != IBV_PORT_ACTIVE || port::down(*qp_.ctx->dev) ||
-      !resolve_peer()) {
+      !resolve_peer(w)) {
     o.wait = true;
     return o;
   }
@@ -285,8 +340,8 @@ Outcome Executor::run(SendWr& w) {
 Outcome Executor::write_imm(SendWr& w, const Side& src, const Side& dst, uint64_t len) {
   Outcome o;
   {
-    SharedLock lk(&peer_->mu);
-    if (peer_->rq_head == peer_->rq_tail) {  // consumes a receive: RNR if none
+    SharedLock lk(&rq_->mu);
+    if (rq_->rq_head == rq_->rq_tail) {  // consumes a receive: RNR if none
       o.wait = o.rnr = true;
       return o;
     }
@@ -298,10 +353,10 @@ Outcome Executor::write_imm(SendWr& w, const Side& src, const Side& dst, uint64_
   // the completion is written without relaxed ordering, so it cannot pass
   // them.
   flush_relaxed(qp_);
-  SharedLock lk(&peer_->mu);
+  SharedLock lk(&rq_->mu);
   wire::Cqe e{};
-  e.wr_id = peer_->wqe(peer_->rq_head)->wr_id;
-  peer_->rq_head++;
+  e.wr_id = rq_->wqe(rq_->rq_head)->wr_id;
+  rq_->rq_head++;
   e.status = IBV_WC_SUCCESS;
   e.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
   e.byte_len = uint32_t(len);
@@ -310,6 +365,8 @@ Outcome Executor::write_imm(SendWr& w, const Side& src, const Side& dst, uint64_
   e.qp_num = peer_->qpn;
   e.src_qp = qp_.qpn();
   e.solicited = (w.flags & IBV_SEND_SOLICITED) != 0;
+  // An overrun CQ fails the QP it serves (under the SRQ's mutex for a DCT:
+  // the DCT's own is not held, and its state word is written alone).
   if (!fault::drop_cqe() && !cq_push(peer_cq_, e)) peer_->state = IBV_QPS_ERR;
   return o;
 }

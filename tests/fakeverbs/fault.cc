@@ -33,9 +33,11 @@ struct Rules {
   Target prob_target;
   uint64_t fail_post = 0, fail_recv = 0, retry_exc = 0, rem_access = 0, drop_cqe = 0,
            qp_error = 0, delay_us = 0, fail_reg = 0, port_down = 0, resp_error = 0,
-           port_flap = 0, flap_ms = 0, lid_change = 0, gid_change = 0, cq_overrun = 0;
+           port_flap = 0, flap_ms = 0, lid_change = 0, gid_change = 0, cq_overrun = 0,
+           dc_bad_key = 0;
   uint64_t n_post = 0, n_recv = 0, n_wr = 0, n_cqe = 0, n_qp_error = 0, n_reg = 0,
-           n_port_down = 0, n_resp_error = 0, n_flap = 0, n_lid = 0, n_gid = 0, n_poll = 0;
+           n_port_down = 0, n_resp_error = 0, n_flap = 0, n_lid = 0, n_gid = 0, n_poll = 0,
+           n_dc = 0;
 };
 
 std::mutex g_mu;
@@ -102,6 +104,7 @@ Rules& rules() {  // caller holds g_mu
     }
     else if (k == "lid_change") g_rules.lid_change = n;
     else if (k == "gid_change") g_rules.gid_change = n;
+    else if (k == "dc_bad_key") g_rules.dc_bad_key = n;
     else if (k == "resp_error") g_rules.resp_error = n;
     else if (k == "cq_overrun") g_rules.cq_overrun = n;
     else if (k == "delay_us") g_rules.delay_us = n;
@@ -192,6 +195,8 @@ uint64_t port_flap_now() {
 bool lid_change_now() { return nth(&Rules::n_lid, &Rules::lid_change); }
 
 bool gid_change_now() { return nth(&Rules::n_gid, &Rules::gid_change); }
+
+bool dc_bad_key_now() { return nth(&Rules::n_dc, &Rules::dc_bad_key); }
 
 int wr_status(uint32_t dest_qpn, uint64_t qp_index, uint64_t* rng) {
   std::lock_guard<std::mutex> g(g_mu);

@@ -37,6 +37,9 @@
 //                  with IBV_WC_RETRY_EXC_ERR (port.h)
 //   lid_change=N   at the Nth ibv_post_send call the port gets a new LID
 //                  (IBV_EVENT_LID_CHANGE; InfiniBand ports only)
+//   dc_bad_key=N   the Nth DC work request this process posts (ibv_wr_complete
+//                  on a DCI) carries a DC access key other than the one its
+//                  poster gave: the DCT drops it, the DCI retries out (dc.cc)
 //   gid_change=N   at the Nth ibv_post_send call GID index 0 (and its RoCE
 //                  v1 twin) changes (IBV_EVENT_GID_CHANGE); on RoCE, the
 //                  port's address
@@ -65,6 +68,7 @@ bool port_down_now();
 uint64_t port_flap_now();
 bool lid_change_now();
 bool gid_change_now();
+bool dc_bad_key_now();
 // -1, or the ibv_wc_status to force on a WR: the qp_index-th (from 1) posted
 // on a QP connected to dest_qpn; `rng` is that QP's fault stream.
 int wr_status(uint32_t dest_qpn, uint64_t qp_index, uint64_t* rng);

@@ -12,6 +12,8 @@
 // shared file mutexes (wire.h) -> Cq::arm_mu -> Channel::mu.
 #pragma once
 
+#include <infiniband/mlx5dv.h>
+
 #include <atomic>
 #include <deque>
 #include <map>
@@ -122,13 +124,54 @@ struct SendWr {
   uint64_t first_try_ns = 0;    // for retry / RNR deadlines
   int forced_status = -1;       // fault-injected completion status
   std::vector<MrRef> pinned;    // local MRs referenced (dereg guard)
+  // A DCI's WR: the DCT it goes to (mlx5dv_wr_set_dc_addr).
+  bool dc = false;
+  std::string dc_dest_key;
+  uint32_t dc_dctn = 0;
+  uint64_t dc_key = 0;
+  bool dc_key_logged = false;  // a mismatched key was said once
   uint64_t total_len() const;
 };
 
 struct Outcome;  // post.cc
 
+// The shell of a QP: its ibv_qp is the qp_base of its ibv_qp_ex (as in
+// rdma-core's verbs_qp), so ibv_qp_to_qp_ex() and the DC work-request API
+// (dc.cc) reach the same object; owner_of<Qp> reads `owner` past both.
+struct QpShell {
+  union {
+    ibv_qp ibv;
+    ibv_qp_ex ex;
+  };
+  mlx5dv_qp_ex dv;
+  Qp* owner;
+};
+template <>
+inline Qp* owner_of<Qp, ibv_qp>(ibv_qp* q) {
+  return q ? reinterpret_cast<QpShell*>(q)->owner : nullptr;
+}
+
+// A shared receive queue (dc.cc): its receives live in a shared file laid
+// out as a QP's (wire::QpShared, magic kSrqMagic), so a sender's HCA thread
+// consumes them as it consumes an RC QP's.
+struct Srq {
+  Shell<ibv_srq, Srq> shell{};
+  Context* ctx = nullptr;
+  Pd* pd = nullptr;
+  uint32_t max_sge = 1;
+  MappedFile file;
+  wire::QpShared* sh = nullptr;
+  std::atomic<int> users{0};  // DCTs on it
+};
+
+// An address handle (dc.cc): the port a DCI's work request goes to.
+struct Ah {
+  Shell<ibv_ah, Ah> shell{};
+  std::string dest_key;  // as an RC QP's RTR address vector resolves it
+};
+
 struct Qp {
-  Shell<ibv_qp, Qp> shell{};
+  QpShell shell{};
   Context* ctx = nullptr;
   Pd* pd = nullptr;
   Cq* send_cq = nullptr;
@@ -172,6 +215,17 @@ struct Qp {
   ibv_qp_attr attr{};
   // Cached mappings of the peer (re-resolved when the peer changes).
   MappedFile peer_qp_file, peer_cq_file, peer_mr_file;
+  MappedFile peer_srq_file;  // the DCT's SRQ (dc.cc)
+
+  // DC (dc.cc): MLX5DV_DCTYPE_DCT or _DCI, 0 for RC; a DCT's access key
+  // and SRQ; a DCI's work requests being built (ibv_wr_start ... complete).
+  int dc_type = 0;
+  uint64_t dc_key = 0;
+  uint64_t send_ops = 0;  // a DCI's send_ops_flags
+  Srq* srq = nullptr;
+  bool building = false;
+  int build_error = 0;
+  std::vector<SendWr> batch;
 
   uint32_t qpn() const { return shell.ibv.qp_num; }
   bool busy() const { return !sq.empty() || !executed.empty(); }
@@ -180,6 +234,21 @@ struct Qp {
   ibv_qp_state state() const;
   void set_state(ibv_qp_state s);  // takes sh->mu
 };
+
+// The QP object of every kind (qp.cc): its shared file and QPN, in RESET.
+// nullptr with errno on failure.
+Qp* make_qp(Pd* pd, Cq* scq, Cq* rcq, const ibv_qp_cap& cap, bool sig_all, void* qp_context,
+            ibv_qp_type type);
+// The inline bytes a QP is granted for what `cap` asks (mlx5's rounding);
+// written back into cap (qp.cc).
+void grant_inline(ibv_qp_cap& cap);
+// Queues a validated send WR (copied: its SGEs, inline data) on the QP's
+// send queue with its due time (post_api.cc). Caller holds qp.mu.
+void enqueue_send(Qp& qp, SendWr&& w, uint64_t delay_ns);
+// DC (dc.cc): whether `mask` is allowed for cur -> next on a DCT or DCI.
+bool dc_transition_ok(int dc_type, ibv_qp_state cur, ibv_qp_state next, int mask);
+// The key of the port an address vector names (qp.cc).
+std::string dest_key_of(const DeviceSpec& d, const ibv_ah_attr& ah);
 
 // Process-wide MR table (pd_mr.cc).
 wire::MrTable* own_mr_table();

@@ -97,6 +97,25 @@ void port_faults(const Qp& qp) {
 
 }  // namespace
 
+void enqueue_send(Qp& qp, SendWr&& w, uint64_t delay) {
+  // Counted in the MR's entry (the PD's table), so that its registrant's
+  // ibv_dereg_mr sees this WR whichever process posted it.
+  for (const ibv_sge& s : w.sge) {
+    if (MrRef r; mr_use(qp.pd->mr_table(), s.lkey, qp.pd->id, &r)) w.pinned.push_back(r);
+  }
+  // Due time: posting time plus the QP's jitter (and any injected delay),
+  // never before the previous WR of the QP (one QP executes in order).
+  const uint64_t j = hca::jitter_ns();
+  uint64_t due = now_ns() + delay + (j ? next_random(qp.rng) % (j + 1) : 0);
+  due = std::max(due, qp.last_due_ns);
+  qp.last_due_ns = due;
+  w.not_before_ns = due;
+  const uint32_t dest = w.dc ? w.dc_dctn : qp.attr.dest_qp_num;
+  w.forced_status = fault::wr_status(dest, ++qp.posted, &qp.fault_rng);
+  qp.sq.push_back(std::move(w));
+  qp.sq_used++;
+}
+
 int post_send_op(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   const hca::PostCpu accounted;  // FAKEVERBS_CPU_FILE: the fake driver's share
   Qp* qp = owner_of<Qp>(q);
@@ -164,21 +183,9 @@ int post_send_op(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
         w.inline_data.insert(w.inline_data.end(), p, p + s.length);
       } else {
         w.sge.push_back(s);
-        // Counted in the MR's entry (the PD's table), so that its
-        // registrant's ibv_dereg_mr sees this WR whichever process posted it.
-        if (MrRef r; mr_use(qp->pd->mr_table(), s.lkey, qp->pd->id, &r)) w.pinned.push_back(r);
       }
     }
-    // Due time: posting time plus the QP's jitter (and any injected delay),
-    // never before the previous WR of the QP (one QP executes in order).
-    const uint64_t j = hca::jitter_ns();
-    uint64_t due = now_ns() + delay + (j ? next_random(qp->rng) % (j + 1) : 0);
-    due = std::max(due, qp->last_due_ns);
-    qp->last_due_ns = due;
-    w.not_before_ns = due;
-    w.forced_status = fault::wr_status(qp->attr.dest_qp_num, ++qp->posted, &qp->fault_rng);
-    qp->sq.push_back(std::move(w));
-    qp->sq_used++;
+    enqueue_send(*qp, std::move(w), delay);
   }
   if (rc) *bad = wr;
   hca::kick();  // the "doorbell": nothing moves before ibv_post_send returns
@@ -192,6 +199,12 @@ int post_recv_op(ibv_qp* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     log_error("FAKEVERBS_FAULT: failing ibv_post_recv on QP 0x%x", qp->qpn());
     *bad = wr;
     return fail(ENOMEM);
+  }
+  if (qp->dc_type) {
+    log_error("ibv_post_recv: QP 0x%x is a DC QP: no receive queue of its own (a DCT's "
+              "receives go to its SRQ) (EINVAL)", qp->qpn());
+    *bad = wr;
+    return fail(EINVAL);
   }
   wire::QpShared* sh = qp->sh;
   SharedLock lk(&sh->mu);

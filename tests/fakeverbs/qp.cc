@@ -96,7 +96,11 @@ const char* check_values(const Qp& qp, const ibv_qp_attr& a, int mask) {
   if ((mask & IBV_QP_RNR_RETRY) && a.rnr_retry > 7) return "rnr_retry > 7";
   if ((mask & IBV_QP_CUR_STATE) && a.cur_qp_state != qp.shell.ibv.state)
     return "cur_qp_state does not match the QP's state";
-  if (mask & IBV_QP_AV) {
+  if ((mask & IBV_QP_AV) && qp.dc_type) {
+    // A DC QP's address vector names its own port only: destinations come
+    // with each work request (a DCI's) or not at all (a DCT's).
+    if (a.ah_attr.port_num != 1) return "ah_attr.port_num must be 1";
+  } else if (mask & IBV_QP_AV) {
     const ibv_ah_attr& ah = a.ah_attr;
     if (ah.port_num != 1) return "ah_attr.port_num must be 1";
     if (d.roce) {
@@ -117,6 +121,8 @@ const char* check_values(const Qp& qp, const ibv_qp_attr& a, int mask) {
 
 std::atomic<uint32_t> g_qp_seq{0};
 
+}  // namespace
+
 // The key of the port an address vector names. RoCE: the dgid may be any
 // GID of the peer's table (its links, device.cc publish_gids); a dgid outside
 // the source GID's subnet is not routed - the key names nobody, so packets
@@ -134,6 +140,8 @@ std::string dest_key_of(const DeviceSpec& d, const ibv_ah_attr& ah) {
   return at == std::string::npos ? own : target.substr(at + 6);
 }
 
+namespace {
+
 // FAKEVERBS_FAULT resp_error: every QP of ours in RTS fails as a responder
 // would, with nothing on our send side (fault.h).
 void responder_errors(Context& ctx) {
@@ -147,33 +155,23 @@ void responder_errors(Context& ctx) {
 
 }  // namespace
 
-}  // namespace fakeverbs
-
-using namespace fakeverbs;
-
-FV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* ia) {
-  Pd* pd = owner_of<Pd>(p);
-  Cq* scq = ia ? owner_of<Cq>(ia->send_cq) : nullptr;
-  Cq* rcq = ia ? owner_of<Cq>(ia->recv_cq) : nullptr;
-  const char* why = nullptr;
-  int err = EINVAL;
-  if (!pd || !ia) why = "null PD or attributes";
-  else if (ia->qp_type != IBV_QPT_RC) why = "only RC QPs are modelled", err = EOPNOTSUPP;
-  else if (!scq || !rcq) why = "send_cq and recv_cq are required";
-  else if (scq->ctx != pd->ctx || rcq->ctx != pd->ctx) why = "CQ from another context";
-  else if (ia->srq) why = "SRQ is not modelled", err = EOPNOTSUPP;
-  else if (ia->cap.max_send_wr < 1 || ia->cap.max_send_wr > uint32_t(limits().max_qp_wr) ||
-           ia->cap.max_recv_wr > uint32_t(limits().max_qp_wr))
-    why = "max_send_wr/max_recv_wr outside 1..max_qp_wr";
-  else if (ia->cap.max_send_sge > uint32_t(limits().max_sge) ||
-           ia->cap.max_recv_sge > uint32_t(limits().max_sge))
-    why = "max_send_sge/max_recv_sge above max_sge";
-  else if (ia->cap.max_inline_data > limits().max_inline) why = "max_inline_data above the limit";
-  if (why) {
-    log_error("ibv_create_qp: %s", why);
-    errno = err;
-    return nullptr;
+// The QP object every kind shares (RC here, DC in dc.cc): its shared file,
+// its QPN claimed on the port, RESET. nullptr with errno on failure.
+void grant_inline(ibv_qp_cap& cap) {
+  // Like mlx5, the inline size granted is what the send WQE holds once
+  // rounded up to 64-byte blocks (and the WQE must hold the SGEs too), at
+  // most the limit; ibv_create_qp writes it back (man ibv_create_qp).
+  if (cap.max_inline_data > 0) {
+    constexpr uint32_t kOverhead = 48, kInlineHeader = 4, kBlock = 64, kSge = 16;
+    const uint32_t inl = kOverhead + kInlineHeader + cap.max_inline_data;
+    const uint32_t sges = kOverhead + kSge * cap.max_send_sge;
+    const uint32_t wqe = ((inl > sges ? inl : sges) + kBlock - 1) / kBlock * kBlock;
+    cap.max_inline_data = std::min(wqe - kOverhead - kInlineHeader, limits().max_inline);
   }
+}
+
+Qp* make_qp(Pd* pd, Cq* scq, Cq* rcq, const ibv_qp_cap& cap, bool sig_all, void* qp_context,
+            ibv_qp_type type) {
   wire::MrTable* mrt = own_mr_table();
   if (!mrt) {
     errno = ENOMEM;
@@ -185,19 +183,9 @@ FV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* ia) {
   qp->pd = pd;
   qp->send_cq = scq;
   qp->recv_cq = rcq;
-  // Like mlx5, the inline size granted is what the send WQE holds once
-  // rounded up to 64-byte blocks (and the WQE must hold the SGEs too), at
-  // most the limit; ibv_create_qp writes it back (man ibv_create_qp).
-  if (ia->cap.max_inline_data > 0) {
-    constexpr uint32_t kOverhead = 48, kInlineHeader = 4, kBlock = 64, kSge = 16;
-    const uint32_t inl = kOverhead + kInlineHeader + ia->cap.max_inline_data;
-    const uint32_t sges = kOverhead + kSge * ia->cap.max_send_sge;
-    const uint32_t wqe = ((inl > sges ? inl : sges) + kBlock - 1) / kBlock * kBlock;
-    ia->cap.max_inline_data = std::min(wqe - kOverhead - kInlineHeader, limits().max_inline);
-  }
-  qp->cap = ia->cap;
-  qp->sq_sig_all = ia->sq_sig_all != 0;
-  uint32_t rq_sge = ia->cap.max_recv_sge ? ia->cap.max_recv_sge : 1;
+  qp->cap = cap;
+  qp->sq_sig_all = sig_all;
+  uint32_t rq_sge = cap.max_recv_sge ? cap.max_recv_sge : 1;
   const uint32_t seq = ++g_qp_seq;
   // Its own random stream (jitter, placement order): QPs are independent and
   // a run replays from FAKEVERBS_SEED (hca.h).
@@ -205,7 +193,7 @@ FV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* ia) {
   qp->fault_rng = hca::stream_seed(uint64_t(seq) << 32 | 0xfa);
   std::string name = std::to_string(getpid()) + ".qp." + std::to_string(seq);
   size_t size = sizeof(wire::QpShared) +
-                ia->cap.max_recv_wr * (sizeof(wire::RecvWqe) + rq_sge * sizeof(ibv_sge));
+                cap.max_recv_wr * (sizeof(wire::RecvWqe) + rq_sge * sizeof(ibv_sge));
   if (!qp->file.create(name, size)) {
     int e = errno;
     delete qp;
@@ -216,7 +204,7 @@ FV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* ia) {
   sh->owner_pid = getpid();
   sh->pd_id = pd->id;
   sh->state = IBV_QPS_RESET;
-  sh->rq_cap = ia->cap.max_recv_wr;
+  sh->rq_cap = cap.max_recv_wr;
   sh->rq_sge = rq_sge;
   std::string key = ctx->dev->address_key();
   sh->port_down_until = port::down_until(*ctx->dev);
@@ -248,14 +236,14 @@ FV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* ia) {
   qp->shell.owner = qp;
   ibv_qp& q = qp->shell.ibv;
   q.context = ctx->ibv();
-  q.qp_context = ia->qp_context;
-  q.pd = p;
-  q.send_cq = ia->send_cq;
-  q.recv_cq = ia->recv_cq;
+  q.qp_context = qp_context;
+  q.pd = &pd->shell.ibv;
+  q.send_cq = &scq->shell.ibv;
+  q.recv_cq = &rcq->shell.ibv;
   q.handle = qpn;
   q.qp_num = qpn;
   q.state = IBV_QPS_RESET;
-  q.qp_type = IBV_QPT_RC;
+  q.qp_type = type;
   pthread_mutex_init(&q.mutex, nullptr);
   pthread_cond_init(&q.cond, nullptr);
   qp->attr.qp_state = IBV_QPS_RESET;
@@ -268,7 +256,39 @@ FV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* ia) {
     std::lock_guard<std::mutex> g(ctx->mu);
     ctx->qps[qpn] = qp;
   }
-  return &q;
+  return qp;
+}
+
+}  // namespace fakeverbs
+
+using namespace fakeverbs;
+
+FV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* ia) {
+  Pd* pd = owner_of<Pd>(p);
+  Cq* scq = ia ? owner_of<Cq>(ia->send_cq) : nullptr;
+  Cq* rcq = ia ? owner_of<Cq>(ia->recv_cq) : nullptr;
+  const char* why = nullptr;
+  int err = EINVAL;
+  if (!pd || !ia) why = "null PD or attributes";
+  else if (ia->qp_type != IBV_QPT_RC) why = "only RC QPs are modelled", err = EOPNOTSUPP;
+  else if (!scq || !rcq) why = "send_cq and recv_cq are required";
+  else if (scq->ctx != pd->ctx || rcq->ctx != pd->ctx) why = "CQ from another context";
+  else if (ia->srq) why = "SRQ is not modelled", err = EOPNOTSUPP;
+  else if (ia->cap.max_send_wr < 1 || ia->cap.max_send_wr > uint32_t(limits().max_qp_wr) ||
+           ia->cap.max_recv_wr > uint32_t(limits().max_qp_wr))
+    why = "max_send_wr/max_recv_wr outside 1..max_qp_wr";
+  else if (ia->cap.max_send_sge > uint32_t(limits().max_sge) ||
+           ia->cap.max_recv_sge > uint32_t(limits().max_sge))
+    why = "max_send_sge/max_recv_sge above max_sge";
+  else if (ia->cap.max_inline_data > limits().max_inline) why = "max_inline_data above the limit";
+  if (why) {
+    log_error("ibv_create_qp: %s", why);
+    errno = err;
+    return nullptr;
+  }
+  grant_inline(ia->cap);
+  Qp* qp = make_qp(pd, scq, rcq, ia->cap, ia->sq_sig_all != 0, ia->qp_context, IBV_QPT_RC);
+  return qp ? &qp->shell.ibv : nullptr;
 }
 
 FV_EXPORT int ibv_modify_qp(ibv_qp* q, ibv_qp_attr* a, int mask) {
@@ -277,7 +297,9 @@ FV_EXPORT int ibv_modify_qp(ibv_qp* q, ibv_qp_attr* a, int mask) {
   std::lock_guard<std::mutex> g(qp->mu);
   ibv_qp_state cur = qp->state();
   ibv_qp_state next = (mask & IBV_QP_STATE) ? a->qp_state : cur;
-  if (!transition_ok(cur, next, mask)) {
+  const bool allowed = qp->dc_type ? dc_transition_ok(qp->dc_type, cur, next, mask)
+                                    : transition_ok(cur, next, mask);
+  if (!allowed) {
     log_error("ibv_modify_qp: QP 0x%x %s->%s with attr_mask 0x%x is invalid (EINVAL)",
               qp->qpn(), state_name(cur), state_name(next), unsigned(mask));
     return fail(EINVAL);
@@ -310,7 +332,7 @@ FV_EXPORT int ibv_modify_qp(ibv_qp* q, ibv_qp_attr* a, int mask) {
     if (mask & IBV_QP_MIN_RNR_TIMER) sh->min_rnr_timer = a->min_rnr_timer;
     if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) sh->max_dest_rd_atomic = a->max_dest_rd_atomic;
     if (mask & IBV_QP_DEST_QPN) sh->dest_qpn = a->dest_qp_num;
-    if (mask & IBV_QP_AV) {
+    if ((mask & IBV_QP_AV) && !qp->dc_type) {
       const ibv_ah_attr& ah = a->ah_attr;
       std::string k = dest_key_of(*qp->ctx->dev, ah);
       snprintf(sh->dest_key, sizeof sh->dest_key, "%s", k.c_str());
@@ -376,6 +398,7 @@ FV_EXPORT int ibv_destroy_qp(ibv_qp* q) {
   for (auto& grp : qp->groups) release_pins(grp.pins);
   release_pins(qp->open_pins);
   Pd* pd = qp->pd;
+  if (qp->srq) qp->srq->users--;
   qp->send_cq->users--;
   qp->recv_cq->users--;
   qp->ctx->children--;

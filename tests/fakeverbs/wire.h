@@ -20,6 +20,7 @@ constexpr uint32_t kQpMagic = 0x46565150;  // "FVQP"
 constexpr uint32_t kMrMagic = 0x46564d52;  // "FVMR"
 constexpr uint32_t kDeadMagic = 0xdeadbeef;
 constexpr uint32_t kDevMagic = 0x46564456;  // "FVDV"
+constexpr uint32_t kSrqMagic = 0x46565352;  // "FVSR": a shared receive queue's file
 
 // Contents of a context's command file (its cmd_fd), for ibv_import_device.
 struct DeviceRecord {
@@ -83,6 +84,12 @@ struct QpShared {
   char dest_key[48];            // the peer port address, from RTR
   char recv_cq[64];             // rendezvous name of the receive CQ
   char mr_table[64];            // rendezvous name of the owner's MR table
+  // DC (dc.cc): MLX5DV_DCTYPE_DCT or _DCI (0: RC); a DCT's access key, which
+  // every incoming work request must carry, and its SRQ's file, whose
+  // receives its writes with immediate consume.
+  uint32_t dc_type;
+  uint64_t dc_key;
+  char srq[64];
   pthread_mutex_t mu;
   uint64_t rq_head;             // next receive to consume
   uint64_t rq_tail;             // next slot to post into

@@ -167,6 +167,7 @@ TEST(Registry, EveryNetSwitchReachesItsField) {
       {"NET_KEEPALIVE=500", [](Parts& p) { p.net.keepalive_ms = 500; }},
       {"NET_QP_TIMEOUT=31", [](Parts& p) { p.net.qp_timeout = 31; }},
       {"NET_RETRY_COUNT=0", [](Parts& p) { p.net.retry_count = 0; }},
+      {"NET_RC_QP_BUDGET=64", [](Parts& p) { p.net.rc_qp_budget = 64; }},
       {"NET_TRAFFIC_CLASS=255", [](Parts& p) { p.net.traffic_class = 255; }},
       {"NET_SL=15", [](Parts& p) { p.net.service_level = 15; }},
       {"NET_PKEY=0x8001", [](Parts& p) { p.net.pkey = 0x8001; }},

@@ -1,0 +1,133 @@
+// The leaders' exchange over DC (mlx5 Dynamically Connected transport; issue
+// 39 item 2, docs/hier-transports.md "DC"): what RdmaLeaderTransport does over
+// RC, with a number of QPs per leader that does not grow with the node count.
+// One DCT over an SRQ receives every partner's writes (the HCA checks the
+// DCT's access key on each); a small pool of DCIs sends, each partner always
+// through the same DCI, so a message's header write and data writes, and one
+// round's messages and the next's, arrive in posting order (a DCI is one
+// stream). Set-up in dc_setup.cc, the data path in dc_transport.cc.
+//
+// Contract
+// * create() is collective over boot's members, exactly as
+//   RdmaLeaderTransport::create (same first_rank and peers). The caller picks
+//   it when RC would take a leader past its QP budget (every leader learns
+//   that alike from RC's set-up, core/mlx5/qp_budget.h). It always makes the
+//   same two allgathers on every member (cards, outcome), whatever fails
+//   locally, and reports failure as a Status with *why; the caller agrees on
+//   the outcome across the team as for RC.
+// * Resources: its own CQ, SRQ, DCT and DCIs on the process's device and PD
+//   (the EndpointPool's; its RC endpoints are neither used nor counted), an
+//   address handle per partner, the stage's areas registered. All local,
+//   freed with the transport.
+// * exchange()/post()/complete(): as hier::LeaderTransport, staged messages
+//   only (gathers() is false). No relay: a write that fails, a CQ error, or
+//   no arrival within NetOptions::timeout_ms fails the call (net_failed /
+//   timeout) and every later one; the engine then contains the team.
+// * Not thread-safe per instance; instances share only the device.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/bootstrap.h"
+#include "core/hier/transport.h"
+#include "core/mlx5/options.h"
+#include "core/mlx5/resources.h"
+
+namespace mlxa2a::mlx5 {
+
+class DcLeaderTransport final : public hier::LeaderTransport {
+ public:
+  // DCIs per leader: partners share them round robin (UCX's dc_mlx5 and
+  // UCC's tl/mlx5 keep a pool of this order).
+  static constexpr std::size_t kMaxDcis = 4;
+  static constexpr std::uint32_t kDciDepth = 256;  // send WRs per DCI
+
+  static Status create(GroupBootstrap& boot, const hier::StageAreas& areas,
+                       std::span<const int> first_rank, std::span<const int> peers,
+                       const NetOptions& opt, std::unique_ptr<DcLeaderTransport>* out,
+                       std::string* why) noexcept;
+  ~DcLeaderTransport() override;
+  DcLeaderTransport(const DcLeaderTransport&) = delete;
+  DcLeaderTransport& operator=(const DcLeaderTransport&) = delete;
+
+  Status exchange(std::span<const hier::Message> messages) noexcept override;
+  Status post(std::span<const hier::Message> messages) noexcept override;
+  Status complete() noexcept override;
+  const char* name() const noexcept override { return "dc"; }
+  // QPs this transport holds: its DCT and DCIs (constant in the node count).
+  std::size_t qps() const noexcept { return 1 + dcis_.size(); }
+  std::size_t setup_bytes() const noexcept { return setup_bytes_; }
+  // Set-up's last step, after create() on every leader (as RC's ping): a
+  // zero-length write to every partner's DCT (its key checked), waited for,
+  // so an unreachable pair or a refused key fails here, within the DCI's
+  // retry budget, not in a user's call. false: *why says so.
+  bool ping(std::string* why) noexcept;
+
+ private:
+  struct Dci {
+    VerbsPtr<ibv_qp> qp;
+    ibv_qp_ex* ex = nullptr;
+    mlx5dv_qp_ex* dv = nullptr;
+    std::uint32_t free = kDciDepth;      // send slots not in use
+    std::vector<std::uint32_t> groups;   // WRs of each message in flight, oldest first
+    std::size_t head = 0, count = 0;
+  };
+  struct Peer {
+    VerbsPtr<ibv_ah> ah;
+    std::uint32_t dctn = 0;
+    std::uint64_t key = 0;
+    std::uint64_t out_addr[2] = {0, 0};
+    std::uint32_t rkey[2] = {0, 0};
+    std::uint64_t out_bytes = 0;
+    std::size_t dci = 0;
+    bool active = false;  // a partner of ours
+  };
+  struct Setup;  // create()'s steps (dc_setup.cc)
+  DcLeaderTransport(std::shared_ptr<Device> dev, const hier::StageAreas& areas,
+                    const NetOptions& opt)
+      : dev_(std::move(dev)), areas_(areas), opt_(opt) {}
+  // Posts one message's WRs (header, data pieces) on its partner's DCI.
+  Status post_message(Peer& peer, const hier::Message& m) noexcept;
+  // A message of `wrs` WRs was posted on the DCI: its slots are taken until
+  // its signalled completion.
+  void took(Dci& d, std::uint32_t wrs) noexcept;
+  // Waits for `wrs` free slots of the DCI, polling the CQ.
+  Status make_room(Dci& dci, std::uint32_t wrs) noexcept;
+  // Drains the CQ once: arrivals (re-posting their receives), our writes'
+  // completions. net_failed on an error completion or a failed re-post.
+  Status poll() noexcept;
+  Status post_receives(std::uint32_t n) noexcept;
+  Status fail(Status st) noexcept {
+    broken_ = true;
+    return st;
+  }
+
+  std::shared_ptr<Device> dev_;  // declared first: outlives every verbs object below
+  hier::StageAreas areas_;
+  NetOptions opt_;
+  VerbsPtr<ibv_cq> cq_;
+  VerbsPtr<ibv_srq> srq_;
+  VerbsPtr<ibv_qp> dct_;
+  std::vector<Dci> dcis_;
+  std::unique_ptr<MemoryRegion> in_mr_[2];
+  std::unique_ptr<MemoryRegion> out_mr_[2];
+  std::vector<int> first_rank_;
+  std::vector<Peer> peers_;  // per member
+  std::uint64_t key_ = 0;    // our DCT's access key
+  std::uint32_t me_ = 0;
+  std::uint32_t srq_depth_ = 0;
+  std::uint64_t arrived_[2] = {0, 0};
+  std::uint64_t sent_ = 0;
+  std::uint64_t expect_arrived_[2] = {0, 0};
+  std::uint64_t expect_sent_ = 0;
+  bool pending_ = false;
+  int pending_parity_ = 0;
+  bool broken_ = false;
+  std::size_t setup_bytes_ = 0;
+};
+
+}  // namespace mlxa2a::mlx5
