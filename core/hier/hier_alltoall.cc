@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/hier/phases.h"
 #include "core/hier/rows.h"
@@ -54,6 +55,18 @@ void count(std::atomic<std::uint64_t>& c, std::size_t bytes) noexcept {
       shm::copy_blocks(s, chunk, u, chunk, chunk, 1);
     }
   }
+}
+
+// From this many bytes per block a rank copies its own block straight from
+// its send buffer to its receive buffer in fan-out, one copy instead of two
+// (into the in-area and out again): nobody else reads that block, so the
+// choice is the rank's own. Below it the split row and column (two runs and
+// a third copy instead of one strided copy) would cost more instructions than
+// the bytes (bench/results/per-byte.md).
+constexpr std::size_t kOwnBlockDirectFrom = 4096;
+
+constexpr bool own_block_direct(std::size_t chunk) noexcept {
+  return chunk >= kOwnBlockDirectFrom;
 }
 
 }  // namespace
@@ -188,6 +201,11 @@ std::size_t HierAlltoall::fan_in(char* in, const char* send, std::size_t bytes, 
       move_blocks(map_, m, run, const_cast<char*>(send), bytes, off, section + run.slot * chunk,
                   chunk, chunk, false);
     };
+    if (m == p.node() && own_block_direct(chunk)) {  // my own block: in fan_out()
+      row_runs(local, lm, chunk, [&](const BlockRun& run) { runs_without(run, local, row); });
+      copied += (lm - 1) * chunk;
+      continue;
+    }
     row_runs(local, lm, chunk, row);
     copied += lm * chunk;
   }
@@ -265,11 +283,12 @@ void HierAlltoall::build_messages(char* in, char* out, int parity, std::size_t b
   }
 }
 
-std::size_t HierAlltoall::fan_out(const char* in, const char* out, char* recv, std::size_t bytes,
-                                  std::size_t off, std::size_t chunk) noexcept {
+std::size_t HierAlltoall::fan_out(const char* in, const char* out, const char* send, char* recv,
+                                  std::size_t bytes, std::size_t off,
+                                  std::size_t chunk) noexcept {
   // From node m's source s, my block is [s][local] of section m (rows of my
   // node's size, rows.h) — in the in-area for my own node, in the out-area
-  // for the others.
+  // for the others; my own block from `send` when fan_in() left it there.
   const Plan& p = plan_;
   const std::size_t local = static_cast<std::size_t>(p.local_rank());
   const std::size_t lsize = static_cast<std::size_t>(p.local_size());
@@ -281,6 +300,14 @@ std::size_t HierAlltoall::fan_out(const char* in, const char* out, char* recv, s
       move_blocks(map_, m, run, recv, bytes, off, section + run.slot * chunk, run.step * chunk,
                   chunk, true);
     };
+    if (m == p.node() && own_block_direct(chunk)) {
+      column_runs(local, lm, lsize, chunk,
+                  [&](const BlockRun& run) { runs_without(run, local, column); });
+      const std::size_t mine = static_cast<std::size_t>(p.rank()) * bytes + off;
+      std::memcpy(recv + mine, send + mine, chunk);
+      copied += lm * chunk;
+      continue;
+    }
     column_runs(local, lm, lsize, chunk, column);
     copied += lm * chunk;
   }
@@ -331,7 +358,7 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
   if (first) {
     if (const std::uint64_t v = released_verdict(stage_->seq()); v != 0) return verdict_status(v);
   }
-  copied += fan_out(in, out, recv, bytes, off, chunk);
+  copied += fan_out(in, out, send, recv, bytes, off, chunk);
   lap.mark(phases::kFanOut);
   lap.round();
   count(node_copy_counters().copied, copied);
@@ -448,8 +475,8 @@ shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_
       }
     }
     const int par = static_cast<int>(k & 1);
-    c.copied += fan_out(stage_->in_area(par), stage_->out_area(par), recv, bytes, i * c.max,
-                        c.chunk_of(i));
+    c.copied += fan_out(stage_->in_area(par), stage_->out_area(par), send, recv, bytes,
+                        i * c.max, c.chunk_of(i));
     if (shm::Status st = stage_->finish_at(k); st != shm::Status::ok) return fail(st);
     c.lap.mark(phases::kFanOut);
     c.lap.round();
