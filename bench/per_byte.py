@@ -111,15 +111,16 @@ class Costs:
             # long as valgrind's slowness makes them: not per byte).
             self.acct["outside run"] += ir
             return
-        if any(f.startswith(("fakeverbs::", "ibv_", "mlx5dv_")) for f in chain):
-            self.acct["verbs"] += ir  # the provider in the calling thread
-            return
         transport = any(TRANSPORT.search(f) for f in chain)
         if any(ib.WAITS.search(f) for f in chain):
             # The MPI copying a received message while the leader tests it
-            # is work, not spinning; the rest of a wait depends on timing.
+            # is work, not spinning; the rest of a wait (polls of the CQ
+            # included) depends on timing.
             if transport and COPY.search(chain[0]):
                 self.acct["copies under waits"] += ir
+            return
+        if any(f.startswith(("fakeverbs::", "ibv_", "mlx5dv_")) for f in chain):
+            self.acct["verbs"] += ir  # the provider in the calling thread: posts
             return
         a = kind(ob)
         self.acct[a] += ir
