@@ -55,8 +55,8 @@ MODES = {
 }
 TRANSPORT = re.compile(r"LeaderTransport::|Relay")
 COPY = re.compile(r"^(__)?mem(cpy|move)")
-STEPS = (("fan_in", re.compile(r"HierAlltoall::fan_in\(")),
-         ("fan_out", re.compile(r"HierAlltoall::fan_out\(")),
+STEPS = (("fan_in", re.compile(r"HierAlltoall::fan_in(_rows<\w+>)?\(")),
+         ("fan_out", re.compile(r"HierAlltoall::fan_out(_columns<\w+>)?\(")),
          ("exchange", TRANSPORT))
 
 
