@@ -12,7 +12,10 @@
 # |control/alone - 1| over rounds (the noise band); --no-control skips it.
 #   bench/churn_table.sh [--build DIR] [--mpi ompi|mpich|both] [--np "2 4"]
 #                        [--rounds R] [--cycles N] [--load N] [--no-control]
-#                        [--kinds "dup split create split_type"] [--parent "no yes"]
+#                        [--kinds "dup split create split_type"] [--parent "no yes warm"]
+# --parent: no = world makes no alltoall, yes = one, warm = 300 (measured
+# selection decides world's size class first; later communicators of the same
+# processes share the decision, docs/tune.md "Shared decisions").
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build mpis="ompi mpich" nps="2 4" rounds=3 cycles=1000 load=0
@@ -28,7 +31,7 @@ while [ $# -gt 0 ]; do
     --kinds) kinds=$2; shift 2 ;;
     --parent) parents=$2; shift 2 ;;
     --no-control) control=0; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "churn_table.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -50,6 +53,7 @@ run() {  # mpi np vnodes kind parent shim(0|1|control)
   fi
   local args=(--cycles "$n" --kind "$kind")
   [ "$parent" = no ] && args+=(--no-parent-call)
+  [ "$parent" = warm ] && args+=(--parent-calls 300)
   local bin=$build/bench/comm_churn-$mpi shim=$build/shim/libmlxa2a-$mpi.so
   local out
   local vars=()  # the shim's ranks' environment; the control's calls pass through

@@ -1,7 +1,7 @@
 /* Communicator churn (issues 11 and 24): what one "create a communicator, run
  * its first MPI_Alltoall, free it" cycle costs, with and without mlxa2a.
  *   comm_churn [--cycles N] [--kind dup|split|create|split_type] [--count C]
- *              [--no-parent-call]
+ *              [--no-parent-call | --parent-calls N]
  * dup:        MPI_Comm_dup(MPI_COMM_WORLD)
  * split:      MPI_Comm_split(MPI_COMM_WORLD, 0, size - rank) (every rank,
  *             reversed order, so a derived team must translate ranks)
@@ -11,7 +11,10 @@
  * By default MPI_COMM_WORLD runs one alltoall first (with mlxa2a it then has
  * a team, as in a program that also calls alltoall on world);
  * --no-parent-call skips it: the general case of libraries and solvers that
- * call alltoall only on communicators of their own. Prints, on rank 0, the
+ * call alltoall only on communicators of their own. --parent-calls N: world
+ * runs N alltoalls first (enough for measured selection to decide their size
+ * class, which later communicators of the same processes then share:
+ * docs/tune.md "Shared decisions"). Prints, on rank 0, the
  * mean time per cycle over all cycles and the median and minimum over 10
  * batches, in microseconds. A benchmark, not a test: run it side by side
  * (with, without) on a quiet machine. */
@@ -46,6 +49,7 @@ int main(int argc, char** argv) {
     if (!strcmp(argv[i], "--cycles") && i + 1 < argc) cycles = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--count") && i + 1 < argc) count = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--no-parent-call")) parent_call = 0;
+    else if (!strcmp(argv[i], "--parent-calls") && i + 1 < argc) parent_call = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--kind") && i + 1 < argc) {
       const char* k = argv[++i];
       int found = 0;
@@ -73,7 +77,9 @@ int main(int argc, char** argv) {
   const size_t n = (size_t)size * (size_t)count;
   int* s = calloc(n, sizeof(int));
   int* r = calloc(n, sizeof(int));
-  if (parent_call) MPI_Alltoall(s, count, MPI_INT, r, count, MPI_INT, MPI_COMM_WORLD);
+  for (int i = 0; i < parent_call; ++i) {
+    MPI_Alltoall(s, count, MPI_INT, r, count, MPI_INT, MPI_COMM_WORLD);
+  }
   enum { kBatches = 10 };
   const int per_batch = cycles / kBatches > 0 ? cycles / kBatches : 1;
   double per[kBatches], total = 0;
@@ -96,9 +102,10 @@ int main(int argc, char** argv) {
   }
   qsort(per, kBatches, sizeof per[0], cmp);
   if (rank == 0) {
+    char parent[40] = "";
+    if (parent_call != 1) snprintf(parent, sizeof parent, " parent-calls=%d", parent_call);
     printf("%s+alltoall+free np=%d cycles=%d count=%d%s: mean %.2f us median %.2f us min %.2f us%s\n",
-           kKindNames[kind], size, per_batch * kBatches, count,
-           parent_call ? "" : " no-parent-call", total / (per_batch * kBatches) * 1e6,
+           kKindNames[kind], size, per_batch * kBatches, count, parent, total / (per_batch * kBatches) * 1e6,
            per[kBatches / 2], per[0], bad ? " (SOME CALLS FAILED)" : "");
   }
   MPI_Group_free(&world);

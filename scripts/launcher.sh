@@ -8,6 +8,10 @@
 # of the family it launches: Open MPI's mpirun (-x VAR forwards a variable,
 # --oversubscribe, --host h:n) or MPICH's hydra (-hosts h:n; the environment
 # goes along). Every kind takes "-n N".
+#
+# placement FAMILY places the ranks; it reads the caller's globals: hosts
+# (array of host names; empty with virtual=1: this host), ppn, np, cores and
+# virtual (1: this host only, as virtual nodes).
 
 launcher_override=""
 
@@ -31,4 +35,29 @@ launcher_missing() {
   local l
   l=$(family_launcher "$1")
   command -v -- "$l" >/dev/null || echo "launcher $l not found${launcher_override:+ (--launcher)}"
+}
+
+# host_list SUFFIX: the hosts joined by commas, each followed by SUFFIX
+# (":2" gives "h1:2,h2:2").
+host_list() {
+  local list="" h
+  for h in "${hosts[@]+"${hosts[@]}"}"; do list+="${list:+,}$h$1"; done
+  echo "$list"
+}
+# Placement arguments, one per line: ppn ranks on each host (block order),
+# or this host.
+placement() {
+  local fam=$1 list
+  list=$(host_list ":$ppn")
+  case "$(launcher_kind "$fam")" in
+    srun) [ "$virtual" = 1 ] || printf '%s\n' "--nodelist=$(host_list "")" "--ntasks-per-node=$ppn" ;;
+    ompi)
+      if [ "$virtual" = 1 ]; then
+        printf '%s\n' --bind-to none
+        [ "$np" -le "$cores" ] || echo --oversubscribe
+      else
+        printf '%s\n' --host "$list" --map-by slot
+      fi ;;
+    mpich) [ "$virtual" = 1 ] || printf '%s\n' -hosts "$list" ;;
+  esac
 }

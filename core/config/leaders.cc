@@ -6,7 +6,8 @@
 namespace mlxa2a::core::config {
 
 std::optional<LeaderPolicy> LeaderPolicy::parse(std::string_view text) {
-  if (text == "node") return LeaderPolicy{};
+  if (text == "rails") return LeaderPolicy{};
+  if (text == "node") return LeaderPolicy{Kind::Node, 1};
   if (text == "numa") return LeaderPolicy{Kind::Numa, 1};
   if (text == "socket") return LeaderPolicy{Kind::Socket, 1};
   int n = 0;
@@ -21,6 +22,8 @@ std::string LeaderPolicy::format() const {
   switch (kind) {
     case Kind::Node:
       return "node";
+    case Kind::Rails:
+      return "rails";
     case Kind::Numa:
       return "numa";
     case Kind::Socket:
@@ -28,7 +31,7 @@ std::string LeaderPolicy::format() const {
     case Kind::Count:
       return std::to_string(count);
   }
-  return "node";
+  return "rails";
 }
 
 std::vector<int> choose_leaders(const LeaderPolicy& policy, std::span<const int> domain_of) {
@@ -37,6 +40,7 @@ std::vector<int> choose_leaders(const LeaderPolicy& policy, std::span<const int>
   if (size == 0) return leaders;
   switch (policy.kind) {
     case LeaderPolicy::Kind::Node:
+    case LeaderPolicy::Kind::Rails:  // without the ranks' rails: one (choose_rail_leaders)
       leaders.push_back(0);
       break;
     case LeaderPolicy::Kind::Count: {
@@ -59,6 +63,23 @@ std::vector<int> choose_leaders(const LeaderPolicy& policy, std::span<const int>
     }
   }
   return leaders;
+}
+
+std::vector<int> choose_rail_leaders(std::span<const int> rail_of) {
+  std::vector<int> leaders, rails;
+  for (int i = 0; i < static_cast<int>(rail_of.size()); ++i) {
+    const int r = rail_of[static_cast<std::size_t>(i)];
+    if (i == 0 || (r >= 0 && std::find(rails.begin(), rails.end(), r) == rails.end())) {
+      leaders.push_back(i);
+      rails.push_back(r);
+    }
+  }
+  return leaders;
+}
+
+int proposed_rail(int local_rank, int size, int rails) {
+  if (rails < 2 || size < 1 || local_rank < 0) return -1;
+  return static_cast<int>(static_cast<long>(local_rank) * rails / size);
 }
 
 }  // namespace mlxa2a::core::config

@@ -169,6 +169,23 @@ constexpr Spec kSwitches[] = {
                     "mlxa2a_info shows it.",
      .verbosity = Verbosity::Tuner,
      .scope = Scope::AllEqual},
+    {.name = "TUNE_SITE_DIR",
+     .type = Type::String,
+     .default_text = MLXA2A_SITE_TUNE_DIR,
+     .description = "auto: where the site tune file made by mlxa2a-tune is "
+                    "(tune-ompi.txt, tune-mpich.txt). Read at start when MLXA2A_TUNE_FILE is "
+                    "unset; never written by a job. Ignored, with one warning, when made with "
+                    "another build, MPI, HCA firmware or layout. Empty: no site file.",
+     .verbosity = Verbosity::Tuner,
+     .scope = Scope::AllEqual},
+    {.name = "TUNE_STAMP",
+     .type = Type::Bool,
+     .default_text = "n",
+     .description = "auto: MLXA2A_TUNE_FILE is written with what it was made on (build, MPI, "
+                    "HCA firmware, MPI_COMM_WORLD's layout); a job on anything else then "
+                    "ignores it. mlxa2a-tune sets it; a file that has it keeps it.",
+     .verbosity = Verbosity::Tuner,
+     .scope = Scope::AllEqual},
     {.name = "NET_DEVICES",
      .type = Type::Devices,
      .default_text = "all",
@@ -459,11 +476,14 @@ constexpr Spec kSwitches[] = {
      .store = shm<&ShmSwitches::pool>},
     {.name = "LEADERS",
      .type = Type::String,
-     .default_text = "node",
+     .default_text = "rails",
      .description = "Hierarchical alltoall (multi-node communicators): leaders per node, "
                     "which relay the node's blocks and split the remote nodes between them. "
-                    "node = one; numa / socket = one per NUMA domain / package holding ranks "
-                    "(needs bound ranks, else one); N = N per node, spread over its ranks.",
+                    "rails = one per ACTIVE HCA port (rail) of the node, bounded by its ranks, "
+                    "each on its rail's port and paired with the other nodes' leaders of the "
+                    "same rail (one rail, or MLXA2A_NET_DEVICES set: one leader); node = one; "
+                    "numa / socket = one per NUMA domain / package holding ranks (needs bound "
+                    "ranks, else one); N = N per node, spread over its ranks.",
      .verbosity = Verbosity::Tuner,
      .scope = Scope::AllEqual,
      .check = check_leaders},
@@ -549,6 +569,8 @@ Settings settings_from(const Registry& r) {
   s.tune = r.get_tune("TUNE");
   s.tune_samples = static_cast<unsigned>(r.get_int("TUNE_SAMPLES"));
   s.tune_file = r.get_string("TUNE_FILE");
+  s.tune_site_dir = r.get_string("TUNE_SITE_DIR");
+  s.tune_stamp = r.get_bool("TUNE_STAMP");
   s.debug_tune_times = r.get_string("DEBUG_TUNE_TIMES");
   s.leaders = LeaderPolicy::parse(r.get_string("LEADERS")).value_or(LeaderPolicy{});
   s.node_layout = NodeLayout::parse(r.get_string("DEBUG_NODE_SIZE")).value_or(NodeLayout{});

@@ -42,6 +42,8 @@ struct Settings {
   rules::Table tune;
   unsigned tune_samples = 3;         // MLXA2A_TUNE_SAMPLES; 0 = no measurement
   std::string tune_file;             // MLXA2A_TUNE_FILE; empty = none
+  std::string tune_site_dir;         // MLXA2A_TUNE_SITE_DIR; empty = no site file
+  bool tune_stamp = false;           // MLXA2A_TUNE_STAMP
   std::string debug_tune_times;      // MLXA2A_DEBUG_TUNE_TIMES (tests only)
   NetSwitches net;  // MLXA2A_NET_*: the RDMA leader exchange, zero-copy, pipelining
   RcacheSwitches rcache;  // MLXA2A_RCACHE_*: zero-copy's registration cache (docs/rcache.md)

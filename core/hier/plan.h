@@ -24,7 +24,8 @@ class NodeMap {
  public:
   // node_ids[r]: any value shared exactly by the ranks on r's node.
   // leads[r] != 0: rank r is one of its node's leaders; empty: every node's
-  // first rank leads. A node's first rank always leads.
+  // first rank leads. A node's first rank always leads. leads[r] >= 2: it
+  // leads rail leads[r] - 2 (MLXA2A_LEADERS=rails; Plan::serving pairs rails).
   explicit NodeMap(std::span<const int> node_ids, std::span<const int> leads = {});
 
   int size() const { return static_cast<int>(node_of_.size()); }
@@ -47,6 +48,11 @@ class NodeMap {
     return leaders_[static_cast<std::size_t>(node)];
   }
   int leader_count(int node) const { return static_cast<int>(leaders(node).size()); }
+  // Leader j's rail (-1: none), and whether every leader of the node has one.
+  int rail(int node, int j) const {
+    return rails_[static_cast<std::size_t>(node)][static_cast<std::size_t>(j)];
+  }
+  bool railed(int node) const { return railed_[static_cast<std::size_t>(node)] != 0; }
 
  private:
   std::vector<int> node_of_;
@@ -55,6 +61,8 @@ class NodeMap {
   std::vector<int> before_;
   std::vector<int> step_;
   std::vector<std::vector<int>> leaders_;
+  std::vector<std::vector<int>> rails_;
+  std::vector<char> railed_;
   int largest_ = 0;
 };
 
@@ -93,18 +101,21 @@ class Plan {
   // the same rule, so both ends agree and every leader of a node serves
   // floor or ceil((N-1)/leaders) nodes. (m mod leaders(k) did not: on 3
   // nodes with 2 leaders, node 1's remote nodes 0 and 2 both went to leader 0.)
-  int handled_by(int node) const { return serving(node_, node); }
+  // Rails (both nodes' leaders all have one, NodeMap::rail): the pair's
+  // leaders are those of one rail both nodes have, chosen symmetrically by
+  // rail_round() (docs/hier-transports.md, "Every rail").
+  int handled_by(int node) const { return serve_[static_cast<std::size_t>(node)]; }
   // The k-th node (k = 1 .. N-1) a leader of this node sends to: from the
   // next node on, cyclically, so that no node is every leader's first
   // target (issue 39: node order made node 0 an incast on one HCA); a
   // leader skips those another leader of its node handles.
   int target(int k) const { return (node_ + k) % map_.nodes(); }
-  int partner(int node) const { return serving(node, node_); }
+  int partner(int node) const { return partner_[static_cast<std::size_t>(node)]; }
   // Which of node k's leaders serves its remote node m.
-  int serving(int k, int m) const {
-    const int n = map_.nodes();
-    return ((m - k - 1 + n) % n) % map_.leader_count(k);
-  }
+  int serving(int k, int m) const;
+  // The round in which nodes a != b of n meet in a round-robin tournament
+  // (symmetric; a node meets the others in distinct rounds).
+  static int rail_round(int a, int b, int n);
 
   // Bytes per peer moved per round, equal on every rank of the team.
   std::size_t max_chunk() const { return max_chunk_; }
@@ -142,6 +153,8 @@ class Plan {
   int node_;
   int local_;
   int leader_index_ = -1;
+  std::vector<int> serve_;    // per node: serving(node(), m)
+  std::vector<int> partner_;  // per node: serving(m, node())
   std::size_t max_chunk_;
   std::size_t header_bytes_;
   std::size_t area_bytes_;

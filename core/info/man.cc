@@ -50,7 +50,13 @@ std::string page7(const config::Registry& r, std::string_view version) {
       "shows the current values.\n";
   out += man_switch_list(r);
   out +=
-      ".SH SEE ALSO\n.BR mlxa2a-run (1),\n.BR mlxa2a_info (1),\n"
+      ".SH FILES\n"
+      ".TP\n.IR MLXA2A_TUNE_SITE_DIR /tune\\-ompi.txt,\\ tune\\-mpich.txt\n"
+      "The site tune file of each MPI family, made by\n.BR mlxa2a\\-tune (1)\n"
+      "and read by every job when MLXA2A_TUNE_FILE is unset: its size classes run no\n"
+      "trials. A file made with another build, MPI, HCA firmware or layout is ignored,\n"
+      "with one warning.\n"
+      ".SH SEE ALSO\n.BR mlxa2a-run (1),\n.BR mlxa2a_info (1),\n.BR mlxa2a-tune (1),\n"
       "README.md and docs/ in the mlxa2a sources\n";
   return out;
 }
@@ -104,6 +110,13 @@ std::string man_page(std::string_view name, const config::Registry& r,
     return page1("mlxa2a_info", version, help_text,
                  "list mlxa2a's switches, their values and where each came from",
                  ".SH ENVIRONMENT\nThe switches it lists are described in\n.BR mlxa2a (7).\n");
+  }
+  if (name == "mlxa2a-tune.1") {
+    return page1("mlxa2a-tune", version, help_text,
+                 "make the site tune file: measure mlxa2a's paths on the site's nodes once",
+                 ".SH ENVIRONMENT\n.B MLXA2A_TUNE_FILE\nwhere to write, for one family, "
+                 "when --out is not given; every other switch is described in\n"
+                 ".BR mlxa2a (7).\n");
   }
   if (name == "mlxa2a-run.1") {
     return page1("mlxa2a-run", version, help_text,

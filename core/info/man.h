@@ -20,7 +20,7 @@ std::string roff_escape(std::string_view text);
 // from an empty environment).
 std::string man_switch_list(const config::Registry& r);
 
-// The page named "mlxa2a.7", "mlxa2a_info.1" or "mlxa2a-run.1"; help_text is
+// The page named "mlxa2a.7", "mlxa2a_info.1", "mlxa2a-tune.1" or "mlxa2a-run.1"; help_text is
 // the program's --help output (section 1 pages quote it as their OPTIONS).
 // Empty for an unknown name.
 std::string man_page(std::string_view name, const config::Registry& r,

@@ -1,6 +1,6 @@
 // mlxa2a_man: prints one man page built from the switch registry (core/info/
 // man.h). Run at build time by docs/man/meson.build; not installed.
-//   mlxa2a_man PAGE VERSION [HELP_FILE]    PAGE: mlxa2a.7, mlxa2a_info.1, mlxa2a-run.1
+//   mlxa2a_man PAGE VERSION [HELP_FILE]    PAGE: mlxa2a.7, mlxa2a_info.1, mlxa2a-tune.1, mlxa2a-run.1
 #include <cstdio>
 #include <fstream>
 #include <sstream>

@@ -1,5 +1,7 @@
 #include "core/info/render.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 
 #include "core/config/parse.h"
@@ -145,14 +147,21 @@ std::string render_json(const Registry& r, const RenderOptions& o) {
   return out + "\n]\n";
 }
 
-std::string render_tune_file(const config::Registry& r) {
-  const std::string& path = r.get_string("TUNE_FILE");
-  if (path.empty()) return {};
+namespace {
+
+// One tune file's decisions (and its stamp), under a title naming what it is.
+std::string render_one_tune_file(const std::string& what, const std::string& path) {
   std::string error;
   const auto file = tune::TuneFile::load(path, &error);
-  if (!file) return "\nMLXA2A_TUNE_FILE cannot be used (trials will run instead): " + error + "\n";
-  std::string out = "\nMeasured decisions in MLXA2A_TUNE_FILE " + path + " (" +
+  if (!file) return "\n" + what + " cannot be used (trials will run instead): " + error + "\n";
+  std::string out = "\nMeasured decisions in " + what + " " + path + " (" +
                     std::to_string(file->entries().size()) + "):\n";
+  if (const auto& s = file->stamp()) {
+    out += "  made with build: " + s->build + "\n  made with MPI: " + s->mpi +
+           "\n  made on HCA: " + s->hca + "\n  made on layout: " + s->layout.mpi + " " +
+           std::to_string(s->layout.nodes) + " nodes x " + std::to_string(s->layout.ranks_per_node) +
+           " (jobs on anything else ignore this file)\n";
+  }
   for (const tune::FileEntry& e : file->entries()) {
     const std::uint64_t lo = std::uint64_t{1} << e.size_class;
     out += "  " + e.layout.mpi + " ranks=" + std::to_string(e.layout.ranks) +
@@ -162,6 +171,24 @@ std::string render_tune_file(const config::Registry& r) {
            config::format_size(lo) + "-" +
            (e.size_class == 63 ? std::string("inf") : config::format_size(2 * lo)) + " -> " +
            std::string(tune::to_string(e.path)) + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string render_tune_file(const config::Registry& r) {
+  const std::string& path = r.get_string("TUNE_FILE");
+  if (!path.empty()) return render_one_tune_file("MLXA2A_TUNE_FILE", path);
+  // Else the site files a job of either family would read (MLXA2A_TUNE_SITE_DIR).
+  const std::string& dir = r.get_string("TUNE_SITE_DIR");
+  std::string out;
+  for (const char* family : {"ompi", "mpich"}) {
+    const std::string site = dir + "/tune-" + family + ".txt";
+    struct stat st {};
+    if (!dir.empty() && ::lstat(site.c_str(), &st) == 0) {
+      out += render_one_tune_file("the site tune file", site);
+    }
   }
   return out;
 }

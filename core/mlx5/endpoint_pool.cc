@@ -110,6 +110,15 @@ PortOffer EndpointPool::port_offer(const NetOptions& opt) noexcept {
   return v ? available_ports(*v, opt) : PortOffer{};
 }
 
+bool EndpointPool::open_port(NetOptions::Port* out) noexcept try {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_pool) return false;
+  *out = {g_pool->device_->name(), g_pool->device_->port()};
+  return true;
+} catch (...) {  // allocation only
+  return false;
+}
+
 void EndpointPool::summarize() noexcept try {
   const Device& d = *device_;
   const PortAddress& a = d.address();

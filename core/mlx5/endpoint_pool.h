@@ -186,6 +186,8 @@ class EndpointPool {
   // (set-up only). link_layers() is its links.
   static PortOffer port_offer(const NetOptions& opt) noexcept;
   static std::uint32_t link_layers(const NetOptions& opt) noexcept { return port_offer(opt).links; }
+  // The open port's device and number, false when this process has none.
+  static bool open_port(NetOptions::Port* out) noexcept;
   static void shutdown() noexcept;
   static PoolStats stats() noexcept;
   // What a set-up's endpoints got (the fabric summary, hwcheck): the inline

@@ -19,6 +19,9 @@ struct NetOptions : core::config::NetSwitches {
   // This leader's index among its node's leaders: without MLXA2A_NET_DEVICES,
   // leaders sharing a NUMA node spread over its HCAs (core/mlx5/hca_choice.h).
   int leader_slot = 0;
+  // MLXA2A_LEADERS=rails: the rail this leader serves (core/mlx5/rails.h);
+  // its port is opened whatever the locality or the team's subnet. -1: none.
+  int rail = -1;
   // Link layers a port may have (core/mlx5/link_layer.h: kLinkIb, kLinkEth):
   // set by the set-up to the one the team's leaders have in common.
   std::uint32_t link_layers = 3;

@@ -43,6 +43,19 @@ int match_pkey(const std::uint16_t* table, int len, int wanted, bool* limited_on
 bool resolve_qos(const Verbs& v, ibv_context* ctx, std::uint8_t port, const ibv_port_attr& pa,
                  const NetOptions& opt, Qos* out, std::string* why);
 
+// RoCE v2: the IPv6 flow label of the RC pair between QP numbers a and b
+// (the same at both ends), which the HCA hashes into the UDP source port:
+// distinct pairs, and so a node pair's several QPs (stripes,
+// docs/hier-transports.md "Every rail"), take distinct ECMP paths whatever
+// the kernel does with a zero label. 20 bits, never 0 (0: no label).
+constexpr std::uint32_t pair_flow_label(std::uint32_t a, std::uint32_t b) noexcept {
+  const std::uint64_t lo = a < b ? a : b, hi = a < b ? b : a;
+  std::uint64_t z = (hi << 24 | lo) * 0x9e3779b97f4a7c15ull;
+  z ^= z >> 29;
+  const std::uint32_t label = static_cast<std::uint32_t>(z >> 40) & 0xfffffu;
+  return label != 0 ? label : 1;
+}
+
 // "tc=106 sl=0 pkey=0xffff" for the trace.
 std::string describe(const Qos& q);
 

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/mlx5/hca_choice.h"
 #include "core/mlx5/link_layer.h"
+#include "core/mlx5/rails.h"
 
 namespace mlxa2a::mlx5 {
 
@@ -121,7 +122,9 @@ std::uint32_t layer_of(const ibv_port_attr& pa) {
 
 // Without MLXA2A_NET_DEVICES: every ACTIVE port of every device, the one
 // choose_hca() takes first (then the others in list order, should it fail to
-// open). *reason: the choice's trace token. Opens each device briefly.
+// open); with a rail (MLXA2A_LEADERS=rails, NetOptions::rail) that rail's
+// port first, whatever its locality or subnet: its partners are on the same
+// rail (rails.h). *reason: the choice's trace token. Opens each device briefly.
 // Locality (hwloc's topology with its PCI scan, tens of milliseconds) is read
 // only when there is a choice to make: with one ACTIVE port it would only
 // lengthen the first set-up, and with it the window in which teams set up
@@ -130,34 +133,30 @@ std::vector<NetOptions::Port> ports_by_locality(const Verbs& v, ibv_device** lis
                                                 const NetOptions& opt, std::string* reason) {
   std::vector<PortCandidate> cands;
   std::vector<int> device_of;  // cands[i] is a port of list[device_of[i]]
-  for (int i = 0; i < n; ++i) {
-    VerbsPtr<ibv_context> ctx(v.open_device(list[i]), {v.close_device, "ibv_close_device"});
-    ibv_device_attr attr{};
-    if (!ctx || v.query_device(ctx.get(), &attr) != 0) continue;
-    for (int p = 1; p <= attr.phys_port_cnt; ++p) {
-      ibv_port_attr pa{};
-      if (v.query_port(ctx.get(), static_cast<std::uint8_t>(p), &pa) != 0 ||
-          pa.state != IBV_PORT_ACTIVE) {
-        continue;
-      }
-      if (!(opt.link_layers & layer_of(pa))) continue;  // the other nodes cannot reach it
-      const bool roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
-      ibv_gid g{};
-      const bool on_subnet = !roce && opt.ib_subnet != 0 &&
-                             v.query_gid(ctx.get(), static_cast<std::uint8_t>(p), 0, &g) == 0 &&
-                             ib_subnet_of(g.raw) == opt.ib_subnet;
-      cands.push_back({v.get_device_name(list[i]), p, roce, -1, on_subnet});
-      device_of.push_back(i);
-    }
+  const std::vector<ActivePort> ports = active_ports(v, list, n);
+  const std::vector<ActivePort> rails = rails_of(ports, opt.link_layers);
+  for (const ActivePort& a : ports) {
+    if (!(opt.link_layers & (a.roce ? kLinkEth : kLinkIb))) continue;  // the others cannot reach it
+    const bool on_subnet = !a.roce && opt.ib_subnet != 0 && a.ib_subnet == opt.ib_subnet;
+    cands.push_back({a.device, a.port, a.roce, -1, on_subnet});
+    device_of.push_back(a.device_index);
   }
-  const std::unique_ptr<Locality> where = cands.size() > 1 ? hwloc_locality() : nullptr;
-  if (where) {
+  HcaChoice c;
+  if (opt.rail >= 0 && static_cast<std::size_t>(opt.rail) < rails.size()) {
+    const ActivePort& r = rails[static_cast<std::size_t>(opt.rail)];
     for (std::size_t i = 0; i < cands.size(); ++i) {
-      cands[i].numa = where->numa_of(v, list[device_of[i]]);
+      if (cands[i].device == r.device && cands[i].port == r.port) c.index = static_cast<int>(i);
     }
+    c.reason = "rail" + std::to_string(opt.rail + 1) + "/" + std::to_string(rails.size());
+  } else {
+    const std::unique_ptr<Locality> where = cands.size() > 1 ? hwloc_locality() : nullptr;
+    if (where) {
+      for (std::size_t i = 0; i < cands.size(); ++i) {
+        cands[i].numa = where->numa_of(v, list[device_of[i]]);
+      }
+    }
+    c = choose_hca(cands, where ? where->my_numa() : std::vector<int>{}, opt.leader_slot);
   }
-  const HcaChoice c = choose_hca(cands, where ? where->my_numa() : std::vector<int>{},
-                                 opt.leader_slot);
   std::vector<NetOptions::Port> out;
   if (c.index < 0) return out;
   *reason = c.reason;
@@ -504,6 +503,7 @@ Status QueuePair::connect(const PortAddress& remote, std::uint32_t remote_qpn,
     a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(me.gid_index);
     a.ah_attr.grh.hop_limit = 64;
     a.ah_attr.grh.traffic_class = dev_->qos().traffic_class;
+    a.ah_attr.grh.flow_label = pair_flow_label(qpn(), remote_qpn);
   } else {
     a.ah_attr.dlid = remote.lid;
   }

@@ -109,6 +109,10 @@ bool discover_world_origin(const config::Settings& settings) noexcept {
   return g_world_origin != nullptr;
 }
 
+const Team::Origin* world_origin_map() noexcept {
+  return g_world_origin ? &g_world_origin->map() : nullptr;
+}
+
 void release_split_origins() noexcept {
   SplitOrigin::release_all();
   g_world_origin.reset();

@@ -121,6 +121,9 @@ void derive_comm_state(MPI_Comm parent, MPI_Comm child, int keyval);
 // (comm_state). false on every rank when discovery failed (such
 // communicators then build their teams, collectively, as before).
 bool discover_world_origin(const config::Settings& settings) noexcept;
+// MPI_COMM_WORLD's node map as discover_world_origin() found it; nullptr when
+// it failed or was not run. Valid until release_split_origins().
+const Team::Origin* world_origin_map() noexcept;
 
 // Frees the MPI groups that split origins hold. From Runtime::before_finalize,
 // while MPI calls are still allowed: communicators' delete callbacks that run

@@ -17,6 +17,7 @@
 #include "core/mpi/pmpi_relay.h"
 #include "core/mpi/topology.h"
 #if MLXA2A_HAVE_VERBS
+#include "core/mlx5/rails.h"
 #include "core/mlx5/rdma_transport.h"
 #include "core/mlx5/zcopy_sender.h"
 #include "core/mpi/stacking.h"
@@ -38,19 +39,38 @@ std::string several_leaders(const hier::NodeMap& map) {
   return "";
 }
 
-// Whether this rank leads its node under the policy: needs every local rank's
-// CPU domain for numa/socket (one PMPI_Allgather on the node), else nothing.
-bool choose_leadership(const config::LeaderPolicy& policy, MPI_Comm node_comm, int local_rank,
-                       int local_size, bool* ok) {
-  std::vector<int> domains(static_cast<std::size_t>(local_size), -1);
-  if (policy.needs_domains()) {
-    int mine = cpu_domain(policy.kind == config::LeaderPolicy::Kind::Numa);
-    if (PMPI_Allgather(&mine, 1, MPI_INT, domains.data(), 1, MPI_INT, node_comm) != MPI_SUCCESS) {
+// The rail this rank would lead (MLXA2A_LEADERS=rails): its process's open
+// port's, else its block of the node's rails (core/mlx5/rails.h); -1: none.
+int my_rail(const config::NetSwitches& net, int local_rank, int local_size) {
+#if MLXA2A_HAVE_VERBS
+  const mlx5::RailsHere r = mlx5::rails_here(mlx5::NetOptions(net));
+  return r.open >= 0 ? r.open : config::proposed_rail(local_rank, local_size, r.count);
+#else
+  (void)net, (void)local_rank, (void)local_size;
+  return -1;
+#endif
+}
+
+// This rank's say on leading its node under the policy: 0 it does not, 1 it
+// does, 2 + j it leads rail j (hier::NodeMap). numa/socket need every local
+// rank's CPU domain, rails every local rank's rail: one PMPI_Allgather on
+// the node; the others nothing.
+int choose_leadership(const config::LeaderPolicy& policy, const config::NetSwitches& net,
+                      MPI_Comm node_comm, int local_rank, int local_size, bool* ok) {
+  const bool rails = policy.kind == config::LeaderPolicy::Kind::Rails;
+  std::vector<int> said(static_cast<std::size_t>(local_size), -1);
+  if (policy.needs_domains() || rails) {
+    int mine = rails ? my_rail(net, local_rank, local_size)
+                     : cpu_domain(policy.kind == config::LeaderPolicy::Kind::Numa);
+    if (PMPI_Allgather(&mine, 1, MPI_INT, said.data(), 1, MPI_INT, node_comm) != MPI_SUCCESS) {
       *ok = false;
     }
   }
-  const std::vector<int> leaders = config::choose_leaders(policy, domains);
-  return std::find(leaders.begin(), leaders.end(), local_rank) != leaders.end();
+  const std::vector<int> leaders =
+      rails ? config::choose_rail_leaders(said) : config::choose_leaders(policy, said);
+  if (std::find(leaders.begin(), leaders.end(), local_rank) == leaders.end()) return 0;
+  const int rail = said[static_cast<std::size_t>(local_rank)];
+  return rails && rail >= 0 ? 2 + rail : 1;
 }
 
 // A random engine name, different in every process and every call (so the
@@ -280,10 +300,12 @@ bool HierEngine::agree_leaders(Setup& s) {
       PMPI_Comm_size(s.req.node_comm, &s.local_size) != MPI_SUCCESS) {
     ok = false;
   }
-  s.lead = choose_leadership(settings_.leaders, s.req.node_comm, s.local_rank, s.local_size, &ok);
+  const int lead = choose_leadership(settings_.leaders, settings_.net, s.req.node_comm,
+                                     s.local_rank, s.local_size, &ok);
+  s.lead = lead != 0;
   const bool no_rdma_here = s.lead && !rdma_offered();
   constexpr int kSay = 5;
-  const std::uint64_t mine[kSay] = {s.lead ? 1u : 0u, no_rdma_here ? 1u : 0u,
+  const std::uint64_t mine[kSay] = {static_cast<std::uint64_t>(lead), no_rdma_here ? 1u : 0u,
                                     settings_.shm.slot_size, settings_.net.pmpi_slot_size,
                                     settings_.net.pmpi_stage_limit};
   std::vector<std::uint64_t> all(kSay * static_cast<std::size_t>(s.req.size));
@@ -298,7 +320,7 @@ bool HierEngine::agree_leaders(Setup& s) {
   bool unlimited = false;
   for (std::size_t r = 0; r < static_cast<std::size_t>(s.req.size); ++r) {
     const std::uint64_t* say = &all[kSay * r];
-    s.leads[r] = say[0] != 0;
+    s.leads[r] = static_cast<int>(std::min<std::uint64_t>(say[0], 1u << 20));
     any_no_rdma |= say[1];
     rdma_slot = std::max(rdma_slot, say[2]);
     pmpi_slot = std::max(pmpi_slot, say[3]);
@@ -464,6 +486,7 @@ bool HierEngine::try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank,
     opt.idle = [] { drive_mpi_progress(MPI_COMM_WORLD); };
     const hier::Plan plan(map, rank, 64);
     opt.leader_slot = plan.leader_index();  // spreads a node's leaders over its HCAs
+    if (plan.leader()) opt.rail = map.rail(plan.node(), plan.leader_index());  // or its rail's
     std::vector<int> peers;
     for (int m = 0; m < map.nodes(); ++m) {
       if (m != plan.node() && plan.handled_by(m) == plan.leader_index()) {

@@ -28,6 +28,7 @@
 #include "core/mpi/pmpi_transport.h"
 #include "core/mpi/stacking.h"
 #include "core/mpi/team_tuner.h"
+#include "core/mpi/tune_store.h"
 #include "core/shm/options.h"
 #include "core/shm/segment.h"
 #include "core/wait_cpu.h"
@@ -182,13 +183,23 @@ bool Runtime::settings_agree_across_world(std::uint64_t hash, const std::string&
   // any rank has switch warnings: only then is a second collective needed. The
   // fourth whether any rank wants the job-wide stats report: then every rank
   // takes part in its gather at MPI_Finalize (core/mpi/job_stats.h).
-  std::uint64_t v[4] = {hash, ~hash, switch_warnings_.empty() ? 0u : 1u,
-                        settings_.coll_stats_json ? 1u : 0u};
-  if (PMPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS) {
+  // The fifth whether any rank has a site tune file (then every team checks
+  // it at a class's first call, collectively: tune_store.h), the sixth
+  // whether any rank may run MPI calls from several threads at once (then
+  // no decision is shared between communicators).
+  int threads = MPI_THREAD_SINGLE;
+  if (PMPI_Query_thread(&threads) != MPI_SUCCESS) threads = MPI_THREAD_MULTIPLE;
+  std::uint64_t v[6] = {hash, ~hash, switch_warnings_.empty() ? 0u : 1u,
+                        settings_.coll_stats_json ? 1u : 0u,
+                        site_tune_file_present(settings_) ? 1u : 0u,
+                        threads == MPI_THREAD_MULTIPLE ? 1u : 0u};
+  if (PMPI_Allreduce(MPI_IN_PLACE, v, 6, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS) {
     MLXA2A_LOG(Error, "allreduce of the switch hash failed; mlxa2a stands aside");
     return false;
   }
   job_stats::enable(v[3] != 0);
+  any_site_tune_file_ = v[4] != 0;
+  share_decisions_ = v[5] == 0;
   if (v[2] != 0) warn_once_per_job();
   if (v[0] == ~v[1]) return true;
   if (world_rank_ == 0 || hash != v[0]) {
@@ -288,15 +299,17 @@ void Runtime::after_init() {
   } else if (!settings_.enable) {
     set_inactive("MLXA2A_ENABLE=n");
   } else {
-    if (!settings_.tune_file.empty()) load_tune_file(settings_.tune_file);
+    open_tune_store(settings_, any_site_tune_file_, share_decisions_, world_rank_);
     EnginePool::instance().set_capacity(settings_.shm.pool);
     // World's node map, once: communicators without a team of their own
     // derive from it (no discovery per communicator). Not where every size
     // goes to PMPI: no team is ever built then. Collective; agreed.
-    if (!config::rules::pmpi_for_every_size(settings_.tune) &&
-        !discover_world_origin(settings_)) {
-      MLXA2A_LOG(Info, "node discovery of MPI_COMM_WORLD failed at MPI_Init; each "
-                       "communicator discovers its nodes at its first alltoall");
+    if (!config::rules::pmpi_for_every_size(settings_.tune)) {
+      if (!discover_world_origin(settings_)) {
+        MLXA2A_LOG(Info, "node discovery of MPI_COMM_WORLD failed at MPI_Init; each "
+                         "communicator discovers its nodes at its first alltoall");
+      }
+      check_tune_stamp(world_origin_map());
     }
     publish(State::Active);
   }
@@ -414,7 +427,7 @@ void Runtime::before_finalize() {
   }
   if (job_stats::enabled()) write_job_stats();
   if (state() == State::Active && world_rank_ == 0 && !settings_.tune_file.empty()) {
-    save_tune_file(settings_.tune_file);
+    close_tune_store(settings_);
   }
   // MPI_COMM_WORLD's state goes now, while every MPI call is still allowed
   // (its team may own a leaders' communicator to free); MPI would delete it

@@ -102,6 +102,8 @@ class Runtime {
   int self_keyval_ = MPI_KEYVAL_INVALID;
   int world_rank_ = -1;
   std::vector<std::string> switch_warnings_;  // from load_settings, printed once per job
+  bool any_site_tune_file_ = false;  // agreed at init (tune_store.h)
+  bool share_decisions_ = false;     // agreed at init: no rank has MPI_THREAD_MULTIPLE
   std::atomic<std::uint64_t> comm_ids_{0};
 };
 

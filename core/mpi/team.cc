@@ -34,9 +34,14 @@ int node_leader(MPI_Comm comm, MPI_Comm node) {
   return leader;
 }
 
-// The MPI_COMM_WORLD ranks of comm's members in comm's rank order; empty
-// when a member is not in MPI_COMM_WORLD (spawned or connected processes) or
-// on an MPI error. Local.
+int count_nodes(const std::vector<int>& ids) {
+  int nodes = 0;
+  for (std::size_t r = 0; r < ids.size(); ++r) nodes += ids[r] == static_cast<int>(r);
+  return nodes;
+}
+
+}  // namespace
+
 std::vector<int> world_ranks_of(MPI_Comm comm, int size) {
   static const MPI_Group world = [] {
     MPI_Group g = MPI_GROUP_NULL;
@@ -54,13 +59,6 @@ std::vector<int> world_ranks_of(MPI_Comm comm, int size) {
   return out;
 }
 
-int count_nodes(const std::vector<int>& ids) {
-  int nodes = 0;
-  for (std::size_t r = 0; r < ids.size(); ++r) nodes += ids[r] == static_cast<int>(r);
-  return nodes;
-}
-
-}  // namespace
 
 // A derived team's engine may serve the next team of the same processes.
 Team::~Team() {

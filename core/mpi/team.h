@@ -36,6 +36,11 @@
 
 namespace mlxa2a::core::mpi {
 
+// The MPI_COMM_WORLD ranks of comm's members in comm's rank order; empty
+// when a member is not in MPI_COMM_WORLD (spawned or connected processes) or
+// on an MPI error. Local.
+std::vector<int> world_ranks_of(MPI_Comm comm, int size);
+
 class Team {
  public:
   static std::unique_ptr<Team> create(MPI_Comm comm, const config::Settings& settings) noexcept;

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/mpi/job_stats.h"
 #include "core/mpi/team.h"
+#include "core/mpi/tune_store.h"
 
 namespace mlxa2a::core::mpi {
 
@@ -27,64 +28,15 @@ constexpr const char* kProbeReason[] = {"tuning: probe of pmpi", "tuning: probe 
                                         "tuning: probe of zcopy"};
 static_assert(std::size(kProbeReason) == kConcreteRoutes);
 
-// Lookups see the file as it was read at start only: a decision made during
-// the run is not reused by another team (whose ranks may not all have seen
-// it); it is written back at the end.
-struct FileStore {
-  std::mutex mutex;
-  tune::TuneFile loaded;
-  tune::TuneFile to_save;  // loaded (and where from) plus this run's decisions
-};
-FileStore& store() {
-  static FileStore s;  // leaked-on-exit semantics are fine: plain memory
-  return s;
-}
-
 }  // namespace
-
-std::string_view tune_family() noexcept {
-#if defined(MLXA2A_FAMILY_OMPI)
-  return "ompi";
-#else
-  return "mpich";
-#endif
-}
-
-void load_tune_file(const std::string& path) noexcept {
-  try {
-    std::string error;
-    auto file = tune::TuneFile::load(path, &error);
-    if (!file) {
-      MLXA2A_LOG(Warn, "MLXA2A_TUNE_FILE ignored (trials run instead; it is not replaced): %s", error.c_str());
-      return;
-    }
-    std::lock_guard lock(store().mutex);
-    store().loaded = *file;
-    store().to_save = std::move(*file);
-  } catch (...) {
-    MLXA2A_LOG(Warn, "MLXA2A_TUNE_FILE %s could not be read", path.c_str());
-  }
-}
-
-void save_tune_file(const std::string& path) noexcept {
-  try {
-    std::string error;
-    std::lock_guard lock(store().mutex);
-    if (!store().to_save.save(path, &error)) {
-      MLXA2A_LOG(Warn, "MLXA2A_TUNE_FILE not written (this run's decisions are not kept): %s",
-                 error.c_str());
-    }
-  } catch (...) {
-    MLXA2A_LOG(Warn, "MLXA2A_TUNE_FILE %s could not be written", path.c_str());
-  }
-}
 
 TeamTuner::TeamTuner(const Team& team, const config::Settings& s, int world_rank)
     : team_(team),
       layout_{std::string(tune_family()), team.size(), team.caps().nodes, team.ranks_per_node(),
               team.oversubscribed()},
       samples_(s.tune_samples),
-      use_file_(!s.tune_file.empty()),
+      use_file_(tune_store_uses_file()),
+      share_(tune_store_shares()),
       world_rank_(world_rank),
       fake_(config::FakeClock::parse(s.debug_tune_times).value_or(config::FakeClock{})) {
   for (const config::rules::Rule& r : s.tune.rules()) {
@@ -141,12 +93,9 @@ std::vector<Route> TeamTuner::candidates(unsigned cls, Route fixed) const {
 bool TeamTuner::decided_by_file(unsigned cls, ClassState& cs, const std::vector<Route>& list,
                                  MPI_Comm comm) {
   int index = -1;
-  {
-    std::lock_guard lock(store().mutex);
-    if (const auto path = store().loaded.lookup(layout_, cls)) {
-      const auto it = std::find(list.begin(), list.end(), *path);
-      if (it != list.end()) index = static_cast<int>(it - list.begin());
-    }
+  if (const auto path = file_decision(layout_, cls)) {
+    const auto it = std::find(list.begin(), list.end(), *path);
+    if (it != list.end()) index = static_cast<int>(it - list.begin());
   }
   // MAX of (index, -index): every rank holds the same usable decision iff
   // the maximum index equals the minimum and is not -1.
@@ -187,7 +136,8 @@ TeamTuner::Step TeamTuner::begin(std::uint64_t bytes, Route fixed, std::uint64_t
   if (cs.phase == ClassState::Phase::fresh) {
     try {
       const std::vector<Route> list = candidates(cls, fixed);
-      if (use_file_ && decided_by_file(cls, cs, list, comm)) {
+      if ((use_file_ && decided_by_file(cls, cs, list, comm)) ||
+          decided_by_share(cls, cs, list, comm)) {
         return {cs.path, false, false, cs.reason().c_str(), kForever};
       }
       // The class index seeds the trial order: equal on every rank, and
@@ -327,10 +277,38 @@ void TeamTuner::agree(unsigned cls, ClassState& cs, MPI_Comm comm, double* agree
   job_stats::note_decision(team_.size(), cls, cs.path, list,
                            std::vector<double>(medians.begin(), medians.end()),
                            *agreement_seconds);
-  if (use_file_) {
-    std::lock_guard lock(store().mutex);
-    store().to_save.set(layout_, cls, cs.path);
+  note_decision(layout_, share_key(comm), cls, cs.path);
+}
+
+// The processes of this team, once (local: a group translation); nullptr
+// when decisions are not shared (tune_store.h), or the team has a member
+// outside MPI_COMM_WORLD.
+const ShareKey* TeamTuner::share_key(MPI_Comm comm) {
+  if (!share_) return nullptr;
+  if (!key_) {
+    std::vector<int> ranks = world_ranks_of(comm, team_.size());
+    std::sort(ranks.begin(), ranks.end());
+    key_ = ShareKey{layout_, std::move(ranks)};
   }
+  return key_->world_ranks.empty() ? nullptr : &*key_;
+}
+
+// A decision of an earlier team of the same processes (tune_store.h says
+// why every rank finds the same one), if it is a candidate here. Local.
+bool TeamTuner::decided_by_share(unsigned cls, ClassState& cs, const std::vector<Route>& list,
+                                  MPI_Comm comm) {
+  // Nothing shared on this rank: a miss on every rank (an entry here or
+  // there would be on all of them, tune_store.h), without the key's cost.
+  if (!share_ || !shared_decisions_exist()) return false;
+  const ShareKey* key = share_key(comm);
+  const auto path = key ? shared_decision(*key, cls) : std::nullopt;
+  if (!path || std::find(list.begin(), list.end(), *path) == list.end()) return false;
+  cs.phase = ClassState::Phase::decided;
+  cs.path = *path;
+  cs.reason() = "shared: " + std::string(to_string(cs.path)) +
+                " (decided on another communicator of these processes)";
+  ++decisions_;
+  return true;
 }
 
 // The trace's reason for the decided path's calls.

@@ -1,10 +1,13 @@
 // TeamTuner: measured path selection for one team (docs/tune.md).
 //
 // Per size class (tune::size_class) a team goes through three phases:
-//   fresh    -> its first call. With MLXA2A_TUNE_FILE set, one PMPI_Allreduce
-//               checks that every rank holds the same decision for this
-//               layout and class; if so the class is decided for good (no
-//               trials, no probes).
+//   fresh    -> its first call. With a tune file (MLXA2A_TUNE_FILE, or a
+//               site file on some rank), one PMPI_Allreduce checks that
+//               every rank holds the same decision for this layout and
+//               class; if so the class is decided for good (no trials, no
+//               probes). Else a decision an earlier team of the same
+//               processes made (tune_store.h, shared_decision) decides it,
+//               for good too, without a message.
 //   trying   -> calls are served by the candidates in rounds and timed; at a
 //   decided     round's end now and then, and in steady state now and then,
 //               one PMPI_Allreduce (MAX of per-candidate quartiles and
@@ -16,7 +19,7 @@
 // and ends with the same decision.
 //
 // Thread safety: a TeamTuner belongs to one communicator's CommState, whose
-// calls MPI serialises. The process-wide tune file store is mutex-guarded.
+// calls MPI serialises. The process-wide tune store is mutex-guarded.
 // Nothing here throws out of a noexcept function.
 #pragma once
 
@@ -34,6 +37,7 @@
 #include "core/tune/class_tuner.h"
 #include "core/tune/quiet.h"
 #include "core/tune/tune_file.h"
+#include "core/mpi/tune_store.h"
 
 namespace mlxa2a::core::mpi {
 
@@ -113,12 +117,17 @@ class TeamTuner {
   std::vector<Route> candidates(unsigned size_class, Route fixed) const;
   bool decided_by_file(unsigned size_class, ClassState& cs,
                        const std::vector<Route>& list, MPI_Comm comm);
+  bool decided_by_share(unsigned size_class, ClassState& cs,
+                        const std::vector<Route>& list, MPI_Comm comm);
+  const ShareKey* share_key(MPI_Comm comm);
   void agree(unsigned size_class, ClassState& cs, MPI_Comm comm, double* agreement_seconds);
 
   const Team& team_;
   tune::Layout layout_;
   unsigned samples_;
-  bool use_file_;
+  bool use_file_;  // equal on every rank (tune_store_uses_file)
+  bool share_;     // equal on every rank (tune_store_shares)
+  std::optional<ShareKey> key_;  // share_key()
   int world_rank_;
   config::FakeClock fake_;
   std::array<ClassState, tune::kSizeClasses> classes_;
@@ -130,18 +139,5 @@ class TeamTuner {
   std::uint64_t quiet_seen_ = 0;
   tune::QuietPmpi quiet_;
 };
-
-// The process's tune file (MLXA2A_TUNE_FILE): loaded once at initialisation,
-// decisions added as classes are decided, written back at MPI_Finalize by
-// MPI_COMM_WORLD rank 0 (decisions of teams without that rank are not kept).
-// A file that cannot be used (malformed, a symbolic link, not a regular
-// file, over 1 MiB) is reported and ignored (trials run instead), and is not
-// replaced either: TuneFile::save() writes only over a tune file, only when the
-// decisions changed, and only if the file is still the one read at start.
-void load_tune_file(const std::string& path) noexcept;
-void save_tune_file(const std::string& path) noexcept;
-
-// The MPI family name used in tune files: ompi or mpich.
-std::string_view tune_family() noexcept;
 
 }  // namespace mlxa2a::core::mpi

@@ -3,7 +3,8 @@
 //
 // A text file, one decision per line, '#' starts a comment:
 //   mpi=ompi ranks=4 nodes=1 ranks_per_node=4 oversubscribed=1 bytes=1K path=copy
-// The first five fields name the team's layout; bytes is the lower bound of a
+// A site file (scripts/mlxa2a-tune) starts with four `made` lines, its Stamp
+// (core/tune/stamp.h). The first five fields name the team's layout; bytes is the lower bound of a
 // size class (a power of two, size suffixes allowed; the class holds
 // [bytes, 2*bytes)); path a concrete Route name. A later line for the same layout
 // and class replaces an earlier one.
@@ -17,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/tune/size_class.h"
@@ -31,6 +33,17 @@ struct Layout {
   int ranks_per_node = 0;  // the largest node's
   bool oversubscribed = false;
   friend bool operator==(const Layout&, const Layout&) = default;
+};
+
+// What a site tune file was made on (core/tune/stamp.h): the shim's build
+// line, the MPI library's version, the node's HCAs and firmware ("none"), and
+// MPI_COMM_WORLD's layout.
+struct Stamp {
+  std::string build;
+  std::string mpi;
+  std::string hca;
+  Layout layout;
+  friend bool operator==(const Stamp&, const Stamp&) = default;
 };
 
 struct FileEntry {
@@ -67,7 +80,17 @@ class TuneFile {
   std::optional<Route> lookup(const Layout& layout, unsigned size_class) const;
   void set(const Layout& layout, unsigned size_class, Route path);
   std::span<const FileEntry> entries() const { return entries_; }
-  // Equal decisions, in any order (where a file was read from is not compared).
+  // What the file was made on; none for a file without `made` lines.
+  const std::optional<Stamp>& stamp() const { return stamp_; }
+  void set_stamp(Stamp s) { stamp_ = std::move(s); }
+  // No decisions and no stamp; where it was read from stays (save() still
+  // replaces only that file).
+  void clear() {
+    entries_.clear();
+    stamp_.reset();
+  }
+  // Equal stamps and decisions, in any order (where a file was read from is
+  // not compared).
   friend bool operator==(const TuneFile& a, const TuneFile& b);
 
  private:
@@ -76,6 +99,7 @@ class TuneFile {
     FileIdentity found;
   };
   std::vector<FileEntry> entries_;  // one per (layout, class)
+  std::optional<Stamp> stamp_;
   std::optional<Origin> origin_;    // set by load()
 };
 

@@ -137,6 +137,44 @@ TEST(FabricQos, RoceQueuePairsCarryTheTrafficClass) {
       Env{{"FAKEVERBS_LINK", "eth"}});
 }
 
+// RoCE: every RC pair carries its own flow label (both ends alike, never 0),
+// read back from the QPs' address vectors; InfiniBand sets none.
+int check_flow_labels() {
+  const Verbs* v = load_verbs();
+  FT_CHECK(v != nullptr);
+  std::shared_ptr<Device> dev;
+  std::string why;
+  const NetOptions opt = test::test_options();
+  FT_CHECK_STATUS(Device::open(*v, opt, 256, &dev, &why), Status::ok);
+  std::vector<std::unique_ptr<QueuePair>> qps(8);
+  for (auto& q : qps) FT_CHECK_STATUS(QueuePair::create(dev, {8, 8, 0, 1}, &q), Status::ok);
+  std::vector<std::uint32_t> labels;
+  for (std::size_t i = 0; i < qps.size(); i += 2) {
+    QueuePair& a = *qps[i];
+    QueuePair& b = *qps[i + 1];
+    FT_CHECK_STATUS(a.connect(dev->address(), b.qpn(), 7, 9, opt), Status::ok);
+    FT_CHECK_STATUS(b.connect(dev->address(), a.qpn(), 9, 7, opt), Status::ok);
+    ibv_qp_attr aa{}, ba{};
+    FT_CHECK(query_qp(a.get(), &aa) && query_qp(b.get(), &ba));
+    FT_CHECK(aa.ah_attr.grh.flow_label == ba.ah_attr.grh.flow_label);
+    if (!dev->address().roce) {
+      FT_CHECK(aa.ah_attr.grh.flow_label == 0);
+      continue;
+    }
+    FT_CHECK(aa.ah_attr.grh.flow_label != 0 && aa.ah_attr.grh.flow_label <= 0xfffff);
+    for (std::uint32_t l : labels) FT_CHECK(l != aa.ah_attr.grh.flow_label);
+    labels.push_back(aa.ah_attr.grh.flow_label);
+  }
+  return 0;
+}
+
+TEST(FabricQos, RocePairsHaveDistinctFlowLabels) {
+  in_child(check_flow_labels, Env{{"FAKEVERBS_LINK", "eth"}});
+  in_child(check_flow_labels, Env{{"FAKEVERBS_LINK", "ib"}});
+  EXPECT_EQ(pair_flow_label(5, 9), pair_flow_label(9, 5));
+  EXPECT_NE(pair_flow_label(5, 9), pair_flow_label(5, 10));
+}
+
 TEST(FabricQos, PkeyNotInTheTableOrLimitedIsRefused) {
   in_child(
       [] {

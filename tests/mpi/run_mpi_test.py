@@ -52,7 +52,9 @@ Options for special cases:
 Measured selection (MLXA2A_TUNE_SAMPLES) times real calls, so its decisions
 vary from run to run; unless the test's environment sets MLXA2A_TUNE_SAMPLES
 (usually with MLXA2A_DEBUG_TUNE_TIMES, whose made-up timings decide
-deterministically), the runs use MLXA2A_TUNE_SAMPLES=0: the fixed rules.
+deterministically), the runs use MLXA2A_TUNE_SAMPLES=0: the fixed rules. Unless
+the test's environment sets MLXA2A_TUNE_SITE_DIR, it is empty: no site tune file
+installed on the machine is read.
   --hosts 2,1          run on a pretend cluster (scripts/cluster, docs/hosts.md):
                        that many ranks on each pretend host, launched by the
                        MPI's own launcher through the cluster's ssh agent; the
@@ -393,6 +395,10 @@ def check_runs(args, prof_dir):
     shim_env = dict(kv.split("=", 1) for kv in args.shim_env)
     fixed_rules = ({} if "MLXA2A_TUNE_SAMPLES" in os.environ or "MLXA2A_TUNE_SAMPLES" in shim_env
                    else {"MLXA2A_TUNE_SAMPLES": "0"})
+    # A site tune file installed on this machine (mlxa2a-tune) must not change
+    # what a test sees: none unless the test names its directory.
+    if "MLXA2A_TUNE_SITE_DIR" not in os.environ and "MLXA2A_TUNE_SITE_DIR" not in shim_env:
+        fixed_rules["MLXA2A_TUNE_SITE_DIR"] = ""
     host_team = False
     splits = {}
     with tempfile.TemporaryDirectory(prefix="mlxa2a-mpitest-",

@@ -74,7 +74,7 @@ MPI_FLOORS = (
     ("call", ("call", "job_stats", "mpit_cvars", "mpit_pvars")),
     ("engines", ("engine", "engine_pool", "shm_engine", "hier_engine", "containment",
                  "pmpi_relay", "pmpi_transport")),
-    ("team", ("team", "engine_call")),
+    ("team", ("team", "engine_call", "tune_store")),
     ("communicator", ("comm_state", "team_tuner")),
     ("serve", ("serve", "plan_steps")),
     ("dispatch", ("dispatch", "lifecycle")),

@@ -18,7 +18,7 @@ else
   fail "mlxa2a.7 switch entries differ from the registry: $(diff <(echo "$want") <(echo "$got") | head -n 20)"
 fi
 
-for p in mlxa2a.7 mlxa2a_info.1 mlxa2a-run.1; do
+for p in mlxa2a.7 mlxa2a_info.1 mlxa2a-tune.1 mlxa2a-run.1; do
   if [ -s "$dir/$p" ] && head -n 1 "$dir/$p" | grep -q '^\.TH ' && grep -q '^\.SH NAME' "$dir/$p"; then
     pass "$p generated"
   else
@@ -28,9 +28,10 @@ done
 # The section 1 pages quote the programs' --help: their option lines are there.
 grep -q '^  \\-\\-which' "$dir/mlxa2a-run.1" || fail "mlxa2a-run.1 lacks mlxa2a-run --help's --which"
 grep -q '\\-\\-json' "$dir/mlxa2a_info.1" || fail "mlxa2a_info.1 lacks mlxa2a_info --help's --json"
+grep -q '\\-\\-hostfile' "$dir/mlxa2a-tune.1" || fail "mlxa2a-tune.1 lacks mlxa2a-tune --help's --hostfile"
 
 installed=$(meson introspect --installed "$root" 2>/dev/null)
-for p in man7/mlxa2a.7 man1/mlxa2a_info.1 man1/mlxa2a-run.1; do
+for p in man7/mlxa2a.7 man1/mlxa2a_info.1 man1/mlxa2a-tune.1 man1/mlxa2a-run.1; do
   if grep -q "/man/$p\"" <<<"$installed"; then pass "meson install puts $p in mandir"
   else fail "meson install does not install $p"; fi
 done

@@ -158,7 +158,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"scattered", {0, 1, 1, 0, 2, 1, 2}, {}}, Case{"one_node", {4, 4, 4}, {}},
                       // Several leaders per node share the remote nodes.
                       Case{"two_leaders", {0, 0, 0, 1, 1, 1, 2, 2}, {1, 1, 0, 1, 0, 1, 1, 1}},
-                      Case{"three_leaders_rr", {0, 1, 2, 0, 1, 2, 0, 1}, {1, 1, 1, 1, 0, 1, 1, 1}}),
+                      Case{"three_leaders_rr", {0, 1, 2, 0, 1, 2, 0, 1}, {1, 1, 1, 1, 0, 1, 1, 1}},
+                      // A leader per rail (MLXA2A_LEADERS=rails), paired by rail;
+                      // then nodes whose rails differ (node 1's one rank is on
+                      // rail 1, node 2's leader on rail 0: no rail in common).
+                      Case{"rails", {0, 0, 1, 1, 2, 2, 3, 3}, {2, 3, 2, 3, 2, 3, 2, 3}},
+                      Case{"rails_mixed", {0, 0, 1, 2, 2}, {2, 3, 3, 2, 0}}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // From 4 KiB per block a rank copies its own block straight from its send
@@ -388,6 +393,54 @@ TEST(HierPlan, LeadersOfANodeServeEvenSharesOfItsRemoteNodes) {
       EXPECT_LE(served, hi) << nodes << " nodes, rank " << r;
     }
   }
+}
+
+// Rails (docs/hier-transports.md, "Every rail"): a pair of nodes is served
+// on both ends by the leaders of one rail, the same on both, and each
+// leader serves an even share of its node's partners: (N-1)/H rounded
+// either way when N is even; one more or less when N is odd (a triangle has
+// no 2-edge-colouring). (a + b) mod H gave node 1 of 3 both partners on rail 1.
+TEST(HierPlan, RailLeadersPairByRailAndShareEvenly) {
+  for (const int rails : {2, 4}) {
+    for (const int nodes : {2, 3, 4, 5, 6, 8, 9, 16}) {
+      std::vector<int> ids, leads;
+      for (int k = 0; k < nodes; ++k) {
+        for (int j = 0; j < rails; ++j) {
+          ids.push_back(k);
+          leads.push_back(2 + j);
+        }
+      }
+      const NodeMap m(ids, leads);
+      ASSERT_TRUE(m.railed(0));
+      for (int a = 0; a < nodes; ++a) {
+        const Plan pa(m, m.members(a)[0], 4096);
+        std::vector<int> served(static_cast<std::size_t>(rails), 0);
+        for (int b = 0; b < nodes; ++b) {
+          if (a == b) continue;
+          const Plan pb(m, m.members(b)[0], 4096);
+          EXPECT_EQ(pa.handled_by(b), pb.partner(a)) << a << " " << b;
+          EXPECT_EQ(m.rail(a, pa.handled_by(b)), m.rail(b, pa.partner(b))) << a << " " << b;
+          EXPECT_EQ(Plan::rail_round(a, b, nodes), Plan::rail_round(b, a, nodes));
+          ++served[static_cast<std::size_t>(pa.handled_by(b))];
+        }
+        const int lo = (nodes - 1) / rails, hi = (nodes - 1 + rails - 1) / rails;
+        const int slack = nodes % 2;
+        for (int v : served) {
+          EXPECT_GE(v, lo - slack) << rails << " rails, " << nodes << " nodes, node " << a;
+          EXPECT_LE(v, hi + slack) << rails << " rails, " << nodes << " nodes, node " << a;
+        }
+      }
+    }
+  }
+  // Nodes that share only some rails meet on a shared one; none shared: the
+  // split of MLXA2A_LEADERS=N, still one leader each side naming the other.
+  const std::vector<int> ids = {0, 0, 1, 2, 2}, leads = {2, 3, 3, 2, 0};
+  const NodeMap m(ids, leads);
+  const Plan p0(m, 0, 4096), p1(m, 2, 4096), p2(m, 3, 4096);
+  EXPECT_EQ(m.rail(0, p0.handled_by(1)), 1);
+  EXPECT_EQ(p0.handled_by(1), p1.partner(0));
+  EXPECT_EQ(p1.handled_by(2), p2.partner(1));
+  EXPECT_EQ(p2.handled_by(1), p1.partner(2));
 }
 
 }  // namespace

@@ -64,7 +64,7 @@ namespace mlxa2a::core::config {
 namespace {
 
 TEST(LeaderPolicy, ParsesAndFormats) {
-  for (const char* text : {"node", "numa", "socket", "1", "3", "1024"}) {
+  for (const char* text : {"rails", "node", "numa", "socket", "1", "3", "1024"}) {
     const auto p = LeaderPolicy::parse(text);
     ASSERT_TRUE(p) << text;
     EXPECT_EQ(p->format(), text);
@@ -74,6 +74,23 @@ TEST(LeaderPolicy, ParsesAndFormats) {
   }
   EXPECT_TRUE(LeaderPolicy::parse("numa")->needs_domains());
   EXPECT_FALSE(LeaderPolicy::parse("4")->needs_domains());
+  EXPECT_EQ(LeaderPolicy{}.format(), "rails");  // the default (issue 39 item 4)
+}
+
+// One leader per rail present, the lowest rank on it; local rank 0 always.
+TEST(LeaderPolicy, ChoosesOneLeaderPerRail) {
+  EXPECT_EQ(choose_rail_leaders(std::vector<int>{0, 0, 1, 1}), (std::vector<int>{0, 2}));
+  EXPECT_EQ(choose_rail_leaders(std::vector<int>{-1, -1, -1}), (std::vector<int>{0}));
+  // Rank 0's process has rail 1 open (an earlier team): it leads rail 1.
+  EXPECT_EQ(choose_rail_leaders(std::vector<int>{1, 0, 1, 0}), (std::vector<int>{0, 1}));
+  EXPECT_EQ(choose_rail_leaders(std::vector<int>{0, 1, 2, 3, 3}), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_TRUE(choose_rail_leaders(std::vector<int>{}).empty());
+  // Proposals: blocks of ranks per rail, bounded by the ranks; one rail: none.
+  EXPECT_EQ(proposed_rail(0, 8, 4), 0);
+  EXPECT_EQ(proposed_rail(3, 8, 4), 1);
+  EXPECT_EQ(proposed_rail(7, 8, 4), 3);
+  EXPECT_EQ(proposed_rail(1, 2, 4), 2);  // 2 ranks, 4 rails: rails 0 and 2
+  EXPECT_EQ(proposed_rail(0, 8, 1), -1);
 }
 
 TEST(LeaderPolicy, ChoosesLeaders) {
