@@ -4,6 +4,7 @@ callgrind instructions per byte per rank inside MPI_Alltoall, against one
 memcpy of the same bytes on this machine.
 
   per_byte.py --build BUILD [--mode rdma|pmpi]... [--size KIB]... [--detail]
+  per_byte.py --build BUILD --phases   (the phase timer instead, natively)
 
 Jobs as bench/instruction_budget.py's (its launcher, its waits): Open MPI np=4
 as 2 virtual nodes of 2 (MLXA2A_DEBUG_NODE_SIZE=2), rank 0 a leader, rank 1
@@ -12,19 +13,21 @@ leaders, no verbs). Each size runs N1 and N2 calls; per call = difference /
 (N2 - N1). Unlike the budget, which counts the shim's own instructions, this
 counts every object's (the copies are libc's memcpy), split by object:
 
-  engine   the shim and the libraries it calls (libc, libstdc++), outside
-           waits: the engine's own CPU
-  mpi      the MPI's libraries (PMPI leaders' sends and receives), outside
-           waits
+  engine   the shim and the libraries it calls (libc, libstdc++; also libc's
+           memcpy when the MPI calls it outside a wait), outside waits
+  mpi      the MPI's libraries under the leaders' transport, outside waits
   copies under waits   memcpy/memmove run under a wait (the MPI copying a
            received message while the leader tests it): work, not spinning,
            so counted with the engine's total
-  verbs    fakeverbs' code in the calling thread (ibv_post_send, poll_cq)
+  verbs    fakeverbs' code in the calling thread outside waits (posts; its
+           CQ polls run under the waits)
   hca      fakeverbs' progress thread (the fake HCA; its data moves by
            process_vm_writev, in the kernel, which callgrind does not see)
 
 and the engine's instructions by step (fan-in, fan-out, exchange: the leader's
-post and what it calls, other). memcpy-equivalents = (engine + mpi + copies
+transport and what it calls, other). Instructions outside HierAlltoall::run
+(dispatch, the first call's set-up, whose collectives spin as long as
+valgrind's slowness makes them) are printed as "outside run", not counted. memcpy-equivalents = (engine + mpi + copies
 under waits) per byte / memcpy's per byte, memcpy of bytes_per_peer * np bytes
 counted by bench/memcpy_loop under the same valgrind. Bytes = bytes_per_peer
 * np, one rank's send buffer.
