@@ -24,6 +24,7 @@ import collections
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -76,16 +77,17 @@ VALGRIND = ["valgrind", "-q", "--tool=callgrind", "--collect-atstart=no",
             "--compress-strings=no", "--compress-pos=no"]
 
 
-def launch(args, job, iters, outdir):
+def launch(args, job, iters, outdir, valgrind=None):
     """Runs a2a_loop ITERS times under the family's launcher; the measured ranks
-    under callgrind (outdir/cg.RANK)."""
+    under callgrind (outdir/cg.RANK), with VALGRIND's options unless
+    `valgrind` gives others (bench/per_byte.py)."""
     prog = [os.path.join(args.build, "bench", f"a2a_loop-{job.family}"), str(iters), job.size,
             job.comm]
     shim = os.path.join(args.build, "shim", f"libmlxa2a-{job.family}.so")
     measured = " ".join(map(str, job.ranks))
     # Open MPI names the rank OMPI_COMM_WORLD_RANK, MPICH's hydra PMI_RANK.
     wrap = ('r=${OMPI_COMM_WORLD_RANK:-$PMI_RANK}; for m in ' + measured + '; do '
-            '[ "$r" = "$m" ] && exec ' + " ".join(VALGRIND) +
+            '[ "$r" = "$m" ] && exec ' + " ".join(map(shlex.quote, valgrind or VALGRIND)) +
             f' --callgrind-out-file={outdir}/cg.$r "$@"; done; exec "$@"')
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLXA2A_")}
     extra = dict(job.env, LD_PRELOAD=shim)
@@ -108,6 +110,7 @@ def launch(args, job, iters, outdir):
                            text=True, timeout=TIMEOUT)
     if p.returncode != 0:
         sys.exit(f"FAIL: {job.name} ({iters} calls) exited {p.returncode}:\n{p.stdout}")
+    return p.stdout
 
 
 SHIM_OB = re.compile(r"libmlxa2a-\w+\.so$")

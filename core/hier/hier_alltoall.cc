@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/hier/phases.h"
 #include "core/hier/rows.h"
@@ -54,6 +55,18 @@ void count(std::atomic<std::uint64_t>& c, std::size_t bytes) noexcept {
       shm::copy_blocks(s, chunk, u, chunk, chunk, 1);
     }
   }
+}
+
+// From this many bytes per block a rank copies its own block straight from
+// its send buffer to its receive buffer in fan-out, one copy instead of two
+// (into the in-area and out again): nobody else reads that block, so the
+// choice is the rank's own. Below it the split row and column (two runs and
+// a third copy instead of one strided copy) would cost more instructions than
+// the bytes (bench/results/per-byte.md).
+constexpr std::size_t kOwnBlockDirectFrom = 4096;
+
+constexpr bool own_block_direct(std::size_t chunk) noexcept {
+  return chunk >= kOwnBlockDirectFrom;
 }
 
 }  // namespace
@@ -169,10 +182,30 @@ shm::Status HierAlltoall::run_rounds(const char* send, char* recv, std::size_t b
   return shm::Status::ok;
 }
 
+// fan_in() and fan_out() pick their loop by own_block_direct(): apart, the
+// loop of small blocks compiles as it did without the own block's split
+// (inside it, the split cost fan-in + fan-out 64 instructions per call at 8 B
+// on 2 x 2 ranks, the budget's hier-pmpi cases).
 std::size_t HierAlltoall::fan_in(char* in, const char* send, std::size_t bytes, std::size_t off,
                                  std::size_t chunk, const GatherSource* mine) noexcept {
+  return own_block_direct(chunk) ? fan_in_rows<true>(in, send, bytes, off, chunk, mine)
+                                 : fan_in_rows<false>(in, send, bytes, off, chunk, mine);
+}
+
+std::size_t HierAlltoall::fan_out(const char* in, const char* out, const char* send, char* recv,
+                                  std::size_t bytes, std::size_t off,
+                                  std::size_t chunk) noexcept {
+  return own_block_direct(chunk) ? fan_out_columns<true>(in, out, send, recv, bytes, off, chunk)
+                                 : fan_out_columns<false>(in, out, send, recv, bytes, off, chunk);
+}
+
+template <bool kOwnDirect>
+[[gnu::noinline]] std::size_t HierAlltoall::fan_in_rows(char* in, const char* send, std::size_t bytes,
+                                      std::size_t off, std::size_t chunk,
+                                      const GatherSource* mine) noexcept {
   // My blocks for node m's members go to in-section m, row `local` (rows.h);
-  // zero-copy: only my own node's (the leader gathers the rest from `send`).
+  // zero-copy: only my own node's (the leader gathers the rest from `send`);
+  // kOwnDirect: not my own block (fan_out_columns copies it).
   const Plan& p = plan_;
   const std::size_t local = static_cast<std::size_t>(p.local_rank());
   const bool gather = mine && !mine->staged;
@@ -188,6 +221,11 @@ std::size_t HierAlltoall::fan_in(char* in, const char* send, std::size_t bytes, 
       move_blocks(map_, m, run, const_cast<char*>(send), bytes, off, section + run.slot * chunk,
                   chunk, chunk, false);
     };
+    if (kOwnDirect && m == p.node()) {
+      row_runs(local, lm, chunk, [&](const BlockRun& run) { runs_without(run, local, row); });
+      copied += (lm - 1) * chunk;
+      continue;
+    }
     row_runs(local, lm, chunk, row);
     copied += lm * chunk;
   }
@@ -265,11 +303,13 @@ void HierAlltoall::build_messages(char* in, char* out, int parity, std::size_t b
   }
 }
 
-std::size_t HierAlltoall::fan_out(const char* in, const char* out, char* recv, std::size_t bytes,
-                                  std::size_t off, std::size_t chunk) noexcept {
+template <bool kOwnDirect>
+[[gnu::noinline]] std::size_t HierAlltoall::fan_out_columns(const char* in, const char* out, const char* send,
+                                          char* recv, std::size_t bytes, std::size_t off,
+                                          std::size_t chunk) noexcept {
   // From node m's source s, my block is [s][local] of section m (rows of my
   // node's size, rows.h) — in the in-area for my own node, in the out-area
-  // for the others.
+  // for the others; kOwnDirect: my own block straight from `send`.
   const Plan& p = plan_;
   const std::size_t local = static_cast<std::size_t>(p.local_rank());
   const std::size_t lsize = static_cast<std::size_t>(p.local_size());
@@ -281,6 +321,14 @@ std::size_t HierAlltoall::fan_out(const char* in, const char* out, char* recv, s
       move_blocks(map_, m, run, recv, bytes, off, section + run.slot * chunk, run.step * chunk,
                   chunk, true);
     };
+    if (kOwnDirect && m == p.node()) {
+      column_runs(local, lm, lsize, chunk,
+                  [&](const BlockRun& run) { runs_without(run, local, column); });
+      const std::size_t mine = static_cast<std::size_t>(p.rank()) * bytes + off;
+      std::memcpy(recv + mine, send + mine, chunk);
+      copied += lm * chunk;
+      continue;
+    }
     column_runs(local, lm, lsize, chunk, column);
     copied += lm * chunk;
   }
@@ -331,7 +379,7 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
   if (first) {
     if (const std::uint64_t v = released_verdict(stage_->seq()); v != 0) return verdict_status(v);
   }
-  copied += fan_out(in, out, recv, bytes, off, chunk);
+  copied += fan_out(in, out, send, recv, bytes, off, chunk);
   lap.mark(phases::kFanOut);
   lap.round();
   count(node_copy_counters().copied, copied);
@@ -448,8 +496,8 @@ shm::Status HierAlltoall::run_pipelined(const char* send, char* recv, std::size_
       }
     }
     const int par = static_cast<int>(k & 1);
-    c.copied += fan_out(stage_->in_area(par), stage_->out_area(par), recv, bytes, i * c.max,
-                        c.chunk_of(i));
+    c.copied += fan_out(stage_->in_area(par), stage_->out_area(par), send, recv, bytes,
+                        i * c.max, c.chunk_of(i));
     if (shm::Status st = stage_->finish_at(k); st != shm::Status::ok) return fail(st);
     c.lap.mark(phases::kFanOut);
     c.lap.round();

@@ -173,8 +173,17 @@ class HierAlltoall {
   // check_round()'s leader: what it waits for before posting call k (at_once:
   // it goes to PMPI itself over a two-sided transport; no node barrier).
   shm::Status node_ready(std::uint64_t k, bool at_once) noexcept;
-  std::size_t fan_out(const char* in, const char* out, char* recv, std::size_t bytes,
-                      std::size_t off, std::size_t chunk) noexcept;
+  std::size_t fan_out(const char* in, const char* out, const char* send, char* recv,
+                      std::size_t bytes, std::size_t off, std::size_t chunk) noexcept;
+  // fan_in()'s and fan_out()'s loops; kOwnDirect: this rank's own block goes
+  // from `send` to `recv` in fan-out, not through the in-area (from 4 KiB
+  // blocks, hier_alltoall.cc own_block_direct).
+  template <bool kOwnDirect>
+  std::size_t fan_in_rows(char* in, const char* send, std::size_t bytes, std::size_t off,
+                          std::size_t chunk, const GatherSource* mine) noexcept;
+  template <bool kOwnDirect>
+  std::size_t fan_out_columns(const char* in, const char* out, const char* send, char* recv,
+                              std::size_t bytes, std::size_t off, std::size_t chunk) noexcept;
   // The in-area's trailer: one GatherSource per local rank, after the sections.
   GatherSource* trailer(char* in) const noexcept {
     return reinterpret_cast<GatherSource*>(in + plan_.area_bytes());

@@ -82,4 +82,20 @@ template <typename F>
   }
 }
 
+// `run` without member `skip` (a row's destination or a column's source):
+// f(BlockRun) on the parts before and after it, none empty (the rank's own
+// block, which it copies straight from its send to its receive buffer,
+// hier_alltoall.cc own_block_direct).
+template <typename F>
+[[gnu::always_inline]] constexpr void runs_without(const BlockRun& run, std::size_t skip, F&& f) {
+  if (skip < run.first || skip - run.first >= run.count) {
+    f(run);
+    return;
+  }
+  const std::size_t before = skip - run.first;
+  if (before != 0) f(BlockRun{run.first, before, run.slot, run.step});
+  const std::size_t after = run.count - before - 1;
+  if (after != 0) f(BlockRun{skip + 1, after, run.slot + (before + 1) * run.step, run.step});
+}
+
 }  // namespace mlxa2a::hier

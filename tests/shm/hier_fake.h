@@ -265,14 +265,15 @@ inline void enter_pmpi(void* p) {
 // checks layouts against it).
 inline int make_engine(ForkBootstrap& boot, int rank, const Case& c, const NodeMap& map, Mailboxes& boxes,
                 int fail_node, std::uint64_t fail_at, bool pipeline, bool two_sided,
-                std::unique_ptr<HierAlltoall>& engine) {
+                std::unique_ptr<HierAlltoall>& engine,
+                std::size_t stage_per_rank = kStagePerRank) {
   const int n = static_cast<int>(c.node_of.size());
-  const Plan plan(map, rank, kStagePerRank);
+  const Plan plan(map, rank, stage_per_rank);
   const int node = map.node_of(rank);
   shm::Options opt;
   opt.oversubscribed = true;
   opt.timeout_ms = 20000;
-  const std::size_t area = HierAlltoall::area_bytes(n, boot.local_size(), kStagePerRank);
+  const std::size_t area = HierAlltoall::area_bytes(n, boot.local_size(), stage_per_rank);
   std::unique_ptr<shm::NodeStage> stage;
   FT_CHECK_STATUS(shm::NodeStage::create(boot, opt, area, area, stage), Status::ok);
   std::unique_ptr<LeaderTransport> transport;
@@ -281,7 +282,7 @@ inline int make_engine(ForkBootstrap& boot, int rank, const Case& c, const NodeM
         boxes, node, plan.leader_index(), node == fail_node ? fail_at : 0,
         HierAlltoall::areas_of(*stage), c.check_layout ? &map : nullptr, two_sided);
   }
-  FT_CHECK_STATUS(HierAlltoall::create(c.node_of, c.leads, rank, kStagePerRank, std::move(stage),
+  FT_CHECK_STATUS(HierAlltoall::create(c.node_of, c.leads, rank, stage_per_rank, std::move(stage),
                                        std::move(transport), engine),
                   Status::ok);
   FT_CHECK(engine->plan().local_rank() == boot.local_rank());

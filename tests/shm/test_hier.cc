@@ -5,6 +5,8 @@
 // virtual-node tests in tests/mpi).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tests/shm/hier_fake.h"
 
 namespace mlxa2a::hier {
@@ -163,6 +165,60 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"rails", {0, 0, 1, 1, 2, 2, 3, 3}, {2, 3, 2, 3, 2, 3, 2, 3}},
                       Case{"rails_mixed", {0, 0, 1, 2, 2}, {2, 3, 3, 2, 0}}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// From 4 KiB per block a rank copies its own block straight from its send
+// buffer to its receive buffer (hier_alltoall.cc own_block_direct): one copy
+// of it instead of two, so a call copies 2 n chunk - chunk bytes per round of
+// such chunks and 2 n chunk below (node_copy_counters, per process). Every
+// layout's rows and columns split around the own block, rotated and not,
+// serial and pipelined, a call whose last round is below the gate; every
+// byte checked.
+TEST(HierOwnBlock, CopiedOnceStraightFromSendToRecv) {
+  constexpr std::size_t kStage = 64 * 1024;  // chunks up to 8-16 KiB
+  const Case cases[] = {Case{"blocks_of_2", {0, 0, 1, 1}, {}},
+                        Case{"round_robin", {0, 1, 0, 1, 0}, {}},
+                        Case{"irregular", {7, 7, 7, 3, 5, 5}, {}},
+                        Case{"two_leaders", {0, 0, 0, 1, 1, 1, 2, 2}, {1, 1, 0, 1, 0, 1, 1, 1}}};
+  for (const bool pipeline : {false, true}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.name);
+      const NodeMap map(c.node_of, c.leads);
+      Mailboxes boxes(map.nodes(), 1 << 20);
+      ASSERT_TRUE(boxes.ok());
+      std::vector<int> numbered(c.node_of.size());
+      for (std::size_t r = 0; r < numbered.size(); ++r) {
+        numbered[r] = map.node_of(static_cast<int>(r));
+      }
+      const auto res = shm::test::run_forked_nodes(numbered, [&](ForkBootstrap& boot, int rank) {
+        const int n = static_cast<int>(c.node_of.size());
+        std::unique_ptr<HierAlltoall> engine;
+        if (make_engine(boot, rank, c, map, boxes, -1, 0, pipeline, true, engine, kStage) != 0) {
+          return 1;
+        }
+        const std::size_t max = engine->plan().max_chunk();
+        const std::size_t sizes[] = {4095, 4096, 5000, max, max + 4100, 2 * max + 100};
+        for (int it = 0; it < static_cast<int>(std::size(sizes)); ++it) {
+          const std::size_t bytes = sizes[it];
+          std::vector<unsigned char> send(n * bytes), recv(n * bytes, 0);
+          shm::test::fill_send(send, rank, n, it, bytes);
+          std::size_t want = 0;
+          for (std::size_t off = 0; off < bytes; off += max) {
+            const std::size_t chunk = std::min(max, bytes - off);
+            want += 2 * static_cast<std::size_t>(n) * chunk - (chunk >= 4096 ? chunk : 0);
+          }
+          auto& copied = node_copy_counters().copied;
+          const std::uint64_t before = copied.load();
+          FT_CHECK_STATUS(engine->run(send.data(), recv.data(), bytes), Status::ok);
+          FT_CHECK(copied.load() - before == want);
+          FT_CHECK(shm::test::check_recv(recv, rank, n, it, bytes));
+        }
+        return 0;
+      });
+      EXPECT_FALSE(res.hung);
+      for (int code : res.exit_codes) EXPECT_EQ(code, 0) << c.name << " pipeline " << pipeline;
+    }
+  }
+}
 
 // A leader whose exchange fails takes its node down with it, and the other
 // nodes' exchanges fail too (poisoned mailboxes): every rank ends the call

@@ -105,5 +105,39 @@ TEST(Rows, ColumnRunsCoverTheColumnAtItsSlots) {
   }
 }
 
+// runs_without() leaves out exactly one member of a row or a column (the
+// rank's own block) and keeps every other at block_slot()'s slot.
+TEST(Rows, RunsWithoutLeaveOutOneMemberAtItsSlot) {
+  for (std::size_t chunk : {std::size_t{12}, std::size_t{4096}}) {
+    for (std::size_t row = 1; row <= 7; ++row) {
+      for (std::size_t a = 0; a < row; ++a) {
+        for (std::size_t skip = 0; skip < row; ++skip) {
+          std::vector<int> seen(row, 0);
+          auto check = [&](const BlockRun& run) {
+            EXPECT_GE(run.count, 1u);
+            for (std::size_t i = 0; i < run.count; ++i) {
+              ++seen[run.first + i];
+              EXPECT_EQ(run.slot + i * run.step, block_slot(a, run.first + i, row, chunk));
+            }
+          };
+          row_runs(a, row, chunk, [&](const BlockRun& run) { runs_without(run, skip, check); });
+          for (std::size_t b = 0; b < row; ++b) EXPECT_EQ(seen[b], b == skip ? 0 : 1) << b;
+          // Column a of `row` rows without source `skip`.
+          std::vector<int> sources(row, 0);
+          column_runs(a, row, row, chunk, [&](const BlockRun& run) {
+            runs_without(run, skip, [&](const BlockRun& part) {
+              for (std::size_t i = 0; i < part.count; ++i) {
+                ++sources[part.first + i];
+                EXPECT_EQ(part.slot + i * part.step, block_slot(part.first + i, a, row, chunk));
+              }
+            });
+          });
+          for (std::size_t s2 = 0; s2 < row; ++s2) EXPECT_EQ(sources[s2], s2 == skip ? 0 : 1);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mlxa2a::hier
