@@ -21,6 +21,8 @@ const char* to_string(Status s) noexcept {
       return "a peer's bytes per peer differ from this rank's (mismatched type signatures)";
     case Status::peer_in_pmpi:
       return "another rank of the call was sent to PMPI_Alltoall (mixed decisions)";
+    case Status::contended:
+      return "another team's set-up was using a resource this one needs";
     case Status::too_large:
       return "the shared-memory layout does not fit in memory (MLXA2A_SHM_SLOT_SIZE x ranks)";
   }

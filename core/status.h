@@ -25,6 +25,8 @@ enum class [[nodiscard]] Status {
   size_mismatch,      // a peer called with another bytes_per_peer; see NodeAlltoall::resync
   peer_in_pmpi,       // a rank of the call was sent to PMPI_Alltoall (hierarchical engine,
                       // docs/hier.md "Sizes that differ"): this rank must join it there
+  contended,          // set-up: another thread's team was setting up a resource this one
+                      // needs (a pooled queue pair); the same set-up tried again can work
 };
 
 // Static string, never null.

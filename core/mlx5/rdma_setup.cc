@@ -446,8 +446,10 @@ void RdmaLeaderTransport::Setup::settle_ends() {
 
 void RdmaLeaderTransport::Setup::settle_end(std::size_t i, const Link& mine_link) {
   std::string why;
-  if (!t->settle(cards[i].id, cards[i].addr, mine_link, theirs(i), &t->peers_[i], &why)) {
-    steps.fail(Status::unavailable, why);
+  if (const Status st =
+          t->settle(cards[i].id, cards[i].addr, mine_link, theirs(i), &t->peers_[i], &why);
+      st != Status::ok) {
+    steps.fail(st, why);
   }
 }
 
@@ -484,29 +486,32 @@ void RdmaLeaderTransport::Setup::hear_partners() {
   }
   for (int p : peers) {
     if (is_member(p) && all_ok[static_cast<std::size_t>(p)] == 0) {
-      steps.fail(Status::unavailable, "a partner leader's RDMA set-up failed");
+      // As the partner's own failure: the team's agreement takes the
+      // partner's status, and contended is retried only if no leader failed
+      // otherwise.
+      steps.fail(Status::contended, "a partner leader's RDMA set-up failed");
     }
   }
 }
 
-bool RdmaLeaderTransport::settle(const ProcessId& id, const PortAddress& addr, const Link& m,
+Status RdmaLeaderTransport::settle(const ProcessId& id, const PortAddress& addr, const Link& m,
                                  const Link& r, Peer* peer, std::string* why) noexcept {
   switch (pair_action(m, r)) {
     case LinkAction::connect:
-      if (pool_->connect(*peer->ep, addr, r.qpn, r.psn) == Status::ok) return true;
+      if (pool_->connect(*peer->ep, addr, r.qpn, r.psn) == Status::ok) return Status::ok;
       *why = "connecting a queue pair failed";
       if (!peer->ep->connected) {  // dropped: both ends are made anew next time
         pool_->discard(id);
         peer->ep = nullptr;
       }
-      return false;
+      return Status::unavailable;
     case LinkAction::use:
-      return true;
+      return Status::ok;
     case LinkAction::leave:
       // Another team's set-up owns the pair on one end: only this team
       // falls back; the pair is left to that team.
       *why = "a queue pair to a partner is being set up by another team";
-      return false;
+      return Status::contended;
     case LinkAction::discard:
       // A pair the two ends see differently is replaced at the next
       // set-up on both ends, so they converge.
@@ -514,15 +519,15 @@ bool RdmaLeaderTransport::settle(const ProcessId& id, const PortAddress& addr, c
                                       : "partners disagree on whether they are connected";
       pool_->discard(id);
       peer->ep = nullptr;
-      return false;
+      return Status::contended;
     case LinkAction::mark_failed:
       *why = m.state == Link::Existing && r.state == Link::Existing
                  ? "a partner's queue pair is connected elsewhere"
                  : "partners disagree on whether they are connected";
       peer->ep->failed = true;
-      return false;
+      return Status::contended;  // replaced at the next set-up, on both ends
   }
-  return false;
+  return Status::unavailable;
 }
 
 void RdmaLeaderTransport::renew(const ProcessId& id, Peer* peer, Link* link,

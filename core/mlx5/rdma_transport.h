@@ -125,9 +125,10 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   Status post(const Peer& peer, const hier::Message& m) noexcept;
   struct Setup;  // create()'s steps and what they hand on (rdma_setup.cc)
   // Set-up: what our end does with the pair to process `id` once both ends'
-  // links are known (link_rule.h). false: this team cannot use it (*why
-  // says why). Pool mutex held.
-  bool settle(const ProcessId& id, const PortAddress& addr, const Link& m, const Link& r,
+  // links are known (link_rule.h). Not ok: this team cannot use it (*why
+  // says why); Status::contended where a set-up tried again converges (the
+  // pair was another team's, or both ends are made anew). Pool mutex held.
+  Status settle(const ProcessId& id, const PortAddress& addr, const Link& m, const Link& r,
               Peer* peer, std::string* why) noexcept;
   // The repair round's first half: an Existing end is replaced by a new QP
   // (*link says New, or Failed if none could be made). Pool mutex held.

@@ -95,6 +95,7 @@ class HierEngine final : public Engine,
   bool make_stage(Setup& s);
   bool split_leaders(Setup& s);
   void try_transports(Setup& s);
+  Status rdma_attempts(Setup& s);
   SetupOutcome agree_transports(Setup& s, const SetupOutcome& here);
   bool build(Setup& s);
   bool finish(bool ok) noexcept;
@@ -103,8 +104,9 @@ class HierEngine final : public Engine,
   // says why.
   bool rdma_offered() noexcept;
   // A leader's half of the RDMA transport's set-up, collective over the
-  // leaders' communicator; false (rdma_why_ says why) if it failed here.
-  bool try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank, bool oversubscribed,
+  // leaders' communicator; not ok (rdma_why_ says why) if it failed here,
+  // Status::contended if another team's set-up held a pair it needs.
+  Status try_rdma(MPI_Comm leaders, const hier::NodeMap& map, int rank, bool oversubscribed,
                 const shm::NodeStage* stage, const std::vector<int>& first_rank,
                 std::unique_ptr<hier::LeaderTransport>* out) noexcept;
   // Zero-copy's set-up, collective over node_comm (every rank of the node,
