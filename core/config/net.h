@@ -58,6 +58,10 @@ struct NetSwitches {
   std::uint32_t inline_ask = 256;  // MLXA2A_NET_INLINE: inline bytes asked per QP; 0: none
   bool relaxed_ordering = true;    // MLXA2A_NET_RELAXED_ORDERING: out-area MRs, if the device takes it
   std::string hugepages = "auto";  // MLXA2A_NET_HUGEPAGES: the staging segment's pages
+  // Stripes (docs/hier-transports.md, "Stripes"): RC QPs per node pair, and
+  // the message bytes from which a message is cut over all of them.
+  std::uint32_t stripes = 1;                      // MLXA2A_NET_STRIPES (all-equal)
+  std::uint64_t stripe_min = std::uint64_t{256} << 10;  // MLXA2A_NET_STRIPE_MIN
   friend bool operator==(const NetSwitches&, const NetSwitches&) = default;
 };
 

@@ -343,6 +343,28 @@ constexpr Spec kSwitches[] = {
                     "refuses the flag gets the registration without it. Changes no result.",
      .verbosity = Verbosity::Tuner,
      .store = net<&NetSwitches::relaxed_ordering>},
+    {.name = "NET_STRIPES",
+     .type = Type::Int,
+     .default_text = "1",
+     .description = "RDMA (RC): queue pairs per pair of leaders; a message of at least "
+                    "MLXA2A_NET_STRIPE_MIN bytes is cut into this many stripes, each written on "
+                    "its own QP, which on RoCE carries its own flow label (a path of its own "
+                    "through ECMP). 1 = one QP per pair: InfiniBand routes by LID, where more "
+                    "QPs only cost QPs; try 2-4 on a RoCE fabric with ECMP. Multiplies the RC "
+                    "QPs counted against MLXA2A_NET_RC_QP_BUDGET. Changes no result.",
+     .verbosity = Verbosity::Tuner,
+     .scope = Scope::AllEqual,
+     .min = 1,
+     .max = 8,
+     .store = net<&NetSwitches::stripes>},
+    {.name = "NET_STRIPE_MIN",
+     .type = Type::Size,
+     .default_text = "256K",
+     .description = "RDMA (RC) with MLXA2A_NET_STRIPES above 1: the smallest message to a "
+                    "partner leader that is cut into stripes; smaller ones take one QP. "
+                    "Changes no result.",
+     .verbosity = Verbosity::Tuner,
+     .store = net<&NetSwitches::stripe_min>},
     {.name = "NET_HUGEPAGES",
      .type = Type::Enum,
      .default_text = "auto",

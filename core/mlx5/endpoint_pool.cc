@@ -31,6 +31,7 @@ std::atomic<const char*> g_last_event{""};
 std::atomic<std::uint64_t> g_waiters{0};
 std::atomic<std::uint64_t> g_peak_waiters{0};
 std::atomic<std::uint64_t> g_polls_contended{0};
+std::atomic<std::uint64_t> g_striped{0};
 
 constexpr std::uint64_t kRecvTag = 1;  // wr_id of every receive; sends carry slot << 1
 
@@ -188,7 +189,8 @@ PoolStats EndpointPool::stats() noexcept {
           g_bytes.load(std::memory_order_relaxed), g_setup_bytes.load(std::memory_order_relaxed),
           g_setup_collectives.load(std::memory_order_relaxed),
           g_peak_waiters.load(std::memory_order_relaxed),
-          g_polls_contended.load(std::memory_order_relaxed)};
+          g_polls_contended.load(std::memory_order_relaxed),
+          g_striped.load(std::memory_order_relaxed)};
 }
 
 EndpointPool::Waiter::Waiter() noexcept {
@@ -204,6 +206,8 @@ void EndpointPool::count_setup(std::uint64_t bytes, std::uint64_t collectives) n
   g_setup_bytes.fetch_add(bytes, std::memory_order_relaxed);
   g_setup_collectives.fetch_add(collectives, std::memory_order_relaxed);
 }
+
+void EndpointPool::count_striped() noexcept { g_striped.fetch_add(1, std::memory_order_relaxed); }
 
 void EndpointPool::count_writes(std::uint64_t writes, std::uint64_t bytes) noexcept {
   g_writes.fetch_add(writes, std::memory_order_relaxed);
@@ -240,9 +244,12 @@ Status EndpointPool::endpoint(const ProcessId& remote, std::shared_ptr<Endpoint>
     // No count limit: the device's QP and CQ limits are the bounds (the CQ
     // grows below, or the pair is refused with the reason logged).
     auto e = std::make_shared<Endpoint>();
-    const Status st =
-        QueuePair::create(device_, {kSendDepth, kRecvDepth, opt_.inline_ask, kSendSge}, &e->qp);
-    if (st != Status::ok) return st;
+    if (const Status st = make_qp(*e); st != Status::ok) return st;
+    for (std::uint32_t s = 1; s < stripes(); ++s) {
+      e->lanes.push_back(std::make_unique<Endpoint>());
+      e->lanes.back()->owner = e.get();
+      if (const Status st = make_qp(*e->lanes.back()); st != Status::ok) return st;
+    }
     note_inline(e->qp->inline_bytes());
     // Before anything is posted on it: room in the CQ for every live QP's
     // send and receive queues (retired ones too while a transport holds them).
@@ -253,13 +260,8 @@ Status EndpointPool::endpoint(const ProcessId& remote, std::shared_ptr<Endpoint>
       MLXA2A_LOG(Info, "RDMA: the completion queue cannot grow to %ld entries", need);
       return Status::unavailable;
     }
-    g_qps_created.fetch_add(1, std::memory_order_relaxed);
-    e->sq_free = e->qp->send_depth();
-    // A message has at least one WR; a power of two, so that the free-running
-    // ring indices stay consistent when they wrap.
-    e->sq_groups.assign(std::bit_ceil(e->qp->send_depth()), 0);
-    e->psn = (e->qp->qpn() * 2654435761u) & 0xffffff;
-    by_qpn_[e->qp->qpn()] = e.get();
+    g_qps_created.fetch_add(e->stripes(), std::memory_order_relaxed);
+    for (std::uint32_t s = 0; s < e->stripes(); ++s) by_qpn_[e->lane(s).qp->qpn()] = &e->lane(s);
     endpoints_[remote] = e;
     *ep = std::move(e);
     *created = true;
@@ -269,17 +271,35 @@ Status EndpointPool::endpoint(const ProcessId& remote, std::shared_ptr<Endpoint>
   }
 }
 
+Status EndpointPool::make_qp(Endpoint& e) noexcept {
+  const Status st =
+      QueuePair::create(device_, {kSendDepth, kRecvDepth, opt_.inline_ask, kSendSge}, &e.qp);
+  if (st != Status::ok) return st;
+  e.sq_free = e.qp->send_depth();
+  // A message has at least one WR; a power of two, so that the free-running
+  // ring indices stay consistent when they wrap.
+  e.sq_groups.assign(std::bit_ceil(e.qp->send_depth()), 0);
+  e.psn = (e.qp->qpn() * 2654435761u) & 0xffffff;
+  return Status::ok;
+}
+
+std::uint32_t EndpointPool::stripes() const noexcept {
+  return opt_.stripes < 1 ? 1 : opt_.stripes > kMaxStripes ? kMaxStripes : opt_.stripes;
+}
+
 void EndpointPool::check_state(Endpoint& ep) noexcept {
   const Verbs& v = device_->verbs();
   if (!v.query_qp) return;
-  ibv_qp_attr a{};
-  ibv_qp_init_attr init{};
-  if (v.query_qp(ep.qp->get(), &a, IBV_QP_STATE, &init) == 0 && a.qp_state == IBV_QPS_RTS) {
+  for (std::uint32_t s = 0; s < ep.stripes(); ++s) {
+    ibv_qp_attr a{};
+    ibv_qp_init_attr init{};
+    QueuePair& qp = *ep.lane(s).qp;
+    if (v.query_qp(qp.get(), &a, IBV_QP_STATE, &init) == 0 && a.qp_state == IBV_QPS_RTS) continue;
+    MLXA2A_LOG(Warn, "RDMA: queue pair %u is not ready to send (state %d): replaced", qp.qpn(),
+               static_cast<int>(a.qp_state));
+    ep.failed = true;
     return;
   }
-  MLXA2A_LOG(Warn, "RDMA: queue pair %u is not ready to send (state %d): replaced",
-             ep.qp->qpn(), static_cast<int>(a.qp_state));
-  ep.failed = true;
 }
 
 Status EndpointPool::post_recvs(Endpoint& ep, std::uint32_t n) noexcept {
@@ -294,14 +314,28 @@ Status EndpointPool::post_recvs(Endpoint& ep, std::uint32_t n) noexcept {
   return Status::ok;
 }
 
-Status EndpointPool::connect(Endpoint& ep, const PortAddress& remote, std::uint32_t qpn,
-                             std::uint32_t psn) noexcept {
-  // Receives first: the peer may write as soon as its end is in RTS.
-  if (post_recvs(ep, ep.qp->recv_depth()) != Status::ok) return Status::net_failed;
-  if (ep.qp->connect(remote, qpn, psn, ep.psn, opt_) != Status::ok) return Status::net_failed;
-  ep.remote_qpn = qpn;
+Status EndpointPool::connect(Endpoint& ep, const PortAddress& remote, const std::uint32_t* qpns,
+                             const std::uint32_t* psns) noexcept {
+  for (std::uint32_t s = 0; s < ep.stripes(); ++s) {
+    Endpoint& l = ep.lane(s);
+    // Receives first: the peer may write as soon as its end is in RTS.
+    if (post_recvs(l, l.qp->recv_depth()) != Status::ok) return Status::net_failed;
+    if (l.qp->connect(remote, qpns[s], psns[s], l.psn, opt_, s) != Status::ok) {
+      return Status::net_failed;
+    }
+    l.remote_qpn = qpns[s];
+  }
   ep.connected = true;
   return Status::ok;
+}
+
+std::vector<std::vector<ibv_qp*>> EndpointPool::queue_pairs() const {
+  std::vector<std::vector<ibv_qp*>> all;
+  for (const auto& [id, ep] : endpoints_) {
+    all.emplace_back();
+    for (std::uint32_t s = 0; s < ep->stripes(); ++s) all.back().push_back(ep->lane(s).qp->get());
+  }
+  return all;
 }
 
 void EndpointPool::discard(const ProcessId& remote) noexcept {
@@ -309,7 +343,9 @@ void EndpointPool::discard(const ProcessId& remote) noexcept {
   if (it == endpoints_.end()) return;
   it->second->failed = true;  // for the transports still holding it
   const Token token(*this);
-  by_qpn_.erase(it->second->qp->qpn());
+  for (std::uint32_t s = 0; s < it->second->stripes(); ++s) {
+    by_qpn_.erase(it->second->lane(s).qp->qpn());
+  }
   endpoints_.erase(it);
 }
 
@@ -414,7 +450,7 @@ void EndpointPool::check_events() noexcept {
       case Scope::qp: {
         g_last_event.store(ev.name, std::memory_order_relaxed);
         auto it = by_qpn_.find(ev.qpn);
-        if (it != by_qpn_.end()) it->second->failed = true;
+        if (it != by_qpn_.end()) it->second->owner->failed = true;
         MLXA2A_LOG(Warn, "RDMA: async event %s on queue pair %u: its teams fall back to PMPI",
                    ev.name, ev.qpn);
         break;
@@ -458,7 +494,7 @@ void EndpointPool::write_failed(const ibv_wc& c, Endpoint* ep, Slot* slot) noexc
   MLXA2A_LOG(Warn, "RDMA write failed: %s (status %d, qp %u)",
              v.wc_status_str ? v.wc_status_str(c.status) : "", static_cast<int>(c.status),
              c.qp_num);
-  if (ep) ep->failed = true;
+  if (ep) ep->owner->failed = true;
   if (slot) slot->failed = true;
 }
 
@@ -467,32 +503,41 @@ Status EndpointPool::dispatch(const ibv_wc& c) noexcept {
   Endpoint* ep = ep_it == by_qpn_.end() ? nullptr : ep_it->second;
   if (c.wr_id == kRecvTag) {
     if (c.status != IBV_WC_SUCCESS) {
-      if (ep) ep->failed = true;
+      if (ep) ep->owner->failed = true;
       return Status::ok;
     }
     const std::uint32_t imm = ntohl(c.imm_data);
-    if (auto s = slots_.find(imm >> 17); s != slots_.end()) {
+    if (auto s = slots_.find(imm >> 18); s != slots_.end()) {
       Slot& slot = *s->second;
       const std::uint32_t par = imm & 1, member = (imm >> 1) & 0xffff;
+      // A stripe is an arrival once its message's K are in (each on its own
+      // QP of the pair: any order); the others are only counted.
+      if ((imm & wire::kStripeBit) != 0 && ep && member < slot.stripes_from[par].size() &&
+          (slot.stripes_from[par][member].fetch_add(1) + 1) % ep->owner->stripes() != 0) {
+        if (post_recvs(*ep, 1) != Status::ok) ep->owner->failed = true;
+        return Status::ok;
+      }
       // The member's count first: a reader that sees the total complete
       // then sees every member's (settled(), relay duplicates).
       if (member < slot.from[par].size()) slot.from[par][member].fetch_add(1);
       slot.arrived[par].fetch_add(1);
     }
-    if (ep && post_recvs(*ep, 1) != Status::ok) ep->failed = true;
+    if (ep && post_recvs(*ep, 1) != Status::ok) ep->owner->failed = true;
     return Status::ok;
   }
   auto s = slots_.find(static_cast<std::uint32_t>(c.wr_id >> 2) & 0x3fffffff);
   if (ep) ep->retire_send();
+  const std::uint64_t member = c.wr_id >> 32;
+  if ((c.wr_id & 1) != 0 && s != slots_.end() && member < s->second->stripes_done.size()) {
+    s->second->stripes_done[member].fetch_add(1);  // a stripe's signalled WR, failed or not
+  }
   if (c.status != IBV_WC_SUCCESS) {
     write_failed(c, ep, s != slots_.end() ? s->second : nullptr);
   } else if (s != slots_.end() && (c.wr_id & 2) != 0) {
     ++s->second->alive;
   } else if (s != slots_.end()) {
     Slot& slot = *s->second;
-    if (const std::uint64_t member = c.wr_id >> 32; member < slot.sent_to.size()) {
-      slot.sent_to[member].fetch_add(1);
-    }
+    if (member < slot.sent_to.size()) slot.sent_to[member].fetch_add(1);
     slot.sent.fetch_add(1);
   }
   return Status::ok;

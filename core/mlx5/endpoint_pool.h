@@ -69,16 +69,21 @@ struct ProcessId {
 };
 
 // What a write's immediate and a send's wr_id name (EndpointPool::poll):
-//   immediate: the receiver's slot (15 bits) | the sender's member (16) | parity (1)
-//   wr_id:     the partner's member (32) | our slot (30) | keep-alive (1) | 0
-// (the receives' wr_id is 1). Members are a transport's numbering of the
-// team's leaders; the receiver learns from the immediate who wrote, so a
-// message that also comes over the relay (hier::Relay) is counted once.
+//   immediate: the receiver's slot (14 bits) | stripe (1) | the sender's member (16) | parity (1)
+//   wr_id:     the partner's member (32) | our slot (30) | keep-alive (1) | stripe (1)
+// (the receives' wr_id is 1: a send's slot is never 0). Members are a
+// transport's numbering of the team's leaders; the receiver learns from the
+// immediate who wrote, so a message that also comes over the relay
+// (hier::Relay) is counted once. `stripe`: one of the K stripes of a striped
+// message (docs/hier-transports.md, "Stripes"), which counts as an arrival
+// (a completion) only once all K of its pair's QPs had theirs; the stripe
+// bit of a wr_id is on a stripe's signalled WR only.
 namespace wire {
-constexpr std::uint32_t kMaxSlot = (1u << 15) - 1;
+constexpr std::uint32_t kMaxSlot = (1u << 14) - 1;
 constexpr std::uint32_t kMaxMembers = 1u << 16;
+constexpr std::uint32_t kStripeBit = 1u << 17;
 constexpr std::uint32_t imm(std::uint32_t slot, std::uint32_t member, int parity) {
-  return slot << 17 | member << 1 | static_cast<std::uint32_t>(parity & 1);
+  return slot << 18 | member << 1 | static_cast<std::uint32_t>(parity & 1);
 }
 constexpr std::uint64_t wr_id(std::uint32_t slot, std::uint32_t member, bool keepalive) {
   return std::uint64_t{member} << 32 | std::uint64_t{slot} << 2 | (keepalive ? 2u : 0u);
@@ -112,7 +117,13 @@ struct Slot {
   // The same per member (sized by the transport; an immediate naming a
   // member beyond them is counted in the totals only).
   CounterRow from[2];                 // arrivals from it, per parity
-  CounterRow sent_to;                 // our data writes to it completed
+  CounterRow sent_to;                 // our data writes to it completed (stripes: each)
+  // Striped messages (docs/hier-transports.md, "Stripes"), per member: its
+  // stripes that arrived, per parity (every K of them are one arrival in
+  // `from`), and our stripes to it whose completion was polled, failed ones
+  // too (a message with a failed stripe is relayed once all its stripes are done).
+  CounterRow stripes_from[2];
+  CounterRow stripes_done;
   std::atomic<std::uint64_t> alive{0};  // our keep-alives (and set-up pings) completed
 };
 
@@ -144,6 +155,15 @@ struct Endpoint {
     sq_free.fetch_add(wrs, std::memory_order_release);
   }
 
+  // The pair's stripes (docs/hier-transports.md, "Stripes"): QPs 1..K-1 of
+  // the pair, each an Endpoint of its own for its QP, PSN and send credits,
+  // owned by QP 0's Endpoint, which alone is in the pool's map and whose
+  // `failed` and `connected` are the pair's (owner: QP 0's; itself for it).
+  std::vector<std::unique_ptr<Endpoint>> lanes;
+  Endpoint* owner = this;
+  std::uint32_t stripes() const noexcept { return 1 + static_cast<std::uint32_t>(lanes.size()); }
+  Endpoint& lane(std::uint32_t s) noexcept { return s == 0 ? *this : *lanes[s - 1]; }
+
   std::unique_ptr<QueuePair> qp;
   std::uint32_t psn = 0;         // our initial send PSN
   std::uint32_t remote_qpn = 0;  // valid once connected
@@ -170,6 +190,7 @@ struct PoolStats {
   // waits), and polls that found another thread polling the shared CQ.
   std::uint64_t peak_waiters;
   std::uint64_t polls_contended;
+  std::uint64_t stripes_posted;  // messages cut into stripes (docs/hier-transports.md, "Stripes")
 };
 
 class EndpointPool {
@@ -179,6 +200,8 @@ class EndpointPool {
   // SGEs per send WR for zero-copy gathers (capped by the device's max_sge):
   // a block layout needs one per local rank, round robin one per block.
   static constexpr std::uint32_t kSendSge = 16;
+  // RC queue pairs per pair at most (MLXA2A_NET_STRIPES).
+  static constexpr std::uint32_t kMaxStripes = 8;
 
   static EndpointPool* get(const NetOptions& opt, std::string* why) noexcept;
   // What this process can offer a team (resources.h): its open port's link
@@ -197,6 +220,7 @@ class EndpointPool {
   void note_inline(std::uint32_t bytes) noexcept;
   void note_registration(const char* relaxed_ordering, const char* pages) noexcept;
   static void count_writes(std::uint64_t writes, std::uint64_t bytes) noexcept;
+  static void count_striped() noexcept;
   static void count_setup(std::uint64_t bytes, std::uint64_t collectives) noexcept;
 
   std::mutex& mutex() { return mutex_; }
@@ -206,17 +230,24 @@ class EndpointPool {
 
   // The first get()'s options: device choice and QP attributes are per process.
   // The endpoint to `remote`: an existing one (connected, or failed), or a
-  // new one in INIT (*created).
+  // new one in INIT (*created) with stripes() QPs (the first get()'s
+  // MLXA2A_NET_STRIPES).
   Status endpoint(const ProcessId& remote, std::shared_ptr<Endpoint>* ep, bool* created) noexcept;
-  // Connects a new endpoint and posts its receives.
-  Status connect(Endpoint& ep, const PortAddress& remote, std::uint32_t qpn,
-                 std::uint32_t psn) noexcept;
-  // RC queue pairs the pool holds, and whether one of them goes to `remote`
-  // (a set-up's count against the QP budget, core/mlx5/qp_budget.h).
-  std::size_t endpoint_count() const noexcept { return endpoints_.size(); }
+  // Connects a new endpoint's QPs (QP s to the remote's qpns[s], psns[s]:
+  // ep.stripes() of each) and posts their receives.
+  Status connect(Endpoint& ep, const PortAddress& remote, const std::uint32_t* qpns,
+                 const std::uint32_t* psns) noexcept;
+  // The QPs a new endpoint gets (MLXA2A_NET_STRIPES).
+  std::uint32_t stripes() const noexcept;
+  // RC queue pairs the pool holds (every stripe's), and whether an endpoint
+  // goes to `remote` (a set-up's count against the QP budget, core/mlx5/qp_budget.h).
+  std::size_t endpoint_count() const noexcept { return endpoints_.size() * stripes(); }
   bool has_endpoint(const ProcessId& remote) const noexcept {
     return endpoints_.find(remote) != endpoints_.end();
   }
+  // Every endpoint's QPs, QP 0 (the pair's stripe 0) first: what tests and
+  // diagnostics read back (flow labels, the stripes' remote QP numbers).
+  std::vector<std::vector<ibv_qp*>> queue_pairs() const;
   // Retires an endpoint (a new one whose set-up failed, or a failed one):
   // marks it failed and forgets it; its QP dies with its last holder.
   void discard(const ProcessId& remote) noexcept;
@@ -274,6 +305,8 @@ class EndpointPool {
  private:
   EndpointPool() = default;
   Status post_recvs(Endpoint& ep, std::uint32_t n) noexcept;
+  // One QP of a new endpoint (its lane `e`): created, credits and PSN set.
+  Status make_qp(Endpoint& e) noexcept;
   // Marks a connected endpoint failed unless its QP is in RTS (ibv_query_qp).
   void check_state(Endpoint& ep) noexcept;
   void fail_all() noexcept;

@@ -19,6 +19,13 @@ struct Link {
   std::uint32_t qpn = 0;
   std::uint32_t psn = 0;
   std::uint32_t remote_qpn = 0;  // Existing: the QP number it is connected to
+  // The pair's further QPs (MLXA2A_NET_STRIPES): how many QPs the end has
+  // and QPs 1..stripes-1's numbers and PSNs. Only QP 0 names the pair in
+  // the rules below: an end's QPs are made and connected together.
+  static constexpr std::uint32_t kMaxLanes = 7;
+  std::uint32_t stripes = 1;
+  std::uint32_t lane_qpn[kMaxLanes] = {};
+  std::uint32_t lane_psn[kMaxLanes] = {};
 };
 
 enum class LinkAction {

@@ -45,12 +45,14 @@ bool resolve_qos(const Verbs& v, ibv_context* ctx, std::uint8_t port, const ibv_
 
 // RoCE v2: the IPv6 flow label of the RC pair between QP numbers a and b
 // (the same at both ends), which the HCA hashes into the UDP source port:
-// distinct pairs, and so a node pair's several QPs (stripes,
-// docs/hier-transports.md "Every rail"), take distinct ECMP paths whatever
-// the kernel does with a zero label. 20 bits, never 0 (0: no label).
-constexpr std::uint32_t pair_flow_label(std::uint32_t a, std::uint32_t b) noexcept {
+// distinct pairs, and so a node pair's several QPs (stripe s of the pair,
+// docs/hier-transports.md "Stripes", mixed in above the 48 bits of QP
+// numbers; stripe 0 is the unstriped pair's label), take distinct ECMP
+// paths whatever the kernel does with a zero label. 20 bits, never 0 (0: no label).
+constexpr std::uint32_t pair_flow_label(std::uint32_t a, std::uint32_t b,
+                                        std::uint32_t stripe = 0) noexcept {
   const std::uint64_t lo = a < b ? a : b, hi = a < b ? b : a;
-  std::uint64_t z = (hi << 24 | lo) * 0x9e3779b97f4a7c15ull;
+  std::uint64_t z = (std::uint64_t{stripe} << 48 | hi << 24 | lo) * 0x9e3779b97f4a7c15ull;
   z ^= z >> 29;
   const std::uint32_t label = static_cast<std::uint32_t>(z >> 40) & 0xfffffu;
   return label != 0 ? label : 1;

@@ -137,6 +137,19 @@ void choose_gids(EndpointPool* pool, int me, std::vector<Card>* cards,
   }
 }
 
+// What our end of a pair says of itself: QP 0 names the pair, the others
+// ride along (MLXA2A_NET_STRIPES).
+Link link_of(std::uint32_t state, Endpoint& ep) noexcept {
+  Link l{state, ep.qp->qpn(), ep.psn, ep.remote_qpn};
+  static_assert(EndpointPool::kMaxStripes == Link::kMaxLanes + 1);
+  l.stripes = ep.stripes();
+  for (std::uint32_t s = 1; s < ep.stripes(); ++s) {
+    l.lane_qpn[s - 1] = ep.lane(s).qp->qpn();
+    l.lane_psn[s - 1] = ep.lane(s).psn;
+  }
+  return l;
+}
+
 }  // namespace
 
 // create()'s state, handed from step to step (this leader's view).
@@ -284,10 +297,12 @@ void RdmaLeaderTransport::Setup::register_areas() {
   }
   t->me_ = static_cast<std::uint32_t>(me);
   for (CounterRow& v : t->slot_.from) v.reset(static_cast<std::size_t>(size));
+  for (CounterRow& v : t->slot_.stripes_from) v.reset(static_cast<std::size_t>(size));
   t->slot_.sent_to.reset(static_cast<std::size_t>(size));
+  t->slot_.stripes_done.reset(static_cast<std::size_t>(size));
   t->slot_id_ = pool->add_slot(&t->slot_);
   if (t->slot_id_ == 0) {
-    steps.fail(Status::unavailable, "every RDMA team slot of this process is taken (32,767)");
+    steps.fail(Status::unavailable, "every RDMA team slot of this process is taken (16,383)");
     return;
   }
   mine.id = pool->self();
@@ -354,7 +369,7 @@ void RdmaLeaderTransport::Setup::claim_ends() {
     const std::uint32_t state = is_new          ? Link::New
                                 : ep->connected ? Link::Existing
                                                 : Link::Pending;
-    l = Link{state, ep->qp->qpn(), ep->psn, ep->remote_qpn};
+    l = link_of(state, *ep);
     peer.ep = std::move(ep);
     if (is_new) created.push_back(p);
   }
@@ -367,7 +382,7 @@ bool RdmaLeaderTransport::Setup::within_budget() {
   for (int p : peers) {
     if (is_member(p) && p != me && cards[static_cast<std::size_t>(p)].ok &&
         !pool->has_endpoint(cards[static_cast<std::size_t>(p)].id)) {
-      ++needed;
+      needed += pool->stripes();  // a pair's QPs (MLXA2A_NET_STRIPES)
     }
   }
   const QpBudget budget = rc_qp_budget(opt.rc_qp_budget,
@@ -497,14 +512,23 @@ void RdmaLeaderTransport::Setup::hear_partners() {
 Status RdmaLeaderTransport::settle(const ProcessId& id, const PortAddress& addr, const Link& m,
                                  const Link& r, Peer* peer, std::string* why) noexcept {
   switch (pair_action(m, r)) {
-    case LinkAction::connect:
-      if (pool_->connect(*peer->ep, addr, r.qpn, r.psn) == Status::ok) return Status::ok;
-      *why = "connecting a queue pair failed";
+    case LinkAction::connect: {
+      std::uint32_t qpns[EndpointPool::kMaxStripes] = {r.qpn}, psns[EndpointPool::kMaxStripes] = {r.psn};
+      for (std::uint32_t s = 1; s < r.stripes && s < EndpointPool::kMaxStripes; ++s) {
+        qpns[s] = r.lane_qpn[s - 1];
+        psns[s] = r.lane_psn[s - 1];
+      }
+      if (r.stripes == m.stripes && pool_->connect(*peer->ep, addr, qpns, psns) == Status::ok) {
+        return Status::ok;
+      }
+      *why = r.stripes == m.stripes ? "connecting a queue pair failed"
+                                    : "partner leaders differ in MLXA2A_NET_STRIPES";
       if (!peer->ep->connected) {  // dropped: both ends are made anew next time
         pool_->discard(id);
         peer->ep = nullptr;
       }
       return Status::unavailable;
+    }
     case LinkAction::use:
       return Status::ok;
     case LinkAction::leave:
@@ -543,7 +567,7 @@ void RdmaLeaderTransport::renew(const ProcessId& id, Peer* peer, Link* link,
     peer->ep = nullptr;
     return;
   }
-  *link = Link{Link::New, ep->qp->qpn(), ep->psn, 0};
+  *link = link_of(Link::New, *ep);
   peer->ep = std::move(ep);
   try {
     created->push_back(p);

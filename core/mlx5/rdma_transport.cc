@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/arch.h"
@@ -52,7 +53,7 @@ bool post_chain(Endpoint& ep, ibv_send_wr* first, std::uint32_t wrs) {
   ibv_send_wr* bad = nullptr;
   if (Verbs::post_send(ep.qp->get(), first, &bad) == 0) return true;
   ep.untake_send(wrs);
-  ep.failed = true;
+  ep.owner->failed = true;  // the pair's
   return false;
 }
 
@@ -75,25 +76,44 @@ Status RdmaLeaderTransport::fail_pending(Status st) noexcept {
   return fail(st);
 }
 
-Status RdmaLeaderTransport::post(const Peer& peer, const hier::Message& m) noexcept {
+Status RdmaLeaderTransport::post(Peer& peer, const hier::Message& m) noexcept {
   const int par = m.parity & 1;
   const char* in = areas_.in[par];
   if (m.send < in || m.send + m.bytes > in + areas_.bytes ||
       m.remote_offset + m.bytes > peer.out_bytes || m.bytes > kPiece * kMaxPieces) {
     return Status::invalid_argument;
   }
+  if (!peer.ep->lanes.empty() && m.bytes >= opt_.stripe_min) [[unlikely]] {
+    return post_striped(peer, m);
+  }
+  return post_span(*peer.ep, peer, m, 0, m.bytes, 0);
+}
+
+// The bytes [at, at + len) of message m on one QP of the pair (lane): one
+// write with immediate per piece of at most kPiece, the last one signalled,
+// after the header's write when at is 0. stripe: 0, or the stripe bit of the
+// immediate and wr_id (one of a striped message's stripes).
+Status RdmaLeaderTransport::post_span(Endpoint& lane, const Peer& peer, const hier::Message& m,
+                                      std::size_t at0, std::size_t len0,
+                                      std::uint32_t stripe) noexcept {
+  const int par = m.parity & 1;
+  const char* in = areas_.in[par];
   ibv_sge sge[kMaxPieces];
   ibv_send_wr wr[kMaxPieces];
   int n = 0;
+  const std::uint64_t id = wire::wr_id(slot_id_, peer.member, false);
+  const std::uint32_t imm = htonl(wire::imm(peer.slot, me_, par) | stripe);
   // A message of 0 bytes (a check call's, core/hier/transport.h) is one
   // write with immediate of length 0: the partner counts its arrival as any.
-  for (std::size_t at = 0; at == 0 || at < m.bytes; at += kPiece, ++n) {
-    const std::size_t len = m.bytes - at < kPiece ? m.bytes - at : kPiece;
-    const bool last = at + len == m.bytes;
-    sge[n] = {reinterpret_cast<std::uintptr_t>(m.send + at), static_cast<std::uint32_t>(len),
+  for (std::size_t at = 0; at == 0 || at < len0; at += kPiece, ++n) {
+    const std::size_t len = len0 - at < kPiece ? len0 - at : kPiece;
+    const bool last = at + len == len0;
+    sge[n] = {reinterpret_cast<std::uintptr_t>(m.send + at0 + at), static_cast<std::uint32_t>(len),
               in_mr_[par]->lkey()};
     wr[n] = {};
-    wr[n].wr_id = wire::wr_id(slot_id_, peer.member, false);
+    // Only a stripe's signalled WR has the stripe bit (a flushed
+    // unsignalled one would otherwise count as its stripe's completion).
+    wr[n].wr_id = last && stripe != 0 ? id | 1 : id;
     // No SGE for 0 bytes: a 0-length SGE means 2 GiB to some HCAs.
     wr[n].sg_list = len != 0 ? &sge[n] : nullptr;
     wr[n].num_sge = len != 0 ? 1 : 0;
@@ -102,29 +122,49 @@ Status RdmaLeaderTransport::post(const Peer& peer, const hier::Message& m) noexc
     // signalled completion retires the unsignalled ones before it.
     wr[n].opcode = last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
     wr[n].send_flags = last ? IBV_SEND_SIGNALED : 0;
-    if (len != 0 && len <= peer.ep->qp->inline_bytes()) wr[n].send_flags |= IBV_SEND_INLINE;
-    wr[n].imm_data = htonl(wire::imm(peer.slot, me_, par));
-    wr[n].wr.rdma.remote_addr = peer.out_addr[par] + m.remote_offset + at;
+    if (len != 0 && len <= lane.qp->inline_bytes()) wr[n].send_flags |= IBV_SEND_INLINE;
+    wr[n].imm_data = imm;
+    wr[n].wr.rdma.remote_addr = peer.out_addr[par] + m.remote_offset + at0 + at;
     wr[n].wr.rdma.rkey = peer.rkey[par];
     if (n > 0) wr[n - 1].next = &wr[n];
   }
   ibv_send_wr* first = wr;
   ibv_sge head_sge;
   ibv_send_wr head_wr;
-  if (m.head_send) {
+  const bool head = m.head_send && at0 == 0;
+  if (head) {
     if (!header_wr(m, in, areas_.bytes, in_mr_[par]->lkey(), peer.out_addr[par], peer.rkey[par],
-                   peer.out_bytes, peer.ep->qp->inline_bytes(), &head_sge, &head_wr, wr)) {
+                   peer.out_bytes, lane.qp->inline_bytes(), &head_sge, &head_wr, wr)) {
       return Status::invalid_argument;
     }
     first = &head_wr;
   }
-  const std::uint32_t wrs = static_cast<std::uint32_t>(n) + (m.head_send ? 1 : 0);
-  if (!peer.ep->take_send(wrs)) {
-    if (const Status st = send_credits(*peer.ep, wrs); st != Status::ok) return st;
+  const std::uint32_t wrs = static_cast<std::uint32_t>(n) + (head ? 1 : 0);
+  if (!lane.take_send(wrs)) {
+    if (const Status st = send_credits(lane, wrs); st != Status::ok) return st;
   }
-  if (!post_chain(*peer.ep, first, wrs)) return Status::net_failed;
+  if (!post_chain(lane, first, wrs)) return Status::net_failed;
   // The header's write is not counted: writes_posted counts the data's.
-  EndpointPool::count_writes(static_cast<std::uint64_t>(n), m.bytes);
+  EndpointPool::count_writes(static_cast<std::uint64_t>(n), len0);
+  return Status::ok;
+}
+
+Status RdmaLeaderTransport::post_striped(Peer& peer, const hier::Message& m) noexcept {
+  // K contiguous stripes of one 64-byte-aligned length (the last takes the
+  // rest, and may be empty: a write of 0 bytes, still an arrival), stripe s
+  // on the pair's QP s; the header goes with stripe 0. Each stripe takes
+  // its own QP's credits.
+  const std::uint32_t k = peer.ep->stripes();
+  const std::size_t each = ((m.bytes + k - 1) / k + 63) & ~std::size_t{63};
+  peer.stripes_now = k;
+  for (std::uint32_t s = 0; s < k; ++s) {
+    const std::size_t at = std::min<std::size_t>(s * each, m.bytes);
+    const std::size_t len = s + 1 == k ? m.bytes - at : std::min(each, m.bytes - at);
+    const Status st = post_span(peer.ep->lane(s), peer, m, at, len, wire::kStripeBit);
+    if (st != Status::ok) return st;  // stripes 0..s-1 are on their way (posted(), relay_failed())
+    ++peer.stripes_sent;
+  }
+  EndpointPool::count_striped();
   return Status::ok;
 }
 
@@ -140,7 +180,7 @@ Status RdmaLeaderTransport::send_credits(Endpoint& ep, std::uint32_t wrs) noexce
     const Status st = pool_->try_poll();
     cpu_relax();
     pool_->mutex().lock();
-    if (st != Status::ok || ep.failed) return Status::net_failed;
+    if (st != Status::ok || ep.owner->failed) return Status::net_failed;
     if (ep.take_send(wrs)) return Status::ok;
     if ((i & 1023) == 0) {
       pool_->check_events();
@@ -233,6 +273,7 @@ Status RdmaLeaderTransport::post(std::span<const hier::Message> messages) noexce
   if (messages.empty()) return Status::ok;
   const int par = messages[0].parity & 1;
   std::unique_lock<std::mutex> lock(pool_->mutex());
+  std::uint64_t extra_sent = 0;  // stripes beyond one per message
   for (const hier::Message& m : messages) {
     if (m.node < 0 || static_cast<std::size_t>(m.node) >= first_rank_.size()) {
       return fail(Status::invalid_argument);
@@ -259,20 +300,28 @@ Status RdmaLeaderTransport::post(std::span<const hier::Message> messages) noexce
       start_relaying(peer);
     }
     if (!peer.relaying) {
+      const std::uint64_t stripes_before = peer.stripes_sent;
+      peer.stripes_now = 1;
       const Status st = m.gather ? post_gather(peer, m) : post(peer, m);
+      // Its signalled WRs (a striped message's K): their completions in sent_to.
+      peer.rdma_posted += st == Status::ok || peer.stripes_sent != stripes_before
+                              ? peer.stripes_now : 0;
       if (st == Status::ok) {
-        ++peer.rdma_posted;
+        extra_sent += peer.stripes_now - 1;
         continue;
       }
       MLXA2A_LOG(Warn, "RDMA: posting a write to node %d failed", m.node);
       if (!relay_ || st == Status::invalid_argument) return fail(st);
       peer.ep->failed = true;
       start_relaying(peer);
+      // Some of its stripes are on their way: relayed once they are done
+      // (relay_failed), so that none lands after the relayed copy.
+      if (peer.stripes_sent != stripes_before) continue;
     }
     if (const Status st = relay_message(peer); st != Status::ok) return abort_pending(st);
   }
   expect_arrived_[par] += messages.size();
-  expect_sent_ += messages.size();
+  expect_sent_ += messages.size() + extra_sent;
   pending_parity_ = par;
   return Status::ok;
 }

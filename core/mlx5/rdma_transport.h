@@ -114,7 +114,11 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
     // Messages to it per parity, any path: the relay's sequence numbers, and
     // how many arrivals from it a round expects (exchanges are symmetric).
     std::uint64_t posted[2] = {0, 0};
-    std::uint64_t rdma_posted = 0;  // of them written by RDMA (Slot::sent_to counts their completions)
+    // Signalled WRs posted to it (one per message, K per striped one):
+    // Slot::sent_to counts their completions.
+    std::uint64_t rdma_posted = 0;
+    std::uint32_t stripes_now = 1;  // this round's message's stripes (1: not striped)
+    std::uint64_t stripes_sent = 0;  // stripes posted to it (Slot::stripes_done counts them done)
     bool relaying = false;          // its endpoint failed: every message goes through the relay
     bool relayed_now = false;       // this round's message went through the relay
     hier::Message msg{};            // this round's message (relayed later if its write fails)
@@ -122,7 +126,14 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   RdmaLeaderTransport(EndpointPool* pool, const hier::StageAreas& areas, const NetOptions& opt)
       : pool_(pool), areas_(areas), opt_(opt), spin_(opt.oversubscribed) {}
   // One message; the pool mutex held (dropped while waiting for send credits).
-  Status post(const Peer& peer, const hier::Message& m) noexcept;
+  Status post(Peer& peer, const hier::Message& m) noexcept;
+  // Part of it on one QP of the pair (rdma_transport.cc).
+  [[gnu::always_inline]] inline Status post_span(Endpoint& lane, const Peer& peer,
+                                                 const hier::Message& m, std::size_t at,
+                                                 std::size_t len, std::uint32_t stripe) noexcept;
+  // A message of at least NetOptions::stripe_min to a pair with K QPs: in K
+  // stripes (docs/hier-transports.md, "Stripes").
+  [[gnu::noinline]] Status post_striped(Peer& peer, const hier::Message& m) noexcept;
   struct Setup;  // create()'s steps and what they hand on (rdma_setup.cc)
   // Set-up: what our end does with the pair to process `id` once both ends'
   // links are known (link_rule.h). Not ok: this team cannot use it (*why
@@ -141,6 +152,8 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   void start_relaying(Peer& peer) noexcept;
   // A zero-copy message's bytes into packed_ (read from the ranks' buffers).
   bool pack_gather(const hier::Message& m) noexcept;
+  // A relayed message's stripes that landed no longer count (take_notices).
+  void drop_stripes(int par, std::size_t member) noexcept;
   // Sends this round's message to the peer through the relay.
   Status relay_message(Peer& peer) noexcept;
   // Relays every pending message whose endpoint failed before its write
@@ -157,9 +170,10 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   bool settled() const noexcept;
   // A zero-length write to every pending partner not yet heard from.
   void keepalive() noexcept;
-  // One zero-length signalled write to the peer (keepalive(), ping()); false
-  // if it could not be posted (the endpoint is then failed).
-  bool post_alive(const Peer& peer) noexcept;
+  // One zero-length signalled write to the peer on QP `lane` of the pair
+  // (keepalive(), ping()), its credit taken; false if it could not be posted
+  // (the endpoint is then failed).
+  bool post_alive(const Peer& peer, Endpoint& lane) noexcept;
   // The wait of complete() with a relay: no time limit. No lock held.
   Status complete_relayed() noexcept;
   // The slow path of taking `wrs` of the QP's send credits (after

@@ -107,9 +107,14 @@ Status RdmaLeaderTransport::relay_failed() noexcept {
     if (!peer.relaying) start_relaying(peer);
     // Its write completed before the failure: the partner has it.
     if (slot_.sent_to[peer.member] >= peer.rdma_posted) continue;
+    // A striped message goes again only once each of its stripes posted is
+    // done (landed, failed or flushed: healthy QPs of the pair still
+    // deliver theirs), so that the partner has counted every stripe that
+    // will ever arrive before it reads the relayed copy (take_notices).
+    if (peer.stripes_now > 1 && slot_.stripes_done[peer.member] < peer.stripes_sent) continue;
     // The write will not complete now (flushed, or its QP retired): its
     // completion is no longer waited for, and the message goes again.
-    --peer.rdma_posted;
+    peer.rdma_posted -= peer.stripes_now;
     if (const Status st = relay_message(peer); st != Status::ok) return st;
   }
   return Status::ok;
@@ -158,7 +163,17 @@ Status RdmaLeaderTransport::take_notices() noexcept {
     }
     have.fetch_add(1);
     slot_.arrived[par].fetch_add(1);
+    drop_stripes(par, at);
   }
+}
+
+void RdmaLeaderTransport::drop_stripes(int par, std::size_t member) noexcept {
+  // The stripes of a relayed message that landed (all that ever will: its
+  // sender relays it only once every stripe is done, and take_notices
+  // polled first) are not counted towards the member's next message.
+  const std::uint64_t k = peers_[member].ep->stripes();
+  std::atomic<std::uint64_t>& got = slot_.stripes_from[par][member];
+  if (const std::uint64_t part = got % k; part != 0) got.fetch_add(k - part);
 }
 
 Status RdmaLeaderTransport::abort_pending(Status st) noexcept {
@@ -184,11 +199,10 @@ bool RdmaLeaderTransport::settled() const noexcept {
   return true;
 }
 
-bool RdmaLeaderTransport::post_alive(const Peer& peer) noexcept {
+bool RdmaLeaderTransport::post_alive(const Peer& peer, Endpoint& lane) noexcept {
   // A zero-length write needs no memory at either end; it completes once
   // the partner's HCA acknowledges it, or fails when its retries run out
   // (the partner's process is gone and its QP with it).
-  Endpoint& ep = *peer.ep;
   ibv_send_wr wr{};
   wr.wr_id = wire::wr_id(slot_id_, peer.member, true);
   wr.opcode = IBV_WR_RDMA_WRITE;
@@ -196,9 +210,9 @@ bool RdmaLeaderTransport::post_alive(const Peer& peer) noexcept {
   wr.wr.rdma.remote_addr = peer.out_addr[0];
   wr.wr.rdma.rkey = peer.rkey[0];
   ibv_send_wr* bad = nullptr;
-  if (Verbs::post_send(ep.qp->get(), &wr, &bad) == 0) return true;
-  ep.untake_send(1);
-  ep.failed = true;
+  if (Verbs::post_send(lane.qp->get(), &wr, &bad) == 0) return true;
+  lane.untake_send(1);
+  peer.ep->failed = true;
   return false;
 }
 
@@ -208,7 +222,7 @@ void RdmaLeaderTransport::keepalive() noexcept {
   for (const Peer* p : pending_) {
     Endpoint& ep = *p->ep;
     if (ep.failed || slot_.from[par][p->member] >= p->posted[par] || !ep.take_send(1)) continue;
-    (void)post_alive(*p);
+    (void)post_alive(*p, ep);  // QP 0: a dead partner fails every QP of the pair
   }
 }
 
@@ -217,14 +231,18 @@ bool RdmaLeaderTransport::ping(std::string* why) noexcept {
   std::uint64_t want = slot_.alive;
   for (const Peer& p : peers_) {
     if (!p.ep) continue;
-    if (!p.ep->failed && !p.ep->take_send(1) && send_credits(*p.ep, 1) != Status::ok) {
-      p.ep->failed = true;
+    // Every QP of the pair: on RoCE each stripe takes its own path.
+    for (std::uint32_t s = 0; s < p.ep->stripes(); ++s) {
+      Endpoint& lane = p.ep->lane(s);
+      if (!p.ep->failed && !lane.take_send(1) && send_credits(lane, 1) != Status::ok) {
+        p.ep->failed = true;
+      }
+      if (p.ep->failed || !post_alive(p, lane)) {
+        *why = "the ping to leader " + std::to_string(p.member) + " could not be posted";
+        return false;
+      }
+      ++want;
     }
-    if (p.ep->failed || !post_alive(p)) {
-      *why = "the ping to leader " + std::to_string(p.member) + " could not be posted";
-      return false;
-    }
-    ++want;
   }
   lock.unlock();  // the wait holds no lock (docs/hier.md, "Threads")
   // Bounded by the HCA: each write completes or fails within the QP's retry

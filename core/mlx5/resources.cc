@@ -480,7 +480,7 @@ long QueuePair::live_count() noexcept { return g_qps_live.load(std::memory_order
 
 Status QueuePair::connect(const PortAddress& remote, std::uint32_t remote_qpn,
                           std::uint32_t remote_psn, std::uint32_t my_psn,
-                          const NetOptions& opt) noexcept {
+                          const NetOptions& opt, std::uint32_t stripe) noexcept {
   const Verbs& v = dev_->verbs();
   const PortAddress& me = dev_->address();
   ibv_qp_attr a{};
@@ -505,7 +505,7 @@ Status QueuePair::connect(const PortAddress& remote, std::uint32_t remote_qpn,
     a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(me.gid_index);
     a.ah_attr.grh.hop_limit = 64;
     a.ah_attr.grh.traffic_class = dev_->qos().traffic_class;
-    a.ah_attr.grh.flow_label = pair_flow_label(qpn(), remote_qpn);
+    a.ah_attr.grh.flow_label = pair_flow_label(qpn(), remote_qpn, stripe);
   } else {
     a.ah_attr.dlid = remote.lid;
   }

@@ -168,8 +168,9 @@ class QueuePair {
   QueuePair(const QueuePair&) = delete;
   QueuePair& operator=(const QueuePair&) = delete;
   // INIT -> RTR -> RTS towards the remote QP (IB spec 11.2.5, man ibv_modify_qp).
+  // stripe: which of its pair's QPs it is (RoCE: mixed into its flow label).
   Status connect(const PortAddress& remote, std::uint32_t remote_qpn, std::uint32_t remote_psn,
-                 std::uint32_t my_psn, const NetOptions& opt) noexcept;
+                 std::uint32_t my_psn, const NetOptions& opt, std::uint32_t stripe = 0) noexcept;
   ibv_qp* get() const { return qp_.get(); }
   std::uint32_t qpn() const { return qp_->qp_num; }
   std::uint32_t inline_bytes() const { return inline_; }

@@ -25,8 +25,9 @@ namespace mlxa2a::mlx5 {
 
 inline constexpr std::uint32_t kCardMagic = 0x6d6c7841;  // "Axlm" in memory: not zeros, not text
 // Bump whenever Card or any later set-up round changes its layout or meaning.
-// 1: before the preamble existed (round 0 was 4 bytes); 2: this layout.
-inline constexpr std::uint32_t kCardFormat = 2;
+// 1: before the preamble existed (round 0 was 4 bytes); 2: one QP per pair;
+// 3: links carry the pair's stripes (link_rule.h), immediates a stripe bit.
+inline constexpr std::uint32_t kCardFormat = 3;
 
 // Round 0 of every set-up, the same size in every format: a leader learns the
 // others' format before any round whose size could differ between builds.

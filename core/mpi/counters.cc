@@ -16,7 +16,7 @@ RdmaCounters rdma_counters() noexcept {
   const mlx5::PoolStats s = mlx5::EndpointPool::stats();
   return {s.writes_posted, s.bytes_written, s.qps_created, s.qps_live, s.mrs_live,
           mlx5::RdmaLeaderTransport::relayed_count(), s.setup_bytes, s.setup_collectives,
-          s.peak_waiters, s.polls_contended};
+          s.peak_waiters, s.polls_contended, s.stripes_posted};
 #else
   return {};
 #endif

@@ -20,6 +20,7 @@ struct RdmaCounters {
   // exchanges at once, polls that found another thread polling the CQ.
   std::uint64_t peak_waiters = 0;
   std::uint64_t polls_contended = 0;
+  std::uint64_t stripes_posted = 0;  // messages cut into stripes (MLXA2A_NET_STRIPES)
 };
 // Zeros when the shim was built without rdma-core headers.
 RdmaCounters rdma_counters() noexcept;

@@ -394,7 +394,7 @@ void Runtime::before_finalize() {
     const RdmaCounters r = rdma_counters();
     log::trace("stats rdma: calls=%llu writes_posted=%llu bytes_written=%llu qps_created=%llu "
                "qps_live=%ld mrs_live=%ld relayed=%llu setup_bytes=%llu setup_collectives=%llu "
-               "peak_waiters=%llu polls_contended=%llu",
+               "peak_waiters=%llu polls_contended=%llu stripes_posted=%llu",
                static_cast<unsigned long long>(c.rdma), static_cast<unsigned long long>(r.writes),
                static_cast<unsigned long long>(r.bytes),
                static_cast<unsigned long long>(r.qps_created), r.qps_live, r.mrs_live,
@@ -402,7 +402,8 @@ void Runtime::before_finalize() {
                static_cast<unsigned long long>(r.setup_bytes),
                static_cast<unsigned long long>(r.setup_collectives),
                static_cast<unsigned long long>(r.peak_waiters),
-               static_cast<unsigned long long>(r.polls_contended));
+               static_cast<unsigned long long>(r.polls_contended),
+               static_cast<unsigned long long>(r.stripes_posted));
     // Process-wide (every thread's calls): the hierarchical engine's copies
     // and what zero-copy read in their place (docs/zerocopy.md).
     const ZeroCopyStats z = zero_copy_stats();
