@@ -1,72 +1,23 @@
 #include "core/config/switches.h"
 
-#include <unistd.h>
-
 #include <type_traits>
 #include <variant>
 
-#include "core/config/fake_clock.h"
 #include "core/config/node_layout.h"
 #include "core/config/parse.h"
+#include "core/config/switch_checks.h"
 
 namespace mlxa2a::core::config {
 
 namespace {
+
+using namespace checks;  // the rows' value checks (switch_checks.h)
 
 constexpr std::string_view kLogLevels[] = {"error", "warn", "info", "debug", "trace"};
 constexpr std::string_view kCollTrace[] = {"none", "info", "debug"};
 // Must match rcache::parse_invalidation (a unit test checks every choice).
 constexpr std::string_view kInvalidation[] = {"auto", "ucm", "patch", "strict", "none"};
 constexpr std::string_view kHugepages[] = {"auto", "hugetlb", "thp", "off"};
-
-std::string check_align(const Value& v) {
-  const std::uint64_t a = std::get<std::uint64_t>(v);
-  const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
-  if (a >= 16 && a <= page && (a & (a - 1)) == 0) return {};
-  return "a power of two from 16 to the page size (" + std::to_string(page) + ")";
-}
-
-std::string check_nonzero_size(const Value& v) {
-  return std::get<std::uint64_t>(v) > 0 ? std::string() : std::string("a size above 0, or inf");
-}
-
-std::string check_coll_stats(const Value& v) {
-  const std::string& s = std::get<std::string>(v);
-  if (parse_bool(s) || s == "json" || (s.rfind("json:", 0) == 0 && s.size() > 5)) return "";
-  return "a boolean (y/n), json, or json:PATH";
-}
-
-std::string check_nonempty(const Value& v) {
-  return std::get<std::string>(v).empty() ? std::string("a library name or path") : std::string();
-}
-
-// Staging slots shape a segment of 2 x ranks x slot bytes per communicator:
-// 1 GiB per slot is already far beyond what any call gains from (rounds of
-// 128 KiB measure as fast), and keeps every layout product finite.
-constexpr std::uint64_t kSlotSizeMax = std::uint64_t{1} << 30;
-
-std::string check_slot_size(const Value& v) {
-  return std::get<std::uint64_t>(v) > 0 ? std::string() : std::string("a size above 0, at most 1G");
-}
-
-std::string check_piece(const Value& v) {
-  return std::get<std::uint64_t>(v) >= 64 ? std::string() : std::string("a size from 64 to 1G");
-}
-
-std::string check_leaders(const Value& v) {
-  return LeaderPolicy::parse(std::get<std::string>(v)) ? std::string()
-                                                       : std::string(kLeaderPolicySyntax);
-}
-
-std::string check_fake_clock(const Value& v) {
-  return FakeClock::parse(std::get<std::string>(v)) ? std::string()
-                                                            : std::string(kFakeClockSyntax);
-}
-
-std::string check_node_layout(const Value& v) {
-  return NodeLayout::parse(std::get<std::string>(v)) ? std::string()
-                                                     : std::string(kNodeLayoutSyntax);
-}
 
 // A row's store: its value into its field of one of Settings' switch structs
 // (integers are range-checked by the row, so the narrowing casts keep every
@@ -312,7 +263,8 @@ constexpr Spec kSwitches[] = {
     {.name = "NET_RC_QP_BUDGET",
      .type = Type::Int,
      .default_text = "0",
-     .description = "RDMA: the most RC queue pairs (one per partner process) a process may "
+     .description = "RDMA: the most RC queue pairs (one per partner process, "
+                    "MLXA2A_NET_STRIPES with stripes) a process may "
                     "hold. A team whose leaders would need more does not use RC (every "
                     "leader agrees) and its leaders use DC (one DCT and a few DCIs each; the "
                     "team line says transport=dc), or PMPI where DC is unavailable (the "

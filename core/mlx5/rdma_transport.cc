@@ -86,16 +86,16 @@ Status RdmaLeaderTransport::post(Peer& peer, const hier::Message& m) noexcept {
   if (!peer.ep->lanes.empty() && m.bytes >= opt_.stripe_min) [[unlikely]] {
     return post_striped(peer, m);
   }
-  return post_span(*peer.ep, peer, m, 0, m.bytes, 0);
+  return post_span(*peer.ep, peer, m, 0, m.bytes, 0, m.head_send != nullptr);
 }
 
 // The bytes [at, at + len) of message m on one QP of the pair (lane): one
 // write with immediate per piece of at most kPiece, the last one signalled,
-// after the header's write when at is 0. stripe: 0, or the stripe bit of the
+// after the header's write if `head`. stripe: 0, or the stripe bit of the
 // immediate and wr_id (one of a striped message's stripes).
 Status RdmaLeaderTransport::post_span(Endpoint& lane, const Peer& peer, const hier::Message& m,
-                                      std::size_t at0, std::size_t len0,
-                                      std::uint32_t stripe) noexcept {
+                                      std::size_t at0, std::size_t len0, std::uint32_t stripe,
+                                      bool head) noexcept {
   const int par = m.parity & 1;
   const char* in = areas_.in[par];
   ibv_sge sge[kMaxPieces];
@@ -131,7 +131,6 @@ Status RdmaLeaderTransport::post_span(Endpoint& lane, const Peer& peer, const hi
   ibv_send_wr* first = wr;
   ibv_sge head_sge;
   ibv_send_wr head_wr;
-  const bool head = m.head_send && at0 == 0;
   if (head) {
     if (!header_wr(m, in, areas_.bytes, in_mr_[par]->lkey(), peer.out_addr[par], peer.rkey[par],
                    peer.out_bytes, lane.qp->inline_bytes(), &head_sge, &head_wr, wr)) {
@@ -160,7 +159,8 @@ Status RdmaLeaderTransport::post_striped(Peer& peer, const hier::Message& m) noe
   for (std::uint32_t s = 0; s < k; ++s) {
     const std::size_t at = std::min<std::size_t>(s * each, m.bytes);
     const std::size_t len = s + 1 == k ? m.bytes - at : std::min(each, m.bytes - at);
-    const Status st = post_span(peer.ep->lane(s), peer, m, at, len, wire::kStripeBit);
+    const Status st = post_span(peer.ep->lane(s), peer, m, at, len, wire::kStripeBit,
+                                s == 0 && m.head_send != nullptr);
     if (st != Status::ok) return st;  // stripes 0..s-1 are on their way (posted(), relay_failed())
     ++peer.stripes_sent;
   }
@@ -303,10 +303,9 @@ Status RdmaLeaderTransport::post(std::span<const hier::Message> messages) noexce
       const std::uint64_t stripes_before = peer.stripes_sent;
       peer.stripes_now = 1;
       const Status st = m.gather ? post_gather(peer, m) : post(peer, m);
-      // Its signalled WRs (a striped message's K): their completions in sent_to.
-      peer.rdma_posted += st == Status::ok || peer.stripes_sent != stripes_before
-                              ? peer.stripes_now : 0;
       if (st == Status::ok) {
+        // Its signalled WRs (a striped message's K): their completions in sent_to.
+        peer.rdma_posted += peer.stripes_now;
         extra_sent += peer.stripes_now - 1;
         continue;
       }
@@ -315,8 +314,12 @@ Status RdmaLeaderTransport::post(std::span<const hier::Message> messages) noexce
       peer.ep->failed = true;
       start_relaying(peer);
       // Some of its stripes are on their way: relayed once they are done
-      // (relay_failed), so that none lands after the relayed copy.
-      if (peer.stripes_sent != stripes_before) continue;
+      // (relay_failed), so that none lands after the relayed copy; sent_to
+      // never reaches its K, which marks it undelivered.
+      if (peer.stripes_sent != stripes_before) {
+        peer.rdma_posted += peer.stripes_now;
+        continue;
+      }
     }
     if (const Status st = relay_message(peer); st != Status::ok) return abort_pending(st);
   }

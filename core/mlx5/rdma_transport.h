@@ -130,7 +130,8 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   // Part of it on one QP of the pair (rdma_transport.cc).
   [[gnu::always_inline]] inline Status post_span(Endpoint& lane, const Peer& peer,
                                                  const hier::Message& m, std::size_t at,
-                                                 std::size_t len, std::uint32_t stripe) noexcept;
+                                                 std::size_t len, std::uint32_t stripe,
+                                                 bool head) noexcept;
   // A message of at least NetOptions::stripe_min to a pair with K QPs: in K
   // stripes (docs/hier-transports.md, "Stripes").
   [[gnu::noinline]] Status post_striped(Peer& peer, const hier::Message& m) noexcept;

@@ -6,7 +6,9 @@
 // not divide), and a stripe whose write fails (FAKEVERBS_FAULT fail_wr aimed
 // at one stripe's QP) ending the call on every rank instead of counting an
 // incomplete message as arrived. The relay path (a failed stripe's message
-// through PMPI) is the MPI test rdma-stripes-fault.
+// through PMPI) is the MPI test np4-rdma-fault-stripes. In the fabric
+// binary (test_mlx5_fabric): its parent never loads fakeverbs, so each
+// forked case gets the link it sets.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
@@ -53,6 +55,7 @@ int check_pair(bool roce, std::uint32_t* remote_qpn) {
   std::string why;
   EndpointPool* pool = EndpointPool::get(test::test_options(), &why);
   FT_CHECK(pool != nullptr);
+  FT_CHECK(pool->device()->address().roce == roce);  // the link the case asked for
   std::vector<std::vector<ibv_qp*>> all;
   {
     std::lock_guard<std::mutex> lock(pool->mutex());
@@ -167,6 +170,32 @@ TEST(Stripes, InfinibandPairsHaveKQpsAndDeliverEveryByte) { run(Script{"ib", kSi
 // message with a hole - calls before it were right.
 TEST(Stripes, AFailedStripeEndsTheCallWithoutWrongData) {
   run(Script{"eth", {128, 131, 1001, 1001, 131}, 2}, 42);
+}
+
+// Leaders with another MLXA2A_NET_STRIPES (an all-equal switch set
+// unequally) cannot connect their pair: both refuse RDMA, saying why,
+// instead of counting arrivals by different K.
+TEST(Stripes, PartnersWithAnotherStripeCountRefuseRdma) {
+  test::ForkGroupWiring wiring(2);
+  ASSERT_TRUE(wiring.ok());
+  const auto res = shm::test::run_forked_nodes(kNodes, [&](ForkBootstrap& boot, int rank) {
+    NetOptions opt = test::test_options();
+    opt.stripes = rank == 2 ? 2 : 3;  // node 1's leader differs
+    std::unique_ptr<HierAlltoall> engine;
+    int pairs = 0;
+    std::string why;
+    const int rc = test::build_rdma_hier(boot, rank, kNodes, {}, opt, wiring, &engine,
+                                         Status::unavailable, &pairs, nullptr, &why);
+    if (rc != 42) return 1;
+    if (rank == 1) return 0;  // not a leader
+    if (why.find("differ in MLXA2A_NET_STRIPES") == std::string::npos) {
+      std::fprintf(stderr, "rank %d: why: %s\n", rank, why.c_str());
+      return 1;
+    }
+    return 0;
+  });
+  EXPECT_FALSE(res.hung);
+  for (int code : res.exit_codes) EXPECT_EQ(code, 0);
 }
 
 }  // namespace
