@@ -175,6 +175,8 @@ TEST(Registry, EveryNetSwitchReachesItsField) {
       {"NET_INLINE=0", [](Parts& p) { p.net.inline_ask = 0; }},
       {"NET_RELAXED_ORDERING=n", [](Parts& p) { p.net.relaxed_ordering = false; }},
       {"NET_HUGEPAGES=thp", [](Parts& p) { p.net.hugepages = "thp"; }},
+      {"NET_STRIPES=4", [](Parts& p) { p.net.stripes = 4; }},
+      {"NET_STRIPE_MIN=64K", [](Parts& p) { p.net.stripe_min = 65536; }},
   };
   expect_each_row_reaches_its_field("NET_", cases);
 }
