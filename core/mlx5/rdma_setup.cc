@@ -493,7 +493,12 @@ void RdmaLeaderTransport::Setup::repair_round() {
 // count runs out), and every leader learns whether its partners' set-ups
 // worked. Not an agreement of the team's: the caller makes that one.
 void RdmaLeaderTransport::Setup::hear_partners() {
-  if (t) t->qps_created_ = static_cast<int>(created.size());
+  if (t) {
+    t->qps_created_ = static_cast<int>(created.size());
+    for (Peer& p : t->peers_) {  // its endpoint is settled: striped if it has more QPs
+      if (p.ep && !p.ep->lanes.empty()) p.stripe_min = opt.stripe_min;
+    }
+  }
   const std::uint32_t mine_ok = steps.failed_here() ? 0 : 1;
   if (!gather(&mine_ok, all_ok.data(), sizeof mine_ok)) {
     steps.fail(Status::unavailable, "set-up allgather failed");

@@ -83,7 +83,7 @@ Status RdmaLeaderTransport::post(Peer& peer, const hier::Message& m) noexcept {
       m.remote_offset + m.bytes > peer.out_bytes || m.bytes > kPiece * kMaxPieces) {
     return Status::invalid_argument;
   }
-  if (!peer.ep->lanes.empty() && m.bytes >= opt_.stripe_min) [[unlikely]] {
+  if (m.bytes >= peer.stripe_min) [[unlikely]] {
     return post_striped(peer, m);
   }
   return post_span(*peer.ep, peer, m, 0, m.bytes, 0, m.head_send != nullptr);
@@ -155,15 +155,27 @@ Status RdmaLeaderTransport::post_striped(Peer& peer, const hier::Message& m) noe
   // its own QP's credits.
   const std::uint32_t k = peer.ep->stripes();
   const std::size_t each = ((m.bytes + k - 1) / k + 63) & ~std::size_t{63};
-  peer.stripes_now = k;
+  peer.striped_id = peer.msg_id(m.parity & 1);
   for (std::uint32_t s = 0; s < k; ++s) {
     const std::size_t at = std::min<std::size_t>(s * each, m.bytes);
     const std::size_t len = s + 1 == k ? m.bytes - at : std::min(each, m.bytes - at);
     const Status st = post_span(peer.ep->lane(s), peer, m, at, len, wire::kStripeBit,
                                 s == 0 && m.head_send != nullptr);
-    if (st != Status::ok) return st;  // stripes 0..s-1 are on their way (posted(), relay_failed())
+    if (st != Status::ok) {
+      // Stripes 0..s-1 are on their way: the message is relayed once they
+      // are done (post(), relay_failed()); sent_to never reaches its K,
+      // which marks it undelivered.
+      if (s > 0) {
+        peer.stripes_partial = true;
+        peer.rdma_posted += k;
+      }
+      return st;
+    }
     ++peer.stripes_sent;
   }
+  // The caller counts one signalled WR and one completion per message.
+  peer.rdma_posted += k - 1;
+  expect_sent_ += k - 1;
   EndpointPool::count_striped();
   return Status::ok;
 }
@@ -273,7 +285,6 @@ Status RdmaLeaderTransport::post(std::span<const hier::Message> messages) noexce
   if (messages.empty()) return Status::ok;
   const int par = messages[0].parity & 1;
   std::unique_lock<std::mutex> lock(pool_->mutex());
-  std::uint64_t extra_sent = 0;  // stripes beyond one per message
   for (const hier::Message& m : messages) {
     if (m.node < 0 || static_cast<std::size_t>(m.node) >= first_rank_.size()) {
       return fail(Status::invalid_argument);
@@ -300,13 +311,9 @@ Status RdmaLeaderTransport::post(std::span<const hier::Message> messages) noexce
       start_relaying(peer);
     }
     if (!peer.relaying) {
-      const std::uint64_t stripes_before = peer.stripes_sent;
-      peer.stripes_now = 1;
       const Status st = m.gather ? post_gather(peer, m) : post(peer, m);
       if (st == Status::ok) {
-        // Its signalled WRs (a striped message's K): their completions in sent_to.
-        peer.rdma_posted += peer.stripes_now;
-        extra_sent += peer.stripes_now - 1;
+        ++peer.rdma_posted;  // a striped message's other K - 1: post_striped
         continue;
       }
       MLXA2A_LOG(Warn, "RDMA: posting a write to node %d failed", m.node);
@@ -314,17 +321,16 @@ Status RdmaLeaderTransport::post(std::span<const hier::Message> messages) noexce
       peer.ep->failed = true;
       start_relaying(peer);
       // Some of its stripes are on their way: relayed once they are done
-      // (relay_failed), so that none lands after the relayed copy; sent_to
-      // never reaches its K, which marks it undelivered.
-      if (peer.stripes_sent != stripes_before) {
-        peer.rdma_posted += peer.stripes_now;
+      // (relay_failed), so that none lands after the relayed copy.
+      if (peer.stripes_partial) {
+        peer.stripes_partial = false;
         continue;
       }
     }
     if (const Status st = relay_message(peer); st != Status::ok) return abort_pending(st);
   }
   expect_arrived_[par] += messages.size();
-  expect_sent_ += messages.size() + extra_sent;
+  expect_sent_ += messages.size();
   pending_parity_ = par;
   return Status::ok;
 }

@@ -117,8 +117,16 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
     // Signalled WRs posted to it (one per message, K per striped one):
     // Slot::sent_to counts their completions.
     std::uint64_t rdma_posted = 0;
-    std::uint32_t stripes_now = 1;  // this round's message's stripes (1: not striped)
-    std::uint64_t stripes_sent = 0;  // stripes posted to it (Slot::stripes_done counts them done)
+    // Stripes (post_striped): messages from this many bytes are striped
+    // (never with one QP); the last striped message (msg_id()); stripes
+    // posted to it (Slot::stripes_done counts them done); whether the last
+    // post failed after some of its stripes were posted.
+    std::uint64_t stripe_min = UINT64_MAX;
+    std::uint64_t striped_id = 0;
+    std::uint64_t stripes_sent = 0;
+    bool stripes_partial = false;
+    // The message of the given parity posted last (posted[par] and parity).
+    std::uint64_t msg_id(int par) const { return posted[par] << 1 | static_cast<std::uint64_t>(par); }
     bool relaying = false;          // its endpoint failed: every message goes through the relay
     bool relayed_now = false;       // this round's message went through the relay
     hier::Message msg{};            // this round's message (relayed later if its write fails)

@@ -111,10 +111,11 @@ Status RdmaLeaderTransport::relay_failed() noexcept {
     // done (landed, failed or flushed: healthy QPs of the pair still
     // deliver theirs), so that the partner has counted every stripe that
     // will ever arrive before it reads the relayed copy (take_notices).
-    if (peer.stripes_now > 1 && slot_.stripes_done[peer.member] < peer.stripes_sent) continue;
+    const bool striped = peer.striped_id == peer.msg_id(pending_parity_);
+    if (striped && slot_.stripes_done[peer.member] < peer.stripes_sent) continue;
     // The write will not complete now (flushed, or its QP retired): its
     // completion is no longer waited for, and the message goes again.
-    peer.rdma_posted -= peer.stripes_now;
+    peer.rdma_posted -= striped ? peer.ep->stripes() : 1;
     if (const Status st = relay_message(peer); st != Status::ok) return st;
   }
   return Status::ok;

@@ -172,6 +172,22 @@ TEST(Stripes, AFailedStripeEndsTheCallWithoutWrongData) {
   run(Script{"eth", {128, 131, 1001, 1001, 131}, 2}, 42);
 }
 
+// Stripe 0's label is the unstriped pair's; every stripe's is the same at
+// both ends, 20 bits, never 0, and differs from its pair's other stripes'.
+TEST(Stripes, FlowLabelMixesInTheStripeIndex) {
+  EXPECT_EQ(pair_flow_label(5, 9, 0), pair_flow_label(5, 9));
+  for (std::uint32_t a : {5u, 77u, 0xfffffeu}) {
+    std::vector<std::uint32_t> seen;
+    for (std::uint32_t s = 0; s < EndpointPool::kMaxStripes; ++s) {
+      const std::uint32_t l = pair_flow_label(a, a + 1, s);
+      EXPECT_EQ(l, pair_flow_label(a + 1, a, s));
+      EXPECT_TRUE(l != 0 && l <= 0xfffff);
+      for (std::uint32_t o : seen) EXPECT_NE(o, l);
+      seen.push_back(l);
+    }
+  }
+}
+
 // Leaders with another MLXA2A_NET_STRIPES (an all-equal switch set
 // unequally) cannot connect their pair: both refuse RDMA, saying why,
 // instead of counting arrivals by different K.
