@@ -85,10 +85,13 @@ struct Script {
   const char* link;
   std::vector<std::size_t> sizes;  // bytes per peer, one call each
   int fault_call = -1;  // node 0's leader aims fail_wr at stripe 1's QP before this call
+  bool pipeline = false;         // HierAlltoall::set_pipeline
+  const char* jitter_us = "0";   // FAKEVERBS_JITTER_US: writes land late, shuffled
 };
 
 int run_rank(ForkBootstrap& boot, int rank, const Script& s, const test::ForkGroupWiring& wiring) {
   setenv("FAKEVERBS_LINK", s.link, 1);
+  setenv("FAKEVERBS_JITTER_US", s.jitter_us, 1);
   NetOptions opt = test::test_options();
   opt.stripes = kStripes;
   opt.stripe_min = kMin;
@@ -106,6 +109,7 @@ int run_rank(ForkBootstrap& boot, int rank, const Script& s, const test::ForkGro
     FT_CHECK(EndpointPool::stats().qps_created == kStripes);  // ... of K QPs
     if (const int rc = check_pair(std::string(s.link) == "eth", &stripe1); rc != 0) return rc;
   }
+  engine->set_pipeline(s.pipeline);
   const int n = static_cast<int>(kNodes.size());
   for (std::size_t it = 0; it < s.sizes.size(); ++it) {
     const std::size_t bytes = s.sizes[it];
@@ -159,17 +163,31 @@ void run(const Script& s, int want_exit) {
 const std::vector<std::size_t> kSizes = {127, 128, 129, 131, 1001, 2047, 1, 0, 130, 64};
 
 TEST(Stripes, RocePairsHaveKQpsWithDistinctFlowLabelsAndDeliverEveryByte) {
-  run(Script{"eth", kSizes}, 0);
+  run(Script{.link = "eth", .sizes = kSizes}, 0);
 }
 
-TEST(Stripes, InfinibandPairsHaveKQpsAndDeliverEveryByte) { run(Script{"ib", kSizes}, 0); }
+TEST(Stripes, InfinibandPairsHaveKQpsAndDeliverEveryByte) {
+  run(Script{.link = "ib", .sizes = kSizes}, 0);
+}
+
+// Pipelined rounds with writes landing up to 300 us late in shuffled order:
+// a partner one round ahead stripes into the other parity's area, and a
+// round's K stripes arrive in any order across the QPs; each round counts
+// its own.
+TEST(Stripes, PipelinedRoundsUnderJitterCountEachRoundsStripes) {
+  run(Script{.link = "eth",
+             .sizes = {2047, 131, 2047, 4000, 127, 3001},
+             .pipeline = true,
+             .jitter_us = "300"},
+      0);
+}
 
 // One stripe's write fails (the QP of stripe 1 goes to error) while the
 // message's other stripes land: the partner never sees K stripes, so the
 // call ends on every rank (no relay without MPI) rather than reading a
 // message with a hole - calls before it were right.
 TEST(Stripes, AFailedStripeEndsTheCallWithoutWrongData) {
-  run(Script{"eth", {128, 131, 1001, 1001, 131}, 2}, 42);
+  run(Script{.link = "eth", .sizes = {128, 131, 1001, 1001, 131}, .fault_call = 2}, 42);
 }
 
 // Stripe 0's label is the unstriped pair's; every stripe's is the same at
