@@ -161,17 +161,23 @@ Status RdmaLeaderTransport::post_striped(Peer& peer, const hier::Message& m) noe
     const std::size_t len = s + 1 == k ? m.bytes - at : std::min(each, m.bytes - at);
     const Status st = post_span(peer.ep->lane(s), peer, m, at, len, wire::kStripeBit,
                                 s == 0 && m.head_send != nullptr);
-    if (st != Status::ok) {
-      // Stripes 0..s-1 are on their way: the message is relayed once they
-      // are done (post(), relay_failed()); sent_to never reaches its K,
-      // which marks it undelivered.
-      if (s > 0) {
-        peer.stripes_partial = true;
-        peer.rdma_posted += k;
-      }
-      return st;
-    }
+    if (st != Status::ok) return end_striped(peer, s, st);
     ++peer.stripes_sent;
+  }
+  return end_striped(peer, k, Status::ok);
+}
+
+Status RdmaLeaderTransport::end_striped(Peer& peer, std::uint32_t posted, Status st) noexcept {
+  const std::uint32_t k = peer.ep->stripes();
+  if (st != Status::ok) {
+    // Stripes 0..posted-1 are on their way: the message is relayed once
+    // they are done (post(), relay_failed()); sent_to never reaches its K,
+    // which marks it undelivered.
+    if (posted > 0) {
+      peer.stripes_partial = true;
+      peer.rdma_posted += k;
+    }
+    return st;
   }
   // The caller counts one signalled WR and one completion per message.
   peer.rdma_posted += k - 1;
@@ -214,7 +220,7 @@ std::uint32_t RdmaLeaderTransport::gather_sge() const noexcept {
   return n == 0 ? 1 : n;
 }
 
-Status RdmaLeaderTransport::post_gather(const Peer& peer, const hier::Message& m) noexcept {
+Status RdmaLeaderTransport::post_gather(Peer& peer, const hier::Message& m) noexcept {
   const hier::Gather& g = *m.gather;
   const int par = m.parity & 1;
   const char* in = areas_.in[par];
@@ -235,42 +241,95 @@ Status RdmaLeaderTransport::post_gather(const Peer& peer, const hier::Message& m
       gather_message({&src, 1}, g.dest_ranks, g.bytes_per_peer, g.offset, g.chunk, &one_, a);
       sges_.insert(sges_.end(), one_.begin(), one_.end());
     }
-    split_wrs(sges_, peer.ep->qp->send_sge(), kPiece, &spans_);
+  } catch (...) {  // allocation only
+    return Status::net_failed;
+  }
+  if (m.bytes >= peer.stripe_min) return post_gather_striped(peer, m);
+  return post_sges(*peer.ep, peer, m, sges_, 0, m.bytes, 0, m.head_send != nullptr);
+}
+
+Status RdmaLeaderTransport::post_gather_striped(Peer& peer, const hier::Message& m) noexcept {
+  // As post_striped: stripe s is the bytes [s * each, ...) of the message,
+  // here the part of the gather's SGE list that covers them (an SGE on a
+  // boundary is cut in two).
+  const std::uint32_t k = peer.ep->stripes();
+  const std::size_t each = ((m.bytes + k - 1) / k + 63) & ~std::size_t{63};
+  peer.striped_id = peer.msg_id(m.parity & 1);
+  std::size_t i = 0, used = 0;  // the next byte: SGE i, `used` bytes into it
+  for (std::uint32_t s = 0; s < k; ++s) {
+    const std::size_t at = std::min<std::size_t>(s * each, m.bytes);
+    const std::size_t len = s + 1 == k ? m.bytes - at : std::min(each, m.bytes - at);
+    Status st = Status::ok;
+    try {
+      stripe_sges_.clear();
+      for (std::size_t need = len; need > 0;) {
+        const ibv_sge& e = sges_[i];
+        const std::size_t take = std::min<std::size_t>(e.length - used, need);
+        stripe_sges_.push_back({e.addr + used, static_cast<std::uint32_t>(take), e.lkey});
+        need -= take;
+        used += take;
+        if (used == e.length) {
+          ++i;
+          used = 0;
+        }
+      }
+    } catch (...) {  // allocation only
+      st = Status::net_failed;
+    }
+    if (st == Status::ok) {
+      st = post_sges(peer.ep->lane(s), peer, m, stripe_sges_, at, len, wire::kStripeBit,
+                     s == 0 && m.head_send != nullptr);
+    }
+    if (st != Status::ok) return end_striped(peer, s, st);
+    ++peer.stripes_sent;
+  }
+  return end_striped(peer, k, Status::ok);
+}
+
+Status RdmaLeaderTransport::post_sges(Endpoint& lane, const Peer& peer, const hier::Message& m,
+                                      std::span<ibv_sge> sges, std::size_t at0, std::size_t len0,
+                                      std::uint32_t stripe, bool head) noexcept {
+  const int par = m.parity & 1;
+  const char* in = areas_.in[par];
+  try {
+    split_wrs(sges, lane.qp->send_sge(), kPiece, &spans_);
     if (spans_.size() > kMaxGatherWrs) return Status::invalid_argument;  // set-up rules it out
+    if (spans_.empty()) spans_.push_back({});  // an empty stripe: a write of 0 bytes
     wrs_.assign(spans_.size(), ibv_send_wr{});
   } catch (...) {  // allocation only
     return Status::net_failed;
   }
+  const std::uint64_t id = wire::wr_id(slot_id_, peer.member, false);
   for (std::size_t w = 0; w < spans_.size(); ++w) {
     const bool last = w + 1 == spans_.size();
     ibv_send_wr& wr = wrs_[w];
-    wr.wr_id = wire::wr_id(slot_id_, peer.member, false);
-    wr.sg_list = &sges_[spans_[w].first_sge];
+    wr.wr_id = last && stripe != 0 ? id | 1 : id;  // as post_span()
+    wr.sg_list = spans_[w].num_sge != 0 ? &sges[spans_[w].first_sge] : nullptr;
     wr.num_sge = static_cast<int>(spans_[w].num_sge);
     // As post(): the last WR carries the arrival and the one completion.
     wr.opcode = last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
     wr.send_flags = last ? IBV_SEND_SIGNALED : 0;
-    wr.imm_data = htonl(wire::imm(peer.slot, me_, par));
-    wr.wr.rdma.remote_addr = peer.out_addr[par] + m.remote_offset + spans_[w].offset;
+    wr.imm_data = htonl(wire::imm(peer.slot, me_, par) | stripe);
+    wr.wr.rdma.remote_addr = peer.out_addr[par] + m.remote_offset + at0 + spans_[w].offset;
     wr.wr.rdma.rkey = peer.rkey[par];
     wr.next = last ? nullptr : &wrs_[w + 1];
   }
   ibv_send_wr* first = wrs_.data();
   ibv_sge head_sge;
   ibv_send_wr head_wr;
-  if (m.head_send) {
+  if (head) {
     if (!header_wr(m, in, areas_.bytes, in_mr_[par]->lkey(), peer.out_addr[par], peer.rkey[par],
-                   peer.out_bytes, peer.ep->qp->inline_bytes(), &head_sge, &head_wr, first)) {
+                   peer.out_bytes, lane.qp->inline_bytes(), &head_sge, &head_wr, first)) {
       return Status::invalid_argument;
     }
     first = &head_wr;
   }
-  const std::uint32_t wrs = static_cast<std::uint32_t>(spans_.size()) + (m.head_send ? 1 : 0);
-  if (!peer.ep->take_send(wrs)) {
-    if (const Status st = send_credits(*peer.ep, wrs); st != Status::ok) return st;
+  const std::uint32_t wrs = static_cast<std::uint32_t>(spans_.size()) + (head ? 1 : 0);
+  if (!lane.take_send(wrs)) {
+    if (const Status st = send_credits(lane, wrs); st != Status::ok) return st;
   }
-  if (!post_chain(*peer.ep, first, wrs)) return Status::net_failed;
-  EndpointPool::count_writes(spans_.size(), m.bytes);
+  if (!post_chain(lane, first, wrs)) return Status::net_failed;
+  EndpointPool::count_writes(spans_.size(), len0);
   return Status::ok;
 }
 

@@ -153,8 +153,19 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   // The repair round's first half: an Existing end is replaced by a new QP
   // (*link says New, or Failed if none could be made). Pool mutex held.
   void renew(const ProcessId& id, Peer* peer, Link* link, std::vector<int>* created) noexcept;
-  // A zero-copy message: builds sges_/wrs_ from m.gather, then posts.
-  Status post_gather(const Peer& peer, const hier::Message& m) noexcept;
+  // A zero-copy message: builds sges_ from m.gather, then posts it whole
+  // or, from stripe_min, striped (post_gather_striped).
+  Status post_gather(Peer& peer, const hier::Message& m) noexcept;
+  Status post_gather_striped(Peer& peer, const hier::Message& m) noexcept;
+  // SGEs covering the message's bytes [at, at + len) on one QP of the pair,
+  // in WRs of at most its send_sge() SGEs (wrs_, spans_), the header first
+  // if `head`; stripe as post_span().
+  Status post_sges(Endpoint& lane, const Peer& peer, const hier::Message& m,
+                   std::span<ibv_sge> sges, std::size_t at, std::size_t len,
+                   std::uint32_t stripe, bool head) noexcept;
+  // A striped message's accounting once `posted` stripes went (st: ok
+  // after all K, else why stripe `posted` failed).
+  Status end_striped(Peer& peer, std::uint32_t posted, Status st) noexcept;
   Status fail(Status st) noexcept;
   // Failure transparency (rdma_transport_relay.cc; pool mutex held).
   // The peer's endpoint failed: its messages go through the relay from now on.
@@ -203,6 +214,7 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   Slot slot_;
   std::uint32_t slot_id_ = 0;
   std::vector<ibv_sge> sges_;  // post_gather's lists, kept to reuse their capacity
+  std::vector<ibv_sge> stripe_sges_;  // a striped gather's stripe
   std::vector<ibv_sge> one_;
   std::vector<WrSpan> spans_;
   std::vector<ibv_send_wr> wrs_;

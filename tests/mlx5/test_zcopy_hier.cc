@@ -50,6 +50,9 @@ struct Case {
   std::vector<int> node_of;
   // More blocks per message than the QPs' SGEs (16 asked): several WRs each.
   bool multi_wr = false;
+  // MLXA2A_NET_STRIPES (from 16 bytes): each message's SGE list cut into
+  // stripes, SGEs cut at their boundaries, each stripe on its own QP.
+  std::uint32_t stripes = 1;
 };
 
 constexpr unsigned char kGuard = 0xA5;
@@ -302,7 +305,9 @@ int run_rank(ForkBootstrap& boot, int rank, const Case& c, Mode mode,
   r.remote = static_cast<std::size_t>(r.n - map.node_size(map.node_of(rank)));
   int qps = 0;
   unsigned sge = 0;
-  const NetOptions opt = test::test_options();
+  NetOptions opt = test::test_options();
+  opt.stripes = c.stripes;
+  opt.stripe_min = 16;
   if (const int rc = test::build_rdma_hier(boot, rank, c.node_of, {}, opt, leaders, &r.engine,
                                            Status::ok, &qps, &sge);
       rc != 0) {
@@ -332,9 +337,12 @@ int run_rank(ForkBootstrap& boot, int rank, const Case& c, Mode mode,
     FT_CHECK(call(r, buf.data(), buf.data() + r.n, 1, 1) == 0);
     const std::size_t blocks = static_cast<std::size_t>(map.node_size(node)) *
                                static_cast<std::size_t>(r.remote);
-    if (leader) {
+    if (leader && c.stripes == 1) {
       FT_CHECK(sge < blocks);
       FT_CHECK(EndpointPool::stats().writes_posted - before == (blocks + sge - 1) / sge);
+    } else if (leader) {  // every stripe is a write at least: more WRs than SGE lists need
+      FT_CHECK(EndpointPool::stats().writes_posted - before >= c.stripes);
+      FT_CHECK(EndpointPool::stats().stripes_posted >= 1);
     }
   }
   int rc = 0;
@@ -380,7 +388,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"block", {0, 0, 0, 1, 1}},
                       // one SGE per block: 25 per message, more than a WR takes
                       Case{"round_robin", {0, 1, 0, 1, 0, 1, 0, 1, 0, 1}, true},
-                      Case{"irregular", {0, 1, 1, 0, 2, 2}}),
+                      Case{"irregular", {0, 1, 1, 0, 2, 2}},
+                      Case{"block_striped", {0, 0, 0, 1, 1}, false, 3},
+                      Case{"round_robin_striped", {0, 1, 0, 1, 0, 1, 0, 1, 0, 1}, true, 3}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 TEST(ZeroCopyMemlock, EvictsAndStagesWhatCannotBePinned) {
