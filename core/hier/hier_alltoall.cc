@@ -346,7 +346,7 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
   }
   if (shm::Status st = stage_->wait_released(leaders_); st != shm::Status::ok) return fail(st);
   lap.mark(phases::kReleaseWait);
-  // Every rank stops here after one round alike: the engine stays usable.
+  // A mismatch stops every rank here, one round further alike: still usable.
   if (first) {
     if (const std::uint64_t v = released_verdict(stage_->seq()); v != 0) return verdict_status(v);
   }

@@ -7,10 +7,9 @@
 // * run() is collective: every rank, same bytes_per_peer; send and recv hold
 //   size() blocks in team rank order, not overlapping. Larger calls run in
 //   rounds of Plan::max_chunk() bytes per peer, alike on every rank.
-// * Errors: as NodeAlltoall. A transport failure sets the node's failure
-//   flag (its other ranks return Status::peer_failed instead of waiting);
-//   other nodes' leaders are left to the transport's (MPI's) error handling.
-//   The instance is broken afterwards.
+// * Errors: as NodeAlltoall; the instance is broken afterwards. A transport
+//   failure sets the node's failure flag (its ranks return peer_failed, not
+//   wait); other nodes' leaders are left to the transport's error handling.
 // * Sizes that differ (bytes_per_peer > 0 everywhere): every rank returns
 //   Status::size_mismatch after the same first round, and the instance stays
 //   usable: every stage and transport ran exactly that round.
@@ -54,20 +53,17 @@ class HierAlltoall {
   [[nodiscard]] shm::Status run(const void* send, void* recv, std::size_t bytes_per_peer,
                                 SendRegistration* zero_copy = nullptr) noexcept;
   // A round without data in place of a run() peers may be in (docs/hier.md
-  // "A rank sent to PMPI"); `call(ctx)` (pmpi: this rank's PMPI_Alltoall)
-  // runs while the posted messages travel, exactly once whatever happens.
-  // Returns, pmpi: ok or a failure (then broken). Else, alike on every rank:
-  // ok when every rank announced `announced`, Status::peer_in_pmpi when one
-  // went to PMPI, Status::size_mismatch when sizes differ.
-  // Counts as one stage and transport call, like a one-round run().
+  // "A rank sent to PMPI"), counted as one call like a one-round run().
+  // `call(ctx)` (pmpi: this rank's PMPI_Alltoall) runs exactly once whatever
+  // happens. Returns, pmpi: ok or a failure (then broken). Else, alike on every
+  // rank: ok, peer_in_pmpi (a rank went to PMPI) or size_mismatch.
   [[nodiscard]] shm::Status check(std::size_t announced, bool pmpi, void (*call)(void*),
                                   void* ctx) noexcept {
     return beside(announced, pmpi ? Beside::pmpi : Beside::none, call, ctx);
   }
-  // check(pmpi = true) for a pmpi trial, which must learn whether the call
-  // matched everywhere (docs/tune.md "What a pmpi trial times"): ok when
-  // every rank was in it with `announced` (alike everywhere), else
-  // Status::size_mismatch or a failure; `call` runs either way.
+  // check(pmpi = true) for a pmpi trial (docs/tune.md "What a pmpi trial
+  // times"): ok, alike everywhere, iff every rank was in it with `announced`;
+  // else size_mismatch or a failure. `call` runs either way.
   [[nodiscard]] shm::Status trial(std::size_t announced, void (*call)(void*), void* ctx) noexcept {
     return beside(announced, Beside::trial, call, ctx);
   }
@@ -100,13 +96,11 @@ class HierAlltoall {
   // A round's steps on its parity's areas; the copies return bytes copied.
   std::size_t fan_in(char* in, const char* send, std::size_t bytes, std::size_t off,
                      std::size_t chunk, const GatherSource* mine) noexcept;
-  // Leader: messages_ (and gathers_ when zero_copy and verdict == 0) for the
-  // round, each with its Header {bytes, verdict} written into the in-area.
+  // Leader: messages_ (gathers_ if zero_copy and verdict 0) and their Headers.
   void build_messages(char* in, char* out, int parity, std::size_t bytes, std::size_t off,
                       std::size_t chunk, bool zero_copy, std::uint64_t verdict) noexcept;
-  // First-round verdicts as Header flags, from the local arrival notes of
-  // stage sequence k (leader), the partners' Headers after the exchange
-  // (leader), the leaders' releases (every rank).
+  // First-round verdicts (Header flags) from the local arrival notes of call k,
+  // the partners' Headers (leader) and the leaders' releases (every rank).
   std::uint64_t local_verdict(std::size_t bytes, std::uint64_t k) const noexcept;
   std::uint64_t remote_verdict(std::size_t bytes) const noexcept;
   std::uint64_t released_verdict(std::uint64_t k) const noexcept;
@@ -117,8 +111,7 @@ class HierAlltoall {
   // Up to the release wait; *posted: exchange to complete; *verdict: released.
   shm::Status check_round(std::uint64_t k, std::size_t announced, Beside mode, bool* posted,
                           std::uint64_t* verdict) noexcept;
-  // trial(): a leader's verdict after complete() (kAllTrial only if every
-  // partner's Header has it); a rank's outcome from its leaders' notes.
+  // trial(): kAllTrial only if every partner's Header has it too.
   std::uint64_t trial_verdict(std::uint64_t local, std::size_t announced) const noexcept;
   shm::Status trial_outcome(std::uint64_t k) noexcept;
   shm::Status node_ready(std::uint64_t k, bool at_once) noexcept;

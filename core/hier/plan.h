@@ -30,7 +30,6 @@ class NodeMap {
   const std::vector<int>& members(int node) const {
     return members_[static_cast<std::size_t>(node)];
   }
-  // Ranks on nodes numbered below `node`.
   int ranks_before(int node) const { return before_[static_cast<std::size_t>(node)]; }
   // d when the members are first, first + d, first + 2d, ...; 0 when irregular.
   int member_step(int node) const { return step_[static_cast<std::size_t>(node)]; }
@@ -73,13 +72,11 @@ class Plan {
   int node() const { return node_; }
   int local_rank() const { return local_; }
   int local_size() const { return map_.node_size(node_); }
-  // My index among my node's leaders, -1 if I do not lead.
-  int leader_index() const { return leader_index_; }
+  int leader_index() const { return leader_index_; }  // -1: not a leader
   bool leader() const { return leader_index_ >= 0; }
-  // Node k's remote nodes, counted from k + 1, go to its leaders in turn (even
-  // shares; both ends agree by the same rule, docs/hier.md step 2); with rails
-  // on both nodes, one common rail chosen by rail_round() (docs/hier-transports.md
-  // "Every rail").
+  // Node k's remote nodes, counted from k + 1, go to its leaders in turn, by
+  // one rule at both ends (docs/hier.md, leader exchange); with rails on both,
+  // one common rail by rail_round() (docs/hier-transports.md "Every rail").
   int handled_by(int node) const { return serve_[static_cast<std::size_t>(node)]; }
   // The k-th node (k = 1 .. N-1) to send to: from the next node on, so that
   // no node is every leader's first target (an incast).
@@ -90,10 +87,8 @@ class Plan {
   // (symmetric; a node meets the others in distinct rounds).
   static int rail_round(int a, int b, int n);
 
-  // Bytes per peer per round, equal on every rank of the team.
-  std::size_t max_chunk() const { return max_chunk_; }
-  // Size of the in-area and of the out-area of this node (headers included).
-  std::size_t area_bytes() const { return area_bytes_; }
+  std::size_t max_chunk() const { return max_chunk_; }  // alike on every rank
+  std::size_t area_bytes() const { return area_bytes_; }  // in and out alike
   // Sized by the team, not the node count: known before the node map.
   static std::size_t header_bytes(int team_size) {
     return (static_cast<std::size_t>(team_size) * sizeof(Header) + 63) / 64 * 64;

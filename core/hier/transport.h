@@ -7,10 +7,9 @@
 //   for the team's life: a one-sided transport registers them once and
 //   publishes the out-areas' keys, so calls need no handshake.
 // * exchange() is called by every leader, equally often on every node, with
-//   one Message per remote node it handles (Plan::handled_by), in
-//   Plan::target order (no incast); it returns once every message was sent
-//   (send buffer reusable) and received in full. Errors: not ok; the engine
-//   then fails the call on its node.
+//   a Message per remote node it handles, in Plan::target order; it returns
+//   once every message was sent (buffer reusable) and received in full, or
+//   an error (the engine then fails the call on its node).
 // * send lies in the in-area, recv in the out-area of the round's parity;
 //   remote_offset is in the *partner's* out-area (Plan::remote_section).
 // * Sizes are symmetric in a correct program. A partner of another size may
@@ -66,8 +65,7 @@ struct Header {
   std::uint64_t message_bytes = 0;
   static constexpr std::uint64_t kOtherSize = 1;
   static constexpr std::uint64_t kWentPmpi = 2;
-  // Every rank of the node is in a pmpi trial (always with kWentPmpi).
-  static constexpr std::uint64_t kAllTrial = 4;
+  static constexpr std::uint64_t kAllTrial = 4;  // whole node in a pmpi trial
 };
 
 struct Message {
@@ -96,18 +94,15 @@ class LeaderTransport {
  public:
   virtual ~LeaderTransport() = default;
   [[nodiscard]] virtual Status exchange(std::span<const Message> messages) noexcept = 0;
-  // exchange() in two halves (docs/hier.md "Pipelined rounds"): until
-  // complete(), send bytes stay unchanged and recv bytes unread. At most one
-  // exchange posted at a time; messages need not outlive post(). Default:
-  // all in post().
+  // exchange() in two halves (default: all in post()): until complete(), send
+  // bytes stay unchanged and recv bytes unread. One exchange posted at a time;
+  // messages need not outlive post().
   [[nodiscard]] virtual Status post(std::span<const Message> messages) noexcept {
     return exchange(messages);
   }
   [[nodiscard]] virtual Status complete() noexcept { return Status::ok; }
-  // "pmpi" or "rdma", static text.
-  virtual const char* name() const noexcept = 0;
-  // Whether exchange() takes Messages with a Gather (zero-copy).
-  virtual bool gathers() const noexcept { return false; }
+  virtual const char* name() const noexcept = 0;  // "pmpi" or "rdma", static
+  virtual bool gathers() const noexcept { return false; }  // takes a Gather
   // Partners' bytes land here only through receives this leader posts, never
   // by a partner's own writes: a leader beside PMPI may then skip its node
   // barrier (docs/hier.md "Without the node barrier"). false: the safe default.
