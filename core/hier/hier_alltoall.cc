@@ -109,7 +109,7 @@ shm::Status HierAlltoall::create(std::span<const int> node_ids, std::span<const 
     std::unique_ptr<HierAlltoall> self(
         new HierAlltoall(node_ids, leads, rank, stage_bytes_per_rank));
     const Plan& p = self->plan_;
-    // The node communicator's split must match the plan's local ranks.
+    // The node split must match the plan's local ranks, or blocks land wrongly.
     if (stage->local_rank() != p.local_rank() || stage->local_size() != p.local_size() ||
         stage->in_bytes() < p.area_bytes() + publish_bytes(p.local_size()) ||
         stage->out_bytes() < p.area_bytes() ||

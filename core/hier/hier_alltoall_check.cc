@@ -25,7 +25,8 @@ shm::Status HierAlltoall::check_round(std::uint64_t k, std::size_t announced, Be
     const bool at_once = mode == Beside::pmpi && transport_->two_sided();
     if (shm::Status st = node_ready(k, at_once); st != shm::Status::ok) return st;
     std::uint64_t verdict = at_once ? Header::kWentPmpi : local_verdict(announced, k);
-    // Laid out at the largest chunk: a partner's message of any size fits.
+    // Laid out at the largest chunk: a partner's message of any size fits its
+    // receive, and no two receives overlap.
     const int par = static_cast<int>(k & 1);
     build_messages(stage_->in_area(par), stage_->out_area(par), par, announced, 0,
                    plan_.max_chunk(), false, verdict);
