@@ -30,7 +30,6 @@ inline const std::atomic<std::uint64_t>& seq(const char* area, std::size_t line)
   return *reinterpret_cast<const std::atomic<std::uint64_t>*>(area + line * kBytes);
 }
 
-// Lines needed for a stream of `bytes` bytes.
 constexpr std::size_t count(std::size_t bytes) noexcept { return (bytes + kPayload - 1) / kPayload; }
 
 // Copies n <= 64 bytes inline (payloads are at most 56: no libc call through
@@ -87,9 +86,8 @@ inline void publish(char* area, const char* a, std::size_t a_len, const char* b,
   }
 }
 
-// publish() of one source, and read() of a whole stream: a reader at two
-// ranks takes the writer's whole stream (run_line_pair), so neither needs
-// publish's join of two sources nor read's start inside a line.
+// publish() of one source and read() of a whole stream, for two ranks
+// (run_line_pair): no join of two sources, no start inside a line.
 inline void publish_one(char* area, const char* src, std::size_t len, std::uint64_t s) noexcept {
   if (len <= kPayload) {  // the common case, without the loop's bookkeeping
     copy_small(area + sizeof(std::uint64_t), src, len);
@@ -111,10 +109,9 @@ inline void read_all(const char* area, std::size_t len, char* dst) noexcept {
   }
 }
 
-// Whether lines [first, last] all show a sequence number >= target. Every
-// line is loaded in every pass (relaxed loads, independent, so their misses
-// overlap); the acquire fence after a successful pass orders the payload
-// reads that follow.
+// Lines [first, last] all show a sequence number >= target. Every line is
+// loaded in every pass (independent relaxed loads: their misses overlap);
+// the acquire fence after a successful pass orders the payload reads.
 inline bool ready(const char* area, std::size_t first, std::size_t last,
                   std::uint64_t target) noexcept {
   std::uint64_t lowest = UINT64_MAX;
@@ -135,10 +132,9 @@ constexpr std::uint64_t word(std::uint64_t seq, std::size_t bytes) noexcept {
 
 enum class Check { pending, ready, mismatch };
 
-// Whether lines [first, last] all hold exactly `w` (ready; with the acquire
-// fence that orders the payload reads), all hold words of w's sequence number
-// or later but not all w (mismatch: a writer of another size), or not yet.
-// Every line is loaded in every pass, as in ready().
+// As ready(): all lines hold exactly `w` (ready, fenced), all hold w's
+// sequence number or later but not all w (mismatch: a writer of another
+// size), or not yet.
 inline Check check(const char* area, std::size_t first, std::size_t last,
                    std::uint64_t w) noexcept {
   std::uint64_t lowest = UINT64_MAX, highest = 0;

@@ -73,7 +73,8 @@ class NodeAlltoall {
   // instead of waiting forever). Local, never blocks.
   void abandon() noexcept;
 
-  // May serve another communicator of the same ranks (core/mpi/engine_pool.h).
+  // Not broken and no node failure reported: may serve another communicator
+  // of the same ranks (core/mpi/engine_pool.h).
   bool healthy() const noexcept;
   // Equal on every rank attached to this segment, never 0.
   std::uint64_t id() const noexcept;

@@ -29,7 +29,7 @@ struct Options {
   // [layout] Bytes per peer from which run() reads each block with
   // process_vm_readv instead of copying through the slots; 0 = never (np=2:
   // copying won at 32 KiB, CMA from 64 KiB). Off on all ranks when the probe
-  // at creation finds a rank that cannot read a peer.
+  // at creation finds a rank that cannot read a peer (ptrace, pid namespaces).
   std::size_t cma_threshold = 65536;
 
   // [layout] When `oversubscribed`: a read competes for a core with the peer

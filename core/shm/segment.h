@@ -59,11 +59,10 @@ class Segment {
   Pages pages_ = Pages::normal;
 };
 
-// "<prefix>-<uid>-<pid>-<seq>-<random>" (+ "-<tag>" when tag is not empty),
-// unique within this process; no leading '/'. <random> is 16 hex digits from
-// getrandom(2): a local user who creates the names a job would use next
-// cannot make every creation fail (O_EXCL) and push the job onto PMPI.
-// <uid>-<pid> stays in front for remove_stale_segments().
+// "<prefix>-<uid>-<pid>-<seq>-<random>[-<tag>]", unique in this process, no
+// leading '/'. <random> (getrandom) keeps another user from pre-creating our
+// next names to make O_EXCL fail (docs/shm.md, "Segment"); <uid>-<pid> lead
+// for remove_stale_segments().
 std::string make_segment_name(const std::string& prefix, const std::string& tag);
 
 // Unlinks /dev/shm/<prefix>-<our uid>-<pid>-* whose creator pid is gone, if

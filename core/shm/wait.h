@@ -1,9 +1,7 @@
 // Waiting for a sequence flag written by another process: spin (a running
 // peer arrives within microseconds), then yield (a descheduled peer needs
-// our core); while yielding, check the peer's pid, the node's failure flag,
-// the timeout and the abort callback, so no wait lasts forever. Costs,
-// measurements and the two adaptations below: docs/shm.md, "Waiting and
-// failure".
+// our core), checking the peer's pid, the failure flag, timeout and abort
+// so no wait lasts forever (docs/shm.md, "Waiting and failure": measurements).
 // * Sleeping (wait_geq_sleeping/wake): when oversubscribed, a waiter that
 //   yielded kYieldsBeforeSleep times futex-waits on the flag's low 32 bits
 //   (at most 1 ms at a time, so the checks go on): a yielding waiter stays

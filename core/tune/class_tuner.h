@@ -18,7 +18,7 @@
 // Decided: the decided path serves the class; at "events" (the class's
 // first call at or after a call index drawn alike on every rank) it times
 // the decided path or, every other event, another candidate in turn; with
-// kWindow fresh samples each, the ranks agree again and may revise.
+// kWindow fresh samples each, the ranks agree again and may revise (same rule).
 //
 // Every input (candidates, samples, prior, seed, call indices, agreed
 // numbers) is equal on all ranks, so all ranks take the same step at every

@@ -6,8 +6,9 @@
 // held on PMPI, no rank of any call, correct or not, can reach the engine, so
 // the check guards nothing. Leaving must be agreed at the same call on every
 // rank (else one rank starts an engine trial while a peer skips its check):
-// at boundary calls, counted alike on every rank, one MAX of pending(); any
-// yes ends quiet everywhere. Entering needs no message: it follows a
+// at boundary calls (counted alike on every rank, at doubling intervals from
+// kFirstInterval to kMaxInterval), one MAX of pending(); any yes ends quiet
+// everywhere. Entering needs no message: it follows a
 // deciding agreement, itself a collective.
 //
 // Contract: one instance per team (TeamTuner), calls serialised by MPI.

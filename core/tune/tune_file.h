@@ -48,10 +48,10 @@ struct FileEntry {
 
 class TuneFile {
  public:
-  // The largest file load() reads (and save() writes): about 11000 decisions.
+  // The largest file load() reads and save() writes (~11000 decisions).
   static constexpr std::size_t kMaxBytes = std::size_t{1} << 20;
 
-  // On failure returns nullopt and sets *error to the offending line and why.
+  // nullopt on failure; *error: the offending line and why.
   static std::optional<TuneFile> parse(std::string_view text, std::string* error);
   // Nothing at path reads as empty (the first run creates it). Refused
   // (*error = "path: why"): what read_regular_file() refuses, a malformed
