@@ -3,17 +3,13 @@
 // Rules and the measurements behind them: docs/tune.md, "Agreement".
 //
 // Trying: rounds serve every candidate once, in an order drawn alike on
-// every rank (tune::round_order), odd rounds reversed, so no program period
-// locks onto a candidate. After min_rounds, then every check_every rounds,
-// the ranks agree (MAX of quartiles and median): a candidate clearly ahead
-// of, or close to, every other (pmpi must be clearly beaten) is decided at
-// once, else tune::choose decides after max_rounds. A prior halves the
-// rounds, never below kMinSamples. A candidate far behind at a look that
-// decides nothing is retired from later rounds (its samples still count).
-// Some trial calls are timed but not kept (tune::unkept_for): a warm-up
-// (rounds 0 and 1) below 8 KiB per peer, lead-ins (a call of the same path
-// before each kept call, placed so a candidate's kept calls alternate call
-// parity) from 8 KiB.
+// every rank and reversed in odd rounds (tune::round_order), so no program
+// period locks onto a candidate. At looks (MAX-agreed quartiles and median)
+// a candidate clearly ahead of, or close to, every other (pmpi must be
+// clearly beaten) is decided early, a far-behind one retired; after the
+// last round tune::choose decides. A prior halves the rounds (not below
+// kMinSamples). Some trial calls are timed but not kept (tune::unkept_for):
+// a warm-up below 8 KiB per peer, lead-ins from 8 KiB.
 //
 // Decided: the decided path serves the class; at "events" (the class's
 // first call at or after a call index drawn alike on every rank) it times
