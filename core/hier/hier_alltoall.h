@@ -13,8 +13,7 @@
 // * Sizes that differ (bytes_per_peer > 0 everywhere): every rank returns
 //   Status::size_mismatch after the same first round, and the instance stays
 //   usable: every stage and transport ran exactly that round.
-// * A rank sent to PMPI while peers may be in run() calls check(pmpi = true);
-//   their run() returns Status::peer_in_pmpi, and they call PMPI too.
+// * run() returns Status::peer_in_pmpi when a peer went to PMPI (check()): call PMPI too.
 // * Not thread-safe; destruction is local.
 #pragma once
 
