@@ -518,7 +518,8 @@ Status RdmaLeaderTransport::settle(const ProcessId& id, const PortAddress& addr,
                                  const Link& r, Peer* peer, std::string* why) noexcept {
   switch (pair_action(m, r)) {
     case LinkAction::connect: {
-      std::uint32_t qpns[EndpointPool::kMaxStripes] = {r.qpn}, psns[EndpointPool::kMaxStripes] = {r.psn};
+      std::uint32_t qpns[EndpointPool::kMaxStripes] = {r.qpn};
+      std::uint32_t psns[EndpointPool::kMaxStripes] = {r.psn};
       for (std::uint32_t s = 1; s < r.stripes && s < EndpointPool::kMaxStripes; ++s) {
         qpns[s] = r.lane_qpn[s - 1];
         psns[s] = r.lane_psn[s - 1];

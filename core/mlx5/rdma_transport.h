@@ -126,7 +126,9 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
     std::uint64_t stripes_sent = 0;
     bool stripes_partial = false;
     // The message of the given parity posted last (posted[par] and parity).
-    std::uint64_t msg_id(int par) const { return posted[par] << 1 | static_cast<std::uint64_t>(par); }
+    std::uint64_t msg_id(int par) const {
+      return posted[par] << 1 | static_cast<std::uint64_t>(par);
+    }
     bool relaying = false;          // its endpoint failed: every message goes through the relay
     bool relayed_now = false;       // this round's message went through the relay
     hier::Message msg{};            // this round's message (relayed later if its write fails)
