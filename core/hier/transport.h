@@ -25,16 +25,20 @@
 // * Implementations: PMPI point-to-point on a private communicator
 //   (core/mpi/pmpi_transport.h), RDMA writes (core/mlx5/rdma_transport.h).
 // * Errors: a Status other than ok; the engine then fails the call on its
-//   node (Status::transport_failed).
+//   node (Status::transport_failed). With a relay (set_relay()) a failed
+//   write is not one.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "core/status.h"
 
 namespace mlxa2a::hier {
+
+class Relay;  // core/hier/relay.h
 
 // A node's staging areas as NodeStage maps them: index = parity (the stage's
 // call sequence & 1). Every area is `bytes` long.
@@ -147,6 +151,15 @@ class LeaderTransport {
   // (HierAlltoall::check, docs/hier.md "A rank sent to PMPI"). false: the
   // safe default.
   virtual bool two_sided() const noexcept { return false; }
+  // A second path (core/hier/relay.h) for the messages a one-sided
+  // transport's writes cannot carry: a transport that uses one takes it
+  // (moves it out, true) and then never fails an exchange for a failed write
+  // (docs/hier.md, "Failure transparency"). Set once, before the first
+  // exchange, on every leader of the team alike. false: not taken.
+  virtual bool set_relay(std::unique_ptr<Relay>& relay) noexcept {
+    (void)relay;
+    return false;
+  }
 };
 
 }  // namespace mlxa2a::hier

@@ -166,9 +166,17 @@ void DcLeaderTransport::Setup::open() {
     steps.fail(Status::unavailable, "the verbs libraries lack DC (mlx5dv_create_qp, SRQ, AH)");
     return;
   }
+  if (cards.size() > wire::kMaxMembers) {
+    steps.fail(Status::unavailable, "more leaders than an immediate can name (65,536)");
+    return;
+  }
   t.reset(new DcLeaderTransport(dev, areas, opt));
   t->first_rank_.assign(first_rank.begin(), first_rank.end());
   t->peers_.resize(cards.size());
+  for (std::size_t p = 0; p < cards.size(); ++p) t->peers_[p].member = static_cast<std::uint32_t>(p);
+  t->pending_.reserve(cards.size());
+  for (CounterRow& v : t->slot_.from) v.reset(cards.size());
+  t->slot_.sent_to.reset(cards.size());
   t->me_ = static_cast<std::uint32_t>(boot.rank());
   if (!make_queues(*t) || !register_areas(*t)) return;
   mine.ok = 1;

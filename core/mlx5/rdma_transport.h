@@ -56,10 +56,11 @@
 #include "core/mlx5/gather.h"
 #include "core/mlx5/link_rule.h"
 #include "core/mlx5/options.h"
+#include "core/mlx5/relay_book.h"
 
 namespace mlxa2a::mlx5 {
 
-class RdmaLeaderTransport final : public hier::LeaderTransport {
+class RdmaLeaderTransport final : public hier::LeaderTransport, private RelayHost {
  public:
   static Status create(GroupBootstrap& boot, const hier::StageAreas& areas,
                        std::span<const int> first_rank, std::span<const int> peers,
@@ -99,28 +100,23 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   bool ping(std::string* why) noexcept;
   // The second path for messages RDMA cannot carry (hier::Relay); set once,
   // before the first exchange, on every leader of the team alike.
-  void set_relay(std::unique_ptr<hier::Relay> relay) noexcept { relay_ = std::move(relay); }
-  // Messages this process sent through relays (all transports), for stats.
-  static std::uint64_t relayed_count() noexcept;
+  bool set_relay(std::unique_ptr<hier::Relay>& relay) noexcept override {
+    book_.set_relay(std::move(relay));
+    return true;
+  }
 
  private:
-  struct Peer {
+  // The relay's per-partner counts (RelayPeer; relaying: its endpoint failed).
+  struct Peer : RelayPeer {
     std::shared_ptr<Endpoint> ep;  // shared: a discarded one stays valid, marked failed
     std::uint64_t out_addr[2] = {0, 0};
     std::uint32_t rkey[2] = {0, 0};
     std::uint64_t out_bytes = 0;
     std::uint32_t slot = 0;  // its slot: the immediate names it
-    std::uint32_t member = 0;  // its index among the members (Slot::from, sent_to)
-    // Messages to it per parity, any path: the relay's sequence numbers, and
-    // how many arrivals from it a round expects (exchanges are symmetric).
-    std::uint64_t posted[2] = {0, 0};
-    std::uint64_t rdma_posted = 0;  // of them written by RDMA (Slot::sent_to counts their completions)
-    bool relaying = false;          // its endpoint failed: every message goes through the relay
-    bool relayed_now = false;       // this round's message went through the relay
-    hier::Message msg{};            // this round's message (relayed later if its write fails)
   };
   RdmaLeaderTransport(EndpointPool* pool, const hier::StageAreas& areas, const NetOptions& opt)
-      : pool_(pool), areas_(areas), opt_(opt), spin_(opt.oversubscribed) {}
+      : pool_(pool), areas_(areas), opt_(opt), spin_(opt.oversubscribed),
+        book_(*this, slot_, areas, "RDMA", "queue pair") {}
   // One message; the pool mutex held (dropped while waiting for send credits).
   Status post(const Peer& peer, const hier::Message& m) noexcept;
   struct Setup;  // create()'s steps and what they hand on (rdma_setup.cc)
@@ -135,7 +131,6 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   void renew(const ProcessId& id, Peer* peer, Link* link, std::vector<int>* created) noexcept;
   // A zero-copy message: builds sges_/wrs_ from m.gather, then posts.
   Status post_gather(const Peer& peer, const hier::Message& m) noexcept;
-  Status fail(Status st) noexcept;
   // Failure transparency (rdma_transport_relay.cc; pool mutex held).
   // The peer's endpoint failed: its messages go through the relay from now on.
   void start_relaying(Peer& peer) noexcept;
@@ -143,20 +138,21 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   bool pack_gather(const hier::Message& m) noexcept;
   // Sends this round's message to the peer through the relay.
   Status relay_message(Peer& peer) noexcept;
-  // Relays every pending message whose endpoint failed before its write
-  // was known to complete.
-  Status relay_failed() noexcept;
-  // Takes the notices that came through the relay (after draining the CQ:
-  // a write that landed after all is counted first, its relayed copy dropped).
-  Status take_notices() noexcept;
-  // The completion queue or device failed, or a message cannot go through
-  // the relay either: every partner hears it (kAbort) and the call fails
-  // with st (fail_pending).
-  Status abort_pending(Status st) noexcept;
-  // Whether every pending message is settled, member by member.
-  bool settled() const noexcept;
-  // A zero-length write to every pending partner not yet heard from.
-  void keepalive() noexcept;
+  // RelayHost (the waits of relay_book.h): relay_failed() relays every
+  // pending message whose endpoint failed before its write was known to
+  // complete; abort_pending() ends with fail_pending().
+  Status poll_cq() noexcept override { return pool_->try_poll(); }
+  void drain() noexcept override { (void)pool_->poll(); }
+  bool path_failed() noexcept override;
+  Status relay_failed() noexcept override;
+  bool settled() const noexcept override;
+  bool partner(std::size_t member) const noexcept override {
+    return member < peers_.size() && peers_[member].ep != nullptr;
+  }
+  void idle() noexcept override;
+  void keepalive() noexcept override;
+  Status abort_pending(Status st) noexcept override;
+  Status fail(Status st) noexcept override;
   // One zero-length signalled write to the peer (keepalive(), ping()); false
   // if it could not be posted (the endpoint is then failed).
   bool post_alive(const Peer& peer) noexcept;
@@ -192,11 +188,9 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   std::size_t setup_bytes_ = 0;
   bool broken_ = false;
   std::uint32_t me_ = 0;              // our member index: the immediates we write name it
-  std::unique_ptr<hier::Relay> relay_;
   std::vector<char> packed_;  // a relayed zero-copy message's bytes
-  // A partner's endpoint failed or a notice came: rounds end by the
-  // per-member counts (settled()), and notices are looked for at every poll.
-  bool degraded_ = false;
+  // The relay and its counts (after slot_, which it reads).
+  RelayBook book_;
 };
 
 }  // namespace mlxa2a::mlx5
