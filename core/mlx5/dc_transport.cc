@@ -64,10 +64,13 @@ Status DcLeaderTransport::poll() noexcept {
     for (int i = 0; i < n; ++i) {
       const ibv_wc& w = wc[i];
       if (w.status != IBV_WC_SUCCESS) {
-        // (An error completion's opcode is undefined: only its status says.)
+        // (An error completion's opcode is undefined: only its status says.
+        // A flushed one follows the error that failed its DCI.)
         const Verbs& v = dev_->verbs();
-        MLXA2A_LOG(Warn, "DC: a completion failed: %s",
-                   v.wc_status_str ? v.wc_status_str(w.status) : "error");
+        if (w.status != IBV_WC_WR_FLUSH_ERR || !book_.on()) {
+          MLXA2A_LOG(Warn, "DC: a completion failed: %s",
+                     v.wc_status_str ? v.wc_status_str(w.status) : "error");
+        }
         // A receive's (wr_id 1; ours are even): the DCT or SRQ failed.
         if (!book_.on() || (w.wr_id & 1) != 0) {
           cq_failed_ = true;

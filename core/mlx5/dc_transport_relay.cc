@@ -21,7 +21,6 @@ Status DcLeaderTransport::send_one(Peer& peer) noexcept {
     // The DCI failed while we waited for its room: the partner moved to a
     // live DCI (or relays); else the post itself failed on it.
     if (dcis_[peer.dci].failed) continue;
-    MLXA2A_LOG(Warn, "DC: posting a write to leader %u failed", peer.member);
     retire_dci(peer.dci, static_cast<long>(peer.member), "posting a write failed");
   }
   if (const Status st = book_.send(peer, peer.msg.send); st != Status::ok) {
