@@ -170,7 +170,7 @@ void DcLeaderTransport::Setup::open() {
     steps.fail(Status::unavailable, "more leaders than an immediate can name (65,536)");
     return;
   }
-  t.reset(new DcLeaderTransport(dev, areas, opt));
+  t.reset(new DcLeaderTransport(pool, dev, areas, opt));
   t->first_rank_.assign(first_rank.begin(), first_rank.end());
   t->peers_.resize(cards.size());
   for (std::size_t p = 0; p < cards.size(); ++p) t->peers_[p].member = static_cast<std::uint32_t>(p);

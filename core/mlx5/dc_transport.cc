@@ -55,6 +55,8 @@ Status DcLeaderTransport::post_receives(std::uint32_t n) noexcept {
 Status DcLeaderTransport::poll() noexcept {
   ibv_wc wc[32];
   for (;;) {
+    // An overrun CQ says so only by an async event (the pool reads them).
+    cq_failed_ = cq_failed_ || pool_->device_failed();
     const int n = cq_failed_ ? -1 : Verbs::poll_cq(cq_.get(), 32, wc);
     if (n < 0) {
       cq_failed_ = true;

@@ -45,6 +45,7 @@
 #include "core/bootstrap.h"
 #include "core/hier/net_spin.h"
 #include "core/hier/transport.h"
+#include "core/mlx5/endpoint_pool.h"
 #include "core/mlx5/options.h"
 #include "core/mlx5/relay_book.h"
 #include "core/mlx5/resources.h"
@@ -106,9 +107,9 @@ class DcLeaderTransport final : public hier::LeaderTransport, private RelayHost 
     bool write_lost = false;  // a write to it completed in error (flushed or not)
   };
   struct Setup;  // create()'s steps (dc_setup.cc)
-  DcLeaderTransport(std::shared_ptr<Device> dev, const hier::StageAreas& areas,
-                    const NetOptions& opt)
-      : dev_(std::move(dev)), areas_(areas), opt_(opt), spin_(opt.oversubscribed),
+  DcLeaderTransport(EndpointPool* pool, std::shared_ptr<Device> dev,
+                    const hier::StageAreas& areas, const NetOptions& opt)
+      : pool_(pool), dev_(std::move(dev)), areas_(areas), opt_(opt), spin_(opt.oversubscribed),
         book_(*this, slot_, areas, "DC", "DC path") {}
   // Posts one message's WRs (header, data pieces) on its partner's DCI.
   Status post_message(Peer& peer, const hier::Message& m) noexcept;
@@ -155,7 +156,10 @@ class DcLeaderTransport final : public hier::LeaderTransport, private RelayHost 
     return st;
   }
 
-  std::shared_ptr<Device> dev_;  // declared first: outlives every verbs object below
+  // The process's pool: its device's async events (a CQ or the device
+  // failed) are read there; lives until MPI_Finalize, past every exchange.
+  EndpointPool* pool_;
+  std::shared_ptr<Device> dev_;  // declared before the verbs objects: outlives them
   hier::StageAreas areas_;
   NetOptions opt_;
   VerbsPtr<ibv_cq> cq_;

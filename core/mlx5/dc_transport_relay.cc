@@ -101,6 +101,9 @@ bool DcLeaderTransport::settled() const noexcept {
 
 void DcLeaderTransport::idle() noexcept {
   if (opt_.idle) opt_.idle();
+  // A CQ overrun or a fatal device shows only as an async event: lost
+  // completions would otherwise be waited for without a limit.
+  pool_->check_events_now();
 }
 
 void DcLeaderTransport::keepalive() noexcept {
