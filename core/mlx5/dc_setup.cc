@@ -291,4 +291,18 @@ void DcLeaderTransport::Setup::hear_partners() {
   }
 }
 
+bool DcLeaderTransport::reset_dci(Dci& d) noexcept {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RESET;
+  if (dev_->verbs().modify_qp(d.qp.get(), &a, IBV_QP_STATE) != 0 ||
+      !bring_up(*dev_, d.qp.get(), false, opt_)) {
+    return false;
+  }
+  d.failed = false;
+  d.free = kDciDepth;
+  d.head = 0;
+  d.count = 0;
+  return true;
+}
+
 }  // namespace mlxa2a::mlx5

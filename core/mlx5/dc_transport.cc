@@ -92,12 +92,7 @@ Status DcLeaderTransport::poll() noexcept {
       }
       // Our signalled write: it retires its message's WRs (a DCI completes
       // in order); wr_id names the DCI, the partner, and a keep-alive.
-      Dci& d = dcis_[dci_of(w.wr_id)];
-      if (!d.failed) {
-        d.free += d.groups[d.head];
-        d.head = (d.head + 1) % d.groups.size();
-        --d.count;
-      }
+      retire_message(dci_of(w.wr_id));
       if ((w.wr_id & 2) != 0) {
         slot_.alive.fetch_add(1);
         continue;
@@ -151,7 +146,11 @@ Status DcLeaderTransport::post_message(Peer& peer, const hier::Message& m) noexc
   const std::size_t k = peer.dci;
   Dci& d = dcis_[k];
   if (const Status st = make_room(d, wrs); st != Status::ok) return st;
-  const std::uint64_t id = wire::wr_id(static_cast<std::uint32_t>(k), peer.member, false);
+  // Its polls may have failed the DCI and moved the partner (send_one
+  // then posts where it is now).
+  if (peer.dci != k || peer.relaying) return Status::net_failed;
+  const std::uint64_t id = wr_id(k, peer.member, false, false);
+  const std::uint64_t last_id = wr_id(k, peer.member, false, true);
   const std::uint32_t lkey = in_mr_[par]->lkey();
   const std::uint32_t imm = wire::imm(0, me_, par);
   ibv_wr_start(d.ex);
@@ -164,8 +163,9 @@ Status DcLeaderTransport::post_message(Peer& peer, const hier::Message& m) noexc
   for (std::size_t at = 0, p = 0; p < pieces; ++p, at += kPiece) {
     const std::size_t len = m.bytes - at < kPiece ? m.bytes - at : kPiece;
     const bool last = p + 1 == pieces;
-    add_write(d.ex, d.dv, peer.ah.get(), peer.dctn, peer.key, id, last, last ? &imm : nullptr,
-              peer.rkey[par], peer.out_addr[par] + m.remote_offset + at, lkey, m.send + at, len);
+    add_write(d.ex, d.dv, peer.ah.get(), peer.dctn, peer.key, last ? last_id : id, last,
+              last ? &imm : nullptr, peer.rkey[par], peer.out_addr[par] + m.remote_offset + at,
+              lkey, m.send + at, len);
   }
   if (ibv_wr_complete(d.ex) != 0) {
     MLXA2A_LOG(Warn, "DC: posting a write to node %d failed", m.node);
@@ -173,6 +173,23 @@ Status DcLeaderTransport::post_message(Peer& peer, const hier::Message& m) noexc
   }
   took(d, wrs);
   return Status::ok;
+}
+
+void DcLeaderTransport::retire_message(std::size_t k) noexcept {
+  Dci& d = dcis_[k];
+  if (d.count == 0) return;  // every message took its slots (took()): not reached
+  d.free += d.groups[d.head];
+  d.head = (d.head + 1) % d.groups.size();
+  --d.count;
+  if (d.failed) reset_when_idle(k);
+}
+
+void DcLeaderTransport::reset_when_idle(std::size_t k) noexcept {
+  // Reset discards what is still queued without a completion: only once
+  // every message on it has completed (in error) may it go back to RTS.
+  if (dcis_[k].count == 0 && reset_dci(dcis_[k])) {
+    MLXA2A_LOG(Info, "DC: DCI %zu is back in RTS", k);
+  }
 }
 
 void DcLeaderTransport::took(Dci& d, std::uint32_t wrs) noexcept {
@@ -186,7 +203,7 @@ bool DcLeaderTransport::post_alive(Peer& peer) noexcept {
   Dci& d = dcis_[peer.dci];
   ibv_wr_start(d.ex);
   add_write(d.ex, d.dv, peer.ah.get(), peer.dctn, peer.key,
-            wire::wr_id(static_cast<std::uint32_t>(peer.dci), peer.member, true), true, nullptr,
+            wr_id(peer.dci, peer.member, true, true), true, nullptr,
             peer.rkey[0], peer.out_addr[0], 0, nullptr, 0);
   if (ibv_wr_complete(d.ex) != 0) return false;
   took(d, 1);

@@ -73,6 +73,12 @@ class DcLeaderTransport final : public hier::LeaderTransport, private RelayHost 
   const char* name() const noexcept override { return "dc"; }
   // QPs this transport holds: its DCT and DCIs (constant in the node count).
   std::size_t qps() const noexcept { return 1 + dcis_.size(); }
+  // DCIs in RTS now (a failed one is back once its messages completed).
+  std::size_t live_dcis() const noexcept {
+    std::size_t n = 0;
+    for (const Dci& d : dcis_) n += d.failed ? 0 : 1;
+    return n;
+  }
   std::size_t setup_bytes() const noexcept { return setup_bytes_; }
   // Set-up's last step, after create() on every leader (as RC's ping): a
   // zero-length write to every partner's DCT (its key checked), waited for,
@@ -93,7 +99,9 @@ class DcLeaderTransport final : public hier::LeaderTransport, private RelayHost 
     std::uint32_t free = kDciDepth;      // send slots not in use
     std::vector<std::uint32_t> groups;   // WRs of each message in flight, oldest first
     std::size_t head = 0, count = 0;
-    bool failed = false;  // an error completion or failed post: retired, never posted on again
+    // An error completion or failed post: not posted on until reset, once
+    // the completions of everything in flight on it are in (retire_message).
+    bool failed = false;
   };
   struct Peer : RelayPeer {
     VerbsPtr<ibv_ah> ah;
@@ -104,7 +112,7 @@ class DcLeaderTransport final : public hier::LeaderTransport, private RelayHost 
     std::uint64_t out_bytes = 0;
     std::size_t dci = 0;
     bool active = false;  // a partner of ours
-    bool write_lost = false;  // a write to it completed in error (flushed or not)
+    bool write_lost = false;  // this round's message's last WR completed in error (flushed or not)
   };
   struct Setup;  // create()'s steps (dc_setup.cc)
   DcLeaderTransport(EndpointPool* pool, std::shared_ptr<Device> dev,
@@ -149,8 +157,23 @@ class DcLeaderTransport final : public hier::LeaderTransport, private RelayHost 
   void keepalive() noexcept override;
   Status abort_pending(Status st) noexcept override;
   Status post_receives(std::uint32_t n) noexcept;
-  // The DCI a completion's wr_id names (wire::wr_id's slot field).
-  static std::size_t dci_of(std::uint64_t wr_id) noexcept { return (wr_id >> 2) & 0x3fffffffu; }
+  // A WR's wr_id: wire::wr_id with the DCI and whether the WR is its
+  // message's last (signalled: its completion, success or error, comes
+  // exactly once and settles the message) in the slot field.
+  static std::uint64_t wr_id(std::size_t dci, std::uint32_t member, bool keepalive,
+                             bool last) noexcept {
+    return wire::wr_id(static_cast<std::uint32_t>(dci << 1 | (last ? 1u : 0u)), member, keepalive);
+  }
+  static std::size_t dci_of(std::uint64_t wr_id) noexcept { return (wr_id >> 3) & 0x1fffffffu; }
+  static bool last_of(std::uint64_t wr_id) noexcept { return ((wr_id >> 2) & 1) != 0; }
+  // A message (or keep-alive) on DCI k completed, well or not: its send
+  // slots are free again; a failed DCI with none left in flight is reset.
+  void retire_message(std::size_t k) noexcept;
+  // A failed DCI with nothing in flight goes back to RTS (reset_dci).
+  void reset_when_idle(std::size_t k) noexcept;
+  // Back to RTS from the error state, its slots all free (dc_setup.cc);
+  // false: it stays failed.
+  bool reset_dci(Dci& d) noexcept;
   Status fail(Status st) noexcept override {
     broken_ = true;
     return st;

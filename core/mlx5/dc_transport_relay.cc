@@ -10,6 +10,7 @@ namespace mlxa2a::mlx5 {
 
 Status DcLeaderTransport::send_one(Peer& peer) noexcept {
   while (!peer.relaying) {
+    const std::size_t k = peer.dci;
     const Status st = post_message(peer, peer.msg);
     if (st == Status::ok) {
       ++peer.rdma_posted;
@@ -20,8 +21,8 @@ Status DcLeaderTransport::send_one(Peer& peer) noexcept {
     if (cq_failed_) return abort_pending(Status::net_failed);
     // The DCI failed while we waited for its room: the partner moved to a
     // live DCI (or relays); else the post itself failed on it.
-    if (dcis_[peer.dci].failed) continue;
-    retire_dci(peer.dci, static_cast<long>(peer.member), "posting a write failed");
+    if (peer.dci != k || dcis_[k].failed) continue;
+    retire_dci(k, static_cast<long>(peer.member), "posting a write failed");
   }
   if (const Status st = book_.send(peer, peer.msg.send); st != Status::ok) {
     return abort_pending(st);
@@ -34,15 +35,20 @@ void DcLeaderTransport::count_error(const ibv_wc& w) noexcept {
   const std::size_t member = w.wr_id >> 32;
   if (k >= dcis_.size() || member >= peers_.size() || !peers_[member].active) return;
   book_.degrade();
-  // Every WR of a failed DCI completes, in error, the unsignalled too: the
-  // message is lost whichever of its WRs says so first.
-  if ((w.wr_id & 2) == 0) peers_[member].write_lost = true;
   if (w.status == IBV_WC_WR_FLUSH_ERR) {
     if (!dcis_[k].failed) retire_dci(k, -1, "flushed");
-    return;
+  } else {
+    const Verbs& v = dev_->verbs();
+    retire_dci(k, static_cast<long>(member),
+               v.wc_status_str ? v.wc_status_str(w.status) : "error");
   }
-  const Verbs& v = dev_->verbs();
-  retire_dci(k, static_cast<long>(member), v.wc_status_str ? v.wc_status_str(w.status) : "error");
+  // Every WR of a failed DCI completes, in error, the unsignalled too; the
+  // last one's completion (exactly one per message, after the others) says
+  // the message is lost - not an earlier WR's, which may come while the
+  // round is already settled by the relay and the next message in flight.
+  if (!last_of(w.wr_id)) return;
+  if ((w.wr_id & 2) == 0) peers_[member].write_lost = true;
+  retire_message(k);
 }
 
 void DcLeaderTransport::retire_dci(std::size_t k, long culprit, const char* why) noexcept {
@@ -52,8 +58,8 @@ void DcLeaderTransport::retire_dci(std::size_t k, long culprit, const char* why)
   }
   Dci& d = dcis_[k];
   if (d.failed) return;
-  // In the error state every later WR is flushed; it is never posted on
-  // again (a reset to RTS would bring it back: not done, the others serve).
+  // In the error state every later WR is flushed; it is not posted on
+  // until every message in flight on it has completed (reset_when_idle).
   d.failed = true;
   book_.degrade();
   std::size_t live = dcis_.size();
@@ -76,6 +82,7 @@ void DcLeaderTransport::retire_dci(std::size_t k, long culprit, const char* why)
       book_.start_relaying(p, "every DCI failed");
     }
   }
+  reset_when_idle(k);  // nothing in flight (a failed post): back to RTS at once
 }
 
 Status DcLeaderTransport::relay_failed() noexcept {

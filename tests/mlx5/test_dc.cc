@@ -235,8 +235,9 @@ TEST(Dc, AWrongAccessKeyFailsTheCallOnBothEnds) {
 // to another DCI and only its flushed message is relayed (41 in all).
 // Leader 1's twentieth executed write completes with exhausted retries,
 // leader 2's tenth post fails. Every round still completes with the right
-// headers and data everywhere, and each relayed copy counts once (a
-// duplicate would break the partner's sequence).
+// headers and data everywhere, each relayed copy counts once (a duplicate
+// would break the partner's sequence), and every failed DCI is back in RTS
+// at the end (its messages completed, it was reset).
 int relayed_leader(int me, const test::ForkGroupWiring& wiring,
                    const test::SocketRelayWiring& relays) {
   if (me == 0) setenv("FAKEVERBS_FAULT", "dc_bad_key=6", 1);
@@ -268,6 +269,8 @@ int relayed_leader(int me, const test::ForkGroupWiring& wiring,
     FT_CHECK(barrier(group));
   }
   if (me <= 2) FT_CHECK(view->sent() >= 1);
+  // Each failed DCI went back to RTS once its messages had completed.
+  FT_CHECK(t->live_dcis() == DcLeaderTransport::kMaxDcis);
   if (me == 0 && view->sent() != kRounds + 1) {
     std::fprintf(stderr, "leader 0 relayed %zu messages\n", view->sent());
     FT_CHECK(false);
