@@ -3,11 +3,12 @@
 callgrind instructions per byte per rank inside MPI_Alltoall, against one
 memcpy of the same bytes on this machine.
 
-  per_byte.py --build BUILD [--mode rdma|pmpi]... [--size KIB]... [--detail]
+  per_byte.py --build BUILD [--family ompi|mpich] [--mode rdma|pmpi]... [--size KIB]...
+              [--detail]
   per_byte.py --build BUILD --phases   (the phase timer instead, natively)
 
-Jobs as bench/instruction_budget.py's (its launcher, its waits): Open MPI np=4
-as 2 virtual nodes of 2 (MLXA2A_DEBUG_NODE_SIZE=2), rank 0 a leader, rank 1
+Jobs as bench/instruction_budget.py's (its launcher, its waits): Open MPI (or
+MPICH, --family mpich) np=4 as 2 virtual nodes of 2 (MLXA2A_DEBUG_NODE_SIZE=2), rank 0 a leader, rank 1
 not; `rdma`: MLXA2A_TUNE=rdma through fakeverbs, `pmpi`: MLXA2A_TUNE=shm (PMPI
 leaders, no verbs). Each size runs N1 and N2 calls; per call = difference /
 (N2 - N1). Unlike the budget, which counts the shim's own instructions, this
@@ -153,7 +154,7 @@ def memcpy_per_byte(args, nbytes):
 
 def measure(args, mode, kib):
     """{rank: (Costs difference per call)} for one mode and size."""
-    job = ib.Job(f"{mode}-{kib}KiB", "ompi", NP, str(kib * 256), "world", MODES[mode],
+    job = ib.Job(f"{mode}-{kib}KiB", args.family, NP, str(kib * 256), "world", MODES[mode],
                  {0: ["leader"], 1: ["other"]})
     costs = {}
     for n in (N1, N2):
@@ -189,7 +190,7 @@ def phases(args, calls=100):
     for mode in args.mode or ("rdma", "pmpi"):
         for kib in args.size or SIZES_KIB:
             env = dict(MODES[mode], MLXA2A_COLL_STATS="1")
-            job = ib.Job(f"{mode}-{kib}KiB", "ompi", NP, str(kib * 256), "world", env, {})
+            job = ib.Job(f"{mode}-{kib}KiB", args.family, NP, str(kib * 256), "world", env, {})
             out = ib.launch(args, job, calls, tempfile.gettempdir())
             for m in sorted(PHASES.finditer(out), key=lambda m: int(m.group(1))):
                 steps = " ".join(f"{k[:-3]}={int(v) / 1000 / calls:.0f}"
@@ -201,6 +202,7 @@ def phases(args, calls=100):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
+    ap.add_argument("--family", choices=("ompi", "mpich"), default="ompi")
     ap.add_argument("--mode", action="append", choices=sorted(MODES))
     ap.add_argument("--size", action="append", type=int, help="KiB per peer")
     ap.add_argument("--detail", action="store_true", help="the engine's largest functions")
@@ -213,7 +215,7 @@ def main():
     if not shutil.which("valgrind"):
         print("SKIP: valgrind is not installed")
         return 77
-    print(f"Open MPI np={NP}, 2 virtual nodes of 2; instructions per byte per rank "
+    print(f"{'MPICH' if args.family == 'mpich' else 'Open MPI'} np={NP}, 2 virtual nodes of 2; instructions per byte per rank "
           f"(bytes = KiB per peer x {NP}); calls {N1} and {N2}")
     print("mode size  rank    memcpy/B | engine   mpi  w-copy  total  memcpy-eq | fan_in "
           "fan_out exch  other | verbs    hca")

@@ -23,14 +23,10 @@ void count(std::atomic<std::uint64_t>& c, std::size_t bytes) noexcept {
   c.fetch_add(bytes, std::memory_order_relaxed);
 }
 
-// Copies the blocks of node `node`'s members run.first .. run.first +
-// run.count - 1: member i's block between stage + (i - run.first) *
-// stage_stride (staging side) and the user buffer's block for member i.
-// `to_user` picks the direction. Members in arithmetic progression (block and
-// round-robin layouts) make one strided copy; others go block by block.
-// Always inlined, as before the rows were rotated (called per run now, GCC
-// kept it out of line: fan-in + fan-out 426 -> 705 instructions per call at
-// 2 B on 2 x 2 ranks; inlined 557).
+// Member i of `run` (node `node`): between stage + (i - run.first) *
+// stage_stride and its user block, direction `to_user`. Always inlined: out
+// of line, fan-in + fan-out took 705 instead of 557 instructions per call
+// (2 B, 2 x 2 ranks).
 [[gnu::always_inline]] inline void move_blocks(const NodeMap& map, int node, const BlockRun& run,
                                                char* user, std::size_t bytes, std::size_t off,
                                                char* stage, std::size_t stage_stride,
@@ -57,12 +53,10 @@ void count(std::atomic<std::uint64_t>& c, std::size_t bytes) noexcept {
   }
 }
 
-// From this many bytes per block a rank copies its own block straight from
-// its send buffer to its receive buffer in fan-out, one copy instead of two
-// (into the in-area and out again): nobody else reads that block, so the
-// choice is the rank's own. Below it the split row and column (two runs and
-// a third copy instead of one strided copy) would cost more instructions than
-// the bytes (bench/results/per-byte.md).
+// From this block size a rank copies its own block send -> recv in fan-out,
+// one copy instead of two (nobody else reads it: the rank's own choice).
+// Below it, splitting row and column costs more instructions than the bytes
+// (bench/results/per-byte.md).
 constexpr std::size_t kOwnBlockDirectFrom = 4096;
 
 constexpr bool own_block_direct(std::size_t chunk) noexcept {
@@ -93,11 +87,9 @@ StageAreas HierAlltoall::areas_of(const shm::NodeStage& stage) noexcept {
 
 std::size_t HierAlltoall::area_bytes(int team_size, int local_size,
                                      std::size_t stage_bytes_per_rank) noexcept {
-  // Same rule as Plan, which needs the whole node map; the area only needs
-  // this node's size.
+  // Plan's chunk rule; Plan needs the whole node map, this only the sizes.
   std::size_t chunk = stage_bytes_per_rank / static_cast<std::size_t>(team_size);
   chunk = chunk >= 64 ? chunk / 64 * 64 : 64;
-  // 0 on overflow: the stage's set-up then fails with Status::too_large.
   return (shm::layout::Size(static_cast<std::size_t>(local_size)) *
               static_cast<std::size_t>(team_size) * chunk +
           Plan::header_bytes(team_size) + publish_bytes(local_size))
@@ -117,8 +109,7 @@ shm::Status HierAlltoall::create(std::span<const int> node_ids, std::span<const 
     std::unique_ptr<HierAlltoall> self(
         new HierAlltoall(node_ids, leads, rank, stage_bytes_per_rank));
     const Plan& p = self->plan_;
-    // The stage was built over the node communicator: its local ranks must be
-    // the plan's (split with key = team rank), or blocks would land wrongly.
+    // The node split must match the plan's local ranks, or blocks land wrongly.
     if (stage->local_rank() != p.local_rank() || stage->local_size() != p.local_size() ||
         stage->in_bytes() < p.area_bytes() + publish_bytes(p.local_size()) ||
         stage->out_bytes() < p.area_bytes() ||
@@ -163,9 +154,8 @@ shm::Status HierAlltoall::run(const void* send, void* recv, std::size_t bytes,
   }
   mine.pid = static_cast<std::int32_t>(getpid());
   const shm::Status st = run_rounds(s, r, bytes, &mine);
-  // Only now: the last round's wait_released covered the writes reading the
-  // buffer (or the call failed, and no leader of this node writes any more
-  // from it: a failed transport is broken).
+  // Only now: the last wait_released covered the writes reading the buffer
+  // (or the call failed, and a failed transport writes no more).
   zero_copy->release();
   return st;
 }
@@ -182,10 +172,8 @@ shm::Status HierAlltoall::run_rounds(const char* send, char* recv, std::size_t b
   return shm::Status::ok;
 }
 
-// fan_in() and fan_out() pick their loop by own_block_direct(): apart, the
-// loop of small blocks compiles as it did without the own block's split
-// (inside it, the split cost fan-in + fan-out 64 instructions per call at 8 B
-// on 2 x 2 ranks, the budget's hier-pmpi cases).
+// Two loops, not a test inside one: the split there cost 64 instructions per
+// call at 8 B on 2 x 2 ranks (the budget's hier-pmpi cases).
 std::size_t HierAlltoall::fan_in(char* in, const char* send, std::size_t bytes, std::size_t off,
                                  std::size_t chunk, const GatherSource* mine) noexcept {
   return own_block_direct(chunk) ? fan_in_rows<true>(in, send, bytes, off, chunk, mine)
@@ -203,9 +191,7 @@ template <bool kOwnDirect>
 [[gnu::noinline]] std::size_t HierAlltoall::fan_in_rows(char* in, const char* send, std::size_t bytes,
                                       std::size_t off, std::size_t chunk,
                                       const GatherSource* mine) noexcept {
-  // My blocks for node m's members go to in-section m, row `local` (rows.h);
-  // zero-copy: only my own node's (the leader gathers the rest from `send`);
-  // kOwnDirect: not my own block (fan_out_columns copies it).
+  // Zero-copy: only my own node's row (the leader gathers the rest).
   const Plan& p = plan_;
   const std::size_t local = static_cast<std::size_t>(p.local_rank());
   const bool gather = mine && !mine->staged;
@@ -233,9 +219,6 @@ template <bool kOwnDirect>
   return copied;
 }
 
-// The leader's view of its own node after wait_arrived: does any local rank's
-// size differ from ours, did any go to PMPI, are all in a pmpi trial?
-// (docs/hier.md, "Sizes that differ").
 std::uint64_t HierAlltoall::local_verdict(std::size_t bytes, std::uint64_t k) const noexcept {
   std::uint64_t v = Header::kAllTrial;
   for (const int l : all_local_) {
@@ -247,7 +230,6 @@ std::uint64_t HierAlltoall::local_verdict(std::size_t bytes, std::uint64_t k) co
   return v;
 }
 
-// After the first round's exchange: ours, or what a partner reported.
 std::uint64_t HierAlltoall::remote_verdict(std::size_t bytes) const noexcept {
   std::uint64_t v = 0;
   for (const Message& msg : messages_) {
@@ -258,7 +240,6 @@ std::uint64_t HierAlltoall::remote_verdict(std::size_t bytes) const noexcept {
   return v;
 }
 
-// Every rank, after its leaders' first release: what they saw.
 std::uint64_t HierAlltoall::released_verdict(std::uint64_t k) const noexcept {
   std::uint64_t v = 0;
   for (const int l : leaders_) v |= stage_->released_note(l, k);
@@ -278,9 +259,7 @@ void HierAlltoall::build_messages(char* in, char* out, int parity, std::size_t b
   const std::size_t area_end = p.area_bytes();
   messages_.clear();
   gathers_.clear();
-  // From the next node on, cyclically (Plan::target): at any moment the
-  // nodes' leaders write to as many different nodes. Several leaders of a
-  // node start at its next nodes in turn (handled_by), so they stagger too.
+  // Plan::target order: at any moment the leaders write to different nodes.
   for (int k = 1; k < map_.nodes(); ++k) {
     const int m = p.target(k);
     if (p.handled_by(m) != p.leader_index()) continue;
@@ -294,8 +273,7 @@ void HierAlltoall::build_messages(char* in, char* out, int parity, std::size_t b
     msg.head_recv = reinterpret_cast<Header*>(out + p.header(m));
     msg.head_remote_offset = p.header(p.node());
     msg.recv_capacity = area_end - at;
-    // Not from the buffers of ranks of another size: they are not as long
-    // as this call's layout says (the message's bytes are moot then).
+    // Not under a verdict: buffers of another size are shorter than the layout.
     if (zero_copy && verdict == 0) {  // reserved in create(): no reallocation, no throw
       gathers_.push_back(Gather{{trailer(in), lsize}, map_.members(m), bytes, off, chunk});
       msg.gather = &gathers_.back();
@@ -307,9 +285,7 @@ template <bool kOwnDirect>
 [[gnu::noinline]] std::size_t HierAlltoall::fan_out_columns(const char* in, const char* out, const char* send,
                                           char* recv, std::size_t bytes, std::size_t off,
                                           std::size_t chunk) noexcept {
-  // From node m's source s, my block is [s][local] of section m (rows of my
-  // node's size, rows.h) — in the in-area for my own node, in the out-area
-  // for the others; kOwnDirect: my own block straight from `send`.
+  // My own node's blocks are in the in-area, the others' in the out-area.
   const Plan& p = plan_;
   const std::size_t local = static_cast<std::size_t>(p.local_rank());
   const std::size_t lsize = static_cast<std::size_t>(p.local_size());
@@ -335,9 +311,8 @@ template <bool kOwnDirect>
   return copied;
 }
 
-// One round: bytes [off, off + chunk) of every block. Every rank's size goes
-// with its arrival; the first round compares them (docs/hier.md, "Sizes that
-// differ").
+// One round: bytes [off, off + chunk) of every block; the first one compares
+// the sizes (docs/hier.md "Sizes that differ").
 shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes, std::size_t off,
                                 std::size_t chunk, const GatherSource* mine) noexcept {
   const Plan& p = plan_;
@@ -366,16 +341,12 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
       }
       lap.mark(phases::kNetWait);
     }
-    // Every node's sizes reach every other node in the first round, so every
-    // rank of the team learns of any mismatch.
     if (first) verdict |= remote_verdict(bytes);
     if (shm::Status st = stage_->release(verdict); st != shm::Status::ok) return fail(st);
   }
   if (shm::Status st = stage_->wait_released(leaders_); st != shm::Status::ok) return fail(st);
   lap.mark(phases::kReleaseWait);
-  // A rank of another size ran its first round like every rank (its chunk at
-  // most max_chunk: inside the areas), so every rank of the team stops here,
-  // each stage and transport one round further: the engine stays usable.
+  // A mismatch stops every rank here, one round further alike: still usable.
   if (first) {
     if (const std::uint64_t v = released_verdict(stage_->seq()); v != 0) return verdict_status(v);
   }
@@ -386,23 +357,11 @@ shm::Status HierAlltoall::round(const char* send, char* recv, std::size_t bytes,
   return shm::Status::ok;
 }
 
-// Pipelined rounds (docs/hier.md "Pipelined rounds"): every rank fills round
-// i+1's in-area while its leaders' round-i exchange is in flight. Round k
-// (stage sequence) may overwrite the areas of round k-2 only once
-//   * fan-in (in-area, parity k): every local rank finished reading k-2
-//     (wait_finished k-2) - its own-node blocks are read from the in-area,
-//     and the leaders' reads of k-2 completed before they released k-2,
-//     which this rank waited for before finishing k-2 itself;
-//   * post (remote out-areas): every local rank finished reading k-1, so a
-//     partner, which posts k+1 only after our write of k arrived, never
-//     overwrites an out-area of parity k+1 we still read.
-// Sizes that differ: the first round runs as in round() - each rank's size
-// with its arrival, the leaders' verdict with their first release - and
-// round 1 is filled only after that verdict, so a mismatch stops every rank
-// after exactly one round (finished, so the next call's waits hold). This
-// costs no overlap a leader could use: it posts round 1 only once every
-// local rank finished round 0, which comes after the verdict anyway.
-// One pipelined call's state and its two steps, shared by its rounds.
+// Pipelined rounds; the schedule and why each wait is needed: docs/hier.md
+// "Pipelined rounds". fill(k) waits until every local rank finished k-2 (the
+// in-area's reuse); post(k) until it finished k-1 (a partner posts k+1 once
+// our k arrived). Round 1 is filled only after round 0's verdict, so a size
+// mismatch stops every rank after exactly one, finished round.
 struct HierAlltoall::Pipelined {
   Pipelined(HierAlltoall& self, const char* s, std::size_t b, const GatherSource* m,
             std::size_t per_round) noexcept
@@ -419,7 +378,6 @@ struct HierAlltoall::Pipelined {
 
   std::size_t chunk_of(std::size_t i) const { return std::min(max, bytes - i * max); }
 
-  // Fills round i's in-area (sequence k) and arrives with this rank's size.
   shm::Status fill(std::size_t i, std::uint64_t k) noexcept {
     if (shm::Status st = a.stage_->wait_finished(a.all_local_, before(k, 2));
         st != shm::Status::ok) {
@@ -433,7 +391,6 @@ struct HierAlltoall::Pipelined {
     return st;
   }
 
-  // Leader: round i's writes, once its fan-in is in and round k-1 was read.
   shm::Status post(std::size_t i, std::uint64_t k) noexcept {
     if (shm::Status st = a.stage_->wait_arrived(a.all_local_, k); st != shm::Status::ok) return st;
     if (shm::Status st = a.stage_->wait_finished(a.all_local_, before(k, 1));

@@ -1,17 +1,13 @@
-// HierAlltoall's rounds beside a PMPI call: check() and trial() (docs/hier.md
-// "A rank sent to PMPI", docs/tune.md "What a pmpi trial times").
+// HierAlltoall::check() and trial() (docs/hier.md "A rank sent to PMPI").
 #include "core/hier/hier_alltoall.h"
 
 namespace mlxa2a::hier {
 
-// A round without data beside a PMPI call (docs/hier.md "A rank sent to
-// PMPI"). Its signals and messages are a first round's, in whichever mode
-// the team runs, so peers in run() (either mode) and in check() stay in
-// step. A leader whose node sent a rank to PMPI releases before completing
-// its exchange: nobody on the node reads the out-area then, and the node's
-// ranks in run() must reach PMPI_Alltoall without waiting for a PMPI call
-// to end. Its own next signal comes after complete(), so the next call's
-// reuse rules hold as after a real round.
+// Signals and messages are a first round's in either mode, so peers in run()
+// stay in step. A node with a rank in PMPI is released before complete():
+// nobody there reads the out-area, and its ranks in run() must reach PMPI
+// without waiting for a PMPI call to end. The leader's next signal comes
+// after complete(), so the reuse rules hold as after a real round.
 shm::Status HierAlltoall::check_round(std::uint64_t k, std::size_t announced, Beside mode,
                                       bool* posted, std::uint64_t* verdict_out) noexcept {
   const bool pmpi = mode != Beside::none;
@@ -24,15 +20,13 @@ shm::Status HierAlltoall::check_round(std::uint64_t k, std::size_t announced, Be
                              (mode == Beside::trial ? kNoteTrial : 0);
   if (shm::Status st = stage_->arrive_at(k, note); st != shm::Status::ok) return st;
   if (plan_.leader()) {
-    // A leader in PMPI itself knows its node's verdict (kWentPmpi) without
-    // its node's arrivals; over a two-sided transport it then skips the node
-    // barrier (node_ready()). Not in a trial: its headers must say whether
-    // its whole node is in the trial.
+    // A leader in PMPI knows the verdict (kWentPmpi) without its node's
+    // arrivals. Not in a trial: its headers must say if the whole node is in.
     const bool at_once = mode == Beside::pmpi && transport_->two_sided();
     if (shm::Status st = node_ready(k, at_once); st != shm::Status::ok) return st;
     std::uint64_t verdict = at_once ? Header::kWentPmpi : local_verdict(announced, k);
-    // The sections' layout at the largest chunk: a partner's message of any
-    // size fits its receive (recv_capacity), and no two receives overlap.
+    // Laid out at the largest chunk: a partner's message of any size fits its
+    // receive, and no two receives overlap.
     const int par = static_cast<int>(k & 1);
     build_messages(stage_->in_area(par), stage_->out_area(par), par, announced, 0,
                    plan_.max_chunk(), false, verdict);
@@ -56,23 +50,17 @@ shm::Status HierAlltoall::check_round(std::uint64_t k, std::size_t announced, Be
     *verdict_out = verdict;
     if (shm::Status st = stage_->release_at(k, verdict); st != shm::Status::ok) return st;
   }
-  // A rank in PMPI needs no verdict before its call: it goes there whatever
-  // its peers do, and its own next signal (the next call's arrival) needs
-  // nobody's release.
+  // A rank in PMPI goes there whatever its peers do, and its next signal
+  // (the next call's arrival) needs nobody's release.
   return pmpi ? shm::Status::ok : stage_->wait_released(leaders_, k);
 }
 
-// What a check call's leader waits for before it posts and releases call k
-// (docs/hier.md "A rank sent to PMPI", "Without the node barrier").
-// Normally the node's arrivals at k (a node barrier: the local verdict needs
-// them, and they say every local rank is done with call k-1's areas, which a
-// one-sided partner may overwrite once it has our message of k). at_once (a
-// leader going to PMPI, two-sided transport: nothing lands here but into
-// receives this leader posts): only that call k-2's readers are done - its
-// out-area receives this call's headers, and its release note is this call's
-// (notes are per parity) - which arrivals at k-1 say, or (pipelined) the
-// finished signals of k-2 check_round() waited for. After back-to-back PMPI
-// calls those arrivals are long in: no wait.
+// Normally a node barrier at k: the local verdict needs the arrivals, and a
+// one-sided partner with our message of k may overwrite k-1's areas. at_once
+// (leader to PMPI, two-sided: only our own receives land here) needs only
+// call k-2's readers done (k's areas and per-parity notes): arrivals at k-1,
+// or the finished k-2 that a pipelined check_round() waited for
+// (docs/hier.md "Without the node barrier").
 shm::Status HierAlltoall::node_ready(std::uint64_t k, bool at_once) noexcept {
   if (at_once) {
     return pipeline_ ? shm::Status::ok : stage_->wait_arrived(all_local_, before(k, 1));
@@ -95,15 +83,14 @@ shm::Status HierAlltoall::beside(std::size_t announced, Beside mode, void (*call
   if (st == shm::Status::ok && posted && transport_->complete() != shm::Status::ok) {
     st = shm::Status::transport_failed;
   }
-  // A trial's leaders publish their partners' word with their finished
-  // signal (in either mode; serial teams wait for it only here).
+  // A trial's leaders publish their partners' word with their finished signal,
+  // in either mode (serial teams wait for it only here).
   const bool publish = mode == Beside::trial && plan_.leader();
   if (st == shm::Status::ok && publish) {
     st = stage_->finish_at(k, trial_verdict(verdict, announced));
   }
   if (st != shm::Status::ok) return fail(st);
-  // The verdict is read before this rank's finished signal: after it, a
-  // pipelined leader may go on to signal call k + 2 (the notes of k's parity).
+  // Read before finishing: then a pipelined leader may signal k + 2 (k's parity).
   const shm::Status out = mode == Beside::trial  ? trial_outcome(k)
                           : mode == Beside::pmpi ? shm::Status::ok
                                                  : verdict_status(released_verdict(k));
@@ -123,10 +110,9 @@ std::uint64_t HierAlltoall::trial_verdict(std::uint64_t local, std::size_t annou
   return v;
 }
 
-// Matched everywhere only if every leader of this node saw its whole node
-// in the trial with one size (its release) and so did every partner (its
-// finished note, after complete(); waited for only once every release says
-// so: a leader outside the trial never publishes one).
+// Matched if every leader saw its whole node in the trial with one size (its
+// release) and so did every partner (its finished note; waited for only
+// once the releases say so: a leader outside the trial never publishes one).
 shm::Status HierAlltoall::trial_outcome(std::uint64_t k) noexcept {
   auto matched = [](std::uint64_t v) {
     return (v & Header::kAllTrial) && !(v & Header::kOtherSize);

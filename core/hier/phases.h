@@ -1,17 +1,9 @@
-// Where a hierarchical call's time goes, per process: wall time of each step
-// of HierAlltoall's rounds (docs/hier.md, "Where the time goes").
+// Wall time per step of HierAlltoall's rounds, per process (docs/hier.md
+// "Where the time goes"): end to end, the steps hide each other.
 //
-// Why: the engine's cost on a network is the sum of steps that hide each
-// other in a plain end-to-end time (the leader's exchange, the others'
-// wait for its release); splitting it says which step an algorithm change
-// must shorten.
-//
-// Contract: off unless enable() was called (MLXA2A_COLL_STATS, at init);
-// off, a Lap costs one relaxed load at its construction and a branch per
-// mark. On, each mark reads the steady clock (vDSO, ~20-30 ns) and adds the
-// time since the previous mark (or the Lap's start) to that mark's phase.
-// Counters are relaxed atomics, any thread; read at MPI_Finalize for the
-// "stats phases" line.
+// Contract: off unless enable() (MLXA2A_COLL_STATS): a Lap then costs one
+// relaxed load and a branch per mark; on, a steady-clock read per mark.
+// Counters: relaxed atomics, any thread, read at MPI_Finalize.
 #pragma once
 
 #include <time.h>

@@ -1,11 +1,8 @@
-// The data layout of one hierarchical alltoall: ranks of a node stage their
-// blocks at the node's leader, leaders exchange one message per pair of nodes,
-// ranks pick their results up (docs/hier.md).
+// The data layout of one hierarchical alltoall (docs/hier.md "Layout").
 //
-// Contract: pure computation, no MPI, no shared memory. Every rank of a team
-// builds the same NodeMap from the same agreed node ids and therefore the
-// same chunk size and round count for a given bytes_per_peer, which is what
-// keeps all ranks in step (no rank ever runs a different number of rounds).
+// Contract: pure computation. Every rank builds the same NodeMap from the
+// agreed node ids, hence the same chunk and round count for a bytes_per_peer:
+// that keeps all ranks in step.
 #pragma once
 
 #include <cstddef>
@@ -16,16 +13,12 @@
 
 namespace mlxa2a::hier {
 
-// Which ranks of a team each node holds, and which of them lead. Nodes are
-// numbered by their lowest rank (node 0 holds rank 0); a node's members are
-// listed in rank order, so a rank's index in its node is its local rank in a
-// node communicator split with key = rank.
+// Nodes are numbered by their lowest rank; members in rank order, so a rank's
+// index in its node is its local rank in a node communicator split by rank.
 class NodeMap {
  public:
-  // node_ids[r]: any value shared exactly by the ranks on r's node.
-  // leads[r] != 0: rank r is one of its node's leaders; empty: every node's
-  // first rank leads. A node's first rank always leads. leads[r] >= 2: it
-  // leads rail leads[r] - 2 (MLXA2A_LEADERS=rails; Plan::serving pairs rails).
+  // node_ids[r]: shared exactly by the ranks on r's node. leads[r] != 0: r
+  // leads (as every node's first rank; empty: only they); >= 2: on rail leads[r] - 2.
   explicit NodeMap(std::span<const int> node_ids, std::span<const int> leads = {});
 
   int size() const { return static_cast<int>(node_of_.size()); }
@@ -37,13 +30,10 @@ class NodeMap {
   const std::vector<int>& members(int node) const {
     return members_[static_cast<std::size_t>(node)];
   }
-  // Ranks on nodes numbered below `node` (where that node's section starts in
-  // a staging area laid out by destination node).
   int ranks_before(int node) const { return before_[static_cast<std::size_t>(node)]; }
-  // d when the node's members are first, first + d, first + 2d, ... (block
-  // layouts give 1, round robin gives the node count); 0 when irregular.
+  // d when the members are first, first + d, first + 2d, ...; 0 when irregular.
   int member_step(int node) const { return step_[static_cast<std::size_t>(node)]; }
-  // The node's leaders as indices in the node, ascending (leader j = entry j).
+  // Indices in the node, ascending (leader j = entry j).
   const std::vector<int>& leaders(int node) const {
     return leaders_[static_cast<std::size_t>(node)];
   }
@@ -66,25 +56,15 @@ class NodeMap {
   int largest_ = 0;
 };
 
-// The staging layout of one rank's node, for chunks of c bytes per peer.
-// Both areas start with a header region of header_bytes(): the Header this
-// node's leader sends to node m (in-area) or received from node m (out-area)
-// at header(m) — fixed offsets, whatever the call's size, so that a partner
-// called with another size still finds it (docs/hier.md, "Sizes that differ").
-// Both areas are indexed alike: section m (one per node m) starts at
-// header_bytes() + L * c * ranks_before(m), where L is this node's size, and holds block
-// [a][b] at block_slot(a, b, L_m, c) * c in the in-area (a: local source, b:
-// destination index in m) and block [s][j] at block_slot(s, j, L, c) * c in
-// the out-area (s: source index in m, j: local destination): row by row,
-// each row rotated by its source from 64-byte chunks (core/hier/rows.h). The in-area's section m is exactly the
-// message this node's leader sends to node m's leader, and the out-area's
-// section m is where the message from node m's leader lands; section m of
-// the out-area for m == this node stays unused (local blocks are read from
-// the in-area, which has the same [source][destination] layout there).
+// One node's staging layout for chunks of c bytes per peer (docs/hier.md
+// "Layout"). Both areas: Headers at header(m), fixed whatever the call's size
+// so a partner of another size finds them; then section m at section(m, c),
+// rows placed by rows.h. In-area section m is exactly the message to node m;
+// out-area section m is where node m's lands (unused for this node: local
+// blocks are read from the in-area).
 class Plan {
  public:
-  // stage_bytes_per_rank: the staging budget of one rank (MLXA2A_SHM_SLOT_SIZE);
-  // raised to 64 bytes per peer when smaller.
+  // stage_bytes_per_rank: one rank's staging slot; at least 64 bytes per peer.
   Plan(const NodeMap& map, int rank, std::size_t stage_bytes_per_rank);
 
   const NodeMap& map() const { return map_; }
@@ -92,37 +72,24 @@ class Plan {
   int node() const { return node_; }
   int local_rank() const { return local_; }
   int local_size() const { return map_.node_size(node_); }
-  // My index among my node's leaders, -1 if I do not lead.
-  int leader_index() const { return leader_index_; }
+  int leader_index() const { return leader_index_; }  // -1: not a leader
   bool leader() const { return leader_index_ >= 0; }
-  // Node k's remote nodes, counted from k (k+1, k+2, ... mod N), go to its
-  // leaders in turn: leader j serves the nodes m with ((m - k - 1) mod N)
-  // mod leaders(k) == j, and talks there to the leader of m that serves k by
-  // the same rule, so both ends agree and every leader of a node serves
-  // floor or ceil((N-1)/leaders) nodes. (m mod leaders(k) did not: on 3
-  // nodes with 2 leaders, node 1's remote nodes 0 and 2 both went to leader 0.)
-  // Rails (both nodes' leaders all have one, NodeMap::rail): the pair's
-  // leaders are those of one rail both nodes have, chosen symmetrically by
-  // rail_round() (docs/hier-transports.md, "Every rail").
+  // Node k's remote nodes, counted from k + 1, go to its leaders in turn, by
+  // one rule at both ends (docs/hier.md, leader exchange); with rails on both,
+  // one common rail by rail_round() (docs/hier-transports.md "Every rail").
   int handled_by(int node) const { return serve_[static_cast<std::size_t>(node)]; }
-  // The k-th node (k = 1 .. N-1) a leader of this node sends to: from the
-  // next node on, cyclically, so that no node is every leader's first
-  // target (issue 39: node order made node 0 an incast on one HCA); a
-  // leader skips those another leader of its node handles.
+  // The k-th node (k = 1 .. N-1) to send to: from the next node on, so that
+  // no node is every leader's first target (an incast).
   int target(int k) const { return (node_ + k) % map_.nodes(); }
   int partner(int node) const { return partner_[static_cast<std::size_t>(node)]; }
-  // Which of node k's leaders serves its remote node m.
-  int serving(int k, int m) const;
+  int serving(int k, int m) const;  // which of node k's leaders serves m
   // The round in which nodes a != b of n meet in a round-robin tournament
   // (symmetric; a node meets the others in distinct rounds).
   static int rail_round(int a, int b, int n);
 
-  // Bytes per peer moved per round, equal on every rank of the team.
-  std::size_t max_chunk() const { return max_chunk_; }
-  // Size of the in-area and of the out-area of this node (headers included).
-  std::size_t area_bytes() const { return area_bytes_; }
-  // The header region: one Header per node, 64-byte rounded; bounded by the
-  // team size so that it is known before the node map (HierAlltoall::area_bytes).
+  std::size_t max_chunk() const { return max_chunk_; }  // alike on every rank
+  std::size_t area_bytes() const { return area_bytes_; }  // in and out alike
+  // Sized by the team, not the node count: known before the node map.
   static std::size_t header_bytes(int team_size) {
     return (static_cast<std::size_t>(team_size) * sizeof(Header) + 63) / 64 * 64;
   }
@@ -134,14 +101,11 @@ class Plan {
     return header_bytes_ + static_cast<std::size_t>(local_size()) * chunk *
                                static_cast<std::size_t>(map_.ranks_before(node));
   }
-  // Where this node's message lands in node m's out-area: section `node()`
-  // of m's layout, whose rows are m's size (the sender's own section m is
-  // laid out with this node's size).
+  // Where our message lands in node m's out-area: laid out with m's size.
   std::size_t remote_section(int node, std::size_t chunk) const {
     return header_bytes_ + static_cast<std::size_t>(map_.node_size(node)) * chunk *
                                static_cast<std::size_t>(map_.ranks_before(node_));
   }
-  // Bytes of the message between this node's leader and node m's leader.
   std::size_t message_bytes(int node, std::size_t chunk) const {
     return static_cast<std::size_t>(local_size()) * static_cast<std::size_t>(map_.node_size(node)) *
            chunk;

@@ -1,25 +1,12 @@
-// The order of the blocks inside a staging section's rows (docs/hier.md,
-// Layout): which slot holds block [a][b], and the runs in which fan-in
-// writes a row and fan-out reads a column.
+// Block order inside a staging section: one row per source, `row` blocks of
+// `chunk` bytes. Rows are rotated from kRotateFromChunk so that a column does
+// not step by 4 KiB (L1 aliasing); why, and why not below: docs/hier.md
+// "Rotated rows".
 //
-// A section holds one row per source, `row` blocks of `chunk` bytes each (one
-// per destination member). Fan-in writes a row, fan-out reads a column: one
-// block per row, `row` blocks apart. At 128 bytes and 32 members that stride
-// is 4 KiB, so every block of a column maps to the same L1 sets (4 KiB
-// aliasing) and fan-out ran at a third of memcpy's bandwidth
-// (bench/model_bench). From kRotateFromChunk bytes per block each row is
-// rotated by its source's index - block [a][b] at slot a * row + (a + b) % row
-// - so a column steps by row + 1 blocks instead. Below that the blocks are in
-// destination order, as before: there the copies are bound by per-block
-// instructions, not by cache sets, and rotating measured mixed (docs/hier.md).
-//
-// Contract: pure arithmetic, no state. The choice depends only on the chunk
-// (equal on every rank of a team for a round: it derives from the call's
-// byte count) and the section's shape, so the writer of a section, the
-// leader that sends it and the ranks that read it on the partner node all
-// compute the same layout. Everything that places or finds a block in a
-// section goes through these functions (core/hier/hier_alltoall.cc,
-// core/mlx5/gather.cc, bench/model_bench.cc).
+// Contract: pure arithmetic. Depends only on the chunk (equal on every rank
+// for a round) and the section's shape, so writer, sending leader and remote
+// readers agree. Everything placing or finding a block goes through here
+// (hier_alltoall.cc, core/mlx5/gather.cc, bench/model_bench.cc).
 #pragma once
 
 #include <algorithm>
@@ -29,14 +16,11 @@ namespace mlxa2a::hier {
 
 inline constexpr std::size_t kRotateFromChunk = 64;
 
-// Whether rows of `row` blocks of `chunk` bytes are rotated (a row of one
-// block has nothing to rotate).
 constexpr bool rows_rotated(std::size_t chunk, std::size_t row) noexcept {
   return chunk >= kRotateFromChunk && row > 1;
 }
 
-// The slot (in blocks from the section's start) of block [a][b]: source a,
-// destination b < row.
+// In blocks from the section's start; a: source, b < row: destination.
 constexpr std::size_t block_slot(std::size_t a, std::size_t b, std::size_t row,
                                  std::size_t chunk) noexcept {
   return a * row + (rows_rotated(chunk, row) ? (a + b) % row : b);
@@ -51,12 +35,9 @@ struct BlockRun {
   std::size_t step;
 };
 
-// Row a in slot order (as the bytes of the section follow each other): one
-// contiguous run, or two when rotated - destinations row - r .. row - 1 at
-// the row's start, then 0 .. row - r - 1 (r = a % row). f(BlockRun) per run.
-// Always inlined, as should be f: then the unrotated case compiles to the
-// single copy it always was (inlining left to GCC made fan-out 12 B 20-40%
-// slower in bench/model_bench).
+// Row a in slot order: one run, or two when rotated (r = a % row: row - r ..
+// row - 1, then 0 .. row - r - 1). Always inlined, as should be f, so the
+// unrotated case is a single copy (left to GCC: fan-out 12 B 20-40% slower).
 template <typename F>
 [[gnu::always_inline]] constexpr void row_runs(std::size_t a, std::size_t row, std::size_t chunk,
                                                F&& f) {
@@ -65,9 +46,8 @@ template <typename F>
   f(BlockRun{0, row - r, a * row + r, 1});
 }
 
-// Column b (b < row) of `rows` rows in source order. Rotated, block [s][b] is
-// at s * (row + 1) + b - q * row with q = (s + b) / row: one run of step
-// row + 1 per value of q, that is two when rows == row. f(BlockRun) per run.
+// Column b of `rows` rows. Rotated, [s][b] is at s * (row + 1) + b - q * row
+// with q = (s + b) / row: one run per q (two when rows == row).
 template <typename F>
 [[gnu::always_inline]] constexpr void column_runs(std::size_t b, std::size_t rows, std::size_t row,
                                                   std::size_t chunk, F&& f) {
@@ -82,10 +62,7 @@ template <typename F>
   }
 }
 
-// `run` without member `skip` (a row's destination or a column's source):
-// f(BlockRun) on the parts before and after it, none empty (the rank's own
-// block, which it copies straight from its send to its receive buffer,
-// hier_alltoall.cc own_block_direct).
+// `run` without member `skip` (the own block): f on the non-empty parts.
 template <typename F>
 [[gnu::always_inline]] constexpr void runs_without(const BlockRun& run, std::size_t skip, F&& f) {
   if (skip < run.first || skip - run.first >= run.count) {

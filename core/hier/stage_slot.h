@@ -1,9 +1,7 @@
-// The staging slot of a team with PMPI leaders (docs/hier-transports.md,
-// "Memory"): MLXA2A_NET_PMPI_SLOT_SIZE, halved while the largest node's
-// staging segment (4 x its ranks x slot: in- and out-areas, two parities)
-// exceeds MLXA2A_NET_PMPI_STAGE_LIMIT, but never below `floor` (the RDMA
-// slot, MLXA2A_SHM_SLOT_SIZE) unless the slot asked for is already smaller.
-// limit 0: no limit. Pure, so every rank computes the same from agreed input.
+// The PMPI leaders' staging slot (docs/hier-transports.md "The staging slot"):
+// halved while the largest node's segment (4 x ranks x slot) exceeds `limit`
+// (0: none), never below `floor` unless already smaller. Pure: every rank
+// computes the same from agreed input.
 #pragma once
 
 #include <algorithm>

@@ -1,19 +1,12 @@
-// The rank side of the hierarchical engine's zero-copy rounds
-// (docs/zerocopy.md): how a rank makes its send buffer readable by its
-// leader's NIC, and the process-wide counters of what was copied on the node
-// and what the leaders' writes read straight from the ranks' buffers.
+// The rank side of zero-copy rounds (docs/zerocopy.md) and the copy counters.
 //
 // Contract
-// * SendRegistration::acquire() registers [p, p + len) (or finds it cached)
-//   and fills *out with the NIC address of p itself - never a region's start -
-//   and its key. The registration is held until release(), which the engine
-//   calls only after the leaders' writes reading the buffer completed (the
-//   call's last wait_released). false: refused (out of pinnable memory,
-//   ...); the rank then stages its blocks as usual for that call.
-// * One SendRegistration per rank and team; used only inside the team's
-//   collective calls (no thread safety needed). Implemented over the
-//   registration cache on the node's shared PD (core/mlx5/zcopy_sender.h).
-// * Counters: relaxed atomics, any thread; read for MLXA2A_COLL_STATS.
+// * acquire() registers [p, p + len) (or finds it cached) and gives the NIC
+//   address of p itself, never a region's start, and its key; held until
+//   release(), which the engine calls only once the leaders' writes reading
+//   it completed. false: refused; the rank stages its blocks for that call.
+// * One per rank and team, used only inside its collective calls
+//   (core/mlx5/zcopy_sender.h). Counters: relaxed atomics, any thread.
 #pragma once
 
 #include <atomic>

@@ -1,11 +1,8 @@
-// Setup-time communication among the ranks of one node.
-//
-// Contract: used only while a NodeAlltoall is being created (never on the hot
-// path). Every local rank calls the same sequence of broadcast()/barrier()
-// collectively, like the MPI collectives they are modelled on. Returning false
-// means the collective failed on this rank; the caller then gives up
-// (Status::bootstrap_failed). Implementations: core/mpi (PMPI on the node
-// communicator) and tests/shm (fork + shared anonymous memory).
+// Setup-time communication among the ranks of one node, never on the hot
+// path. Every local rank calls the same sequence of broadcast()/barrier(),
+// like the MPI collectives they model; false: failed on this rank (the
+// caller gives up: Status::bootstrap_failed). Implementations: core/mpi
+// (PMPI on the node communicator), tests/shm (fork + shared memory).
 #pragma once
 
 #include <cstddef>

@@ -1,20 +1,11 @@
-// Segment layouts shared by all ranks of a node (internal to core/shm).
+// Segment layouts shared by all ranks of a node (internal to core/shm; the
+// picture: docs/shm.md, "Segment"). Every segment (NodeSegment) starts with
+// SegmentHeader and RankInfo[local_size]; the page-aligned user area after
+// them is NodeAlltoall's (AlltoallGeometry below) or NodeStage's.
 //
-// Every segment (NodeSegment):
-//   SegmentHeader                      one kLine
-//   RankInfo[local_size]               one kLine each, written once at setup
-//   user area (page aligned)           owner-specific, see below
-//
-// NodeAlltoall's user area:
-//   DoneFlag[local_size]               one kLine each (CMA completion)
-//   CallInfo[local_size]               one kLine each (call number, bytes per peer)
-//   LineArea[local_size][2] (page aligned)  kLineAreaBytes each (lines.h)
-//   Slot[local_size][2] (page aligned) slot_stride bytes each: seq word + data
-//
-// Everything that one rank writes and others poll sits in its own kLine-aligned
-// block, so a rank's store invalidates only the readers of that block. kLine
-// is two 64-byte lines because x86's adjacent-line prefetcher moves lines in
-// pairs; on Arm it only costs a little space.
+// Everything one rank writes and others poll sits in its own kLine-aligned
+// block, so a store invalidates only that block's readers. kLine is two
+// 64-byte lines: x86's adjacent-line prefetcher moves lines in pairs.
 #pragma once
 
 #include <atomic>
@@ -55,16 +46,12 @@ struct alignas(kLine) DoneFlag {
   std::atomic<std::uint64_t> seq;  // last call whose peers' send buffers we finished reading
 };
 
-// Which call a rank is in and with how many bytes per peer: stored at the
-// start of every run() (one release store), read by a peer only while it
-// waits long for this rank - a rank that called with another size may be
-// waiting somewhere else entirely (another path, another round), so the
-// waiter compares sizes here and both sides end the call instead of waiting
-// forever. One word, so that a reader never pairs one call's number with the
-// next call's size (a peer may start the next call while we still wait):
-// (call number mod 2^32) << 32 | size folded to 32 bits. Peers are never
-// more than one call apart, so 32 bits of call number tell them apart; sizes
-// that differ by a multiple of 2^32 with equal folds are not told apart.
+// Which call a rank is in, with how many bytes per peer (docs/shm.md, "Sizes
+// that differ across ranks"): stored (release) at the start of every run(),
+// read by a peer only while it waits long. One word, so a reader never pairs
+// one call's number with the next call's size: (call mod 2^32) << 32 | size
+// folded to 32 bits. Peers are at most one call apart, so 32 bits of call
+// tell them apart; sizes with equal folds are not told apart.
 struct alignas(kLine) CallInfo {
   std::atomic<std::uint64_t> word;
 };
@@ -75,20 +62,17 @@ constexpr std::uint64_t call_word(std::uint64_t call, std::uint64_t bytes) noexc
   return (call << 32) | fold_bytes(bytes);
 }
 
-// A slot: seq (call/round number whose data the slot holds), the writer's
-// bytes per peer for the whole call (a reader with another size fails the call
-// rather than read a wrong block), then data. Data starts 16 bytes in so that
-// up to kLine-16 bytes travel with the flag in one line.
+// A slot: seq (the call/round whose data it holds), the writer's bytes per
+// peer (a reader of another size fails the call rather than read a wrong
+// block), then data, so up to kLine-16 bytes travel in the flag's line.
 constexpr std::size_t kSlotBytesOffset = sizeof(std::uint64_t);
 constexpr std::size_t kSlotDataOffset = 2 * sizeof(std::uint64_t);
 
 constexpr std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
 
-// Overflow-checked size arithmetic for segment and staging geometry. Sizes
-// come from switches and rank counts; a product that wraps would give a
-// small segment and writes far past it (issue 11: MLXA2A_SHM_SLOT_SIZE=inf).
-// Every layout is computed through Size, and an overflow anywhere poisons the
-// result, which the layout reports as invalid (0), so set-up fails cleanly.
+// Overflow-checked size arithmetic: sizes come from switches and rank counts,
+// and a wrapped product would map a small segment and write far past it. An
+// overflow anywhere poisons the result (value() 0): set-up fails cleanly.
 class Size {
  public:
   constexpr Size(std::size_t v = 0) noexcept : v_(v) {}  // NOLINT: implicit on purpose

@@ -1,19 +1,13 @@
 // Line mode: a writer's bytes spread over cache lines that each carry their
-// own sequence word (internal to core/shm).
+// own sequence word, so a reader polls all of its block's lines at once and
+// their misses overlap (docs/shm.md, "Line mode": why, measurements).
+// Internal to core/shm.
 //
-// Why: with one flag per slot, a reader that waits learns that the data is
-// there from the flag's line and only then fetches the data's other lines -
-// two line transfers one after the other (measured: 64 bytes per peer at np=2
-// cost a whole extra handoff over 32). When every line has its own sequence
-// word, the reader polls all the lines of its block in each pass; their
-// misses overlap and the block arrives in about one transfer.
-//
-// An area is kBytes-aligned memory of `lines` lines. Line i holds a sequence
-// word, then stream bytes [i * kPayload, (i + 1) * kPayload). The writer stores
-// a line's payload, then its sequence word (release); a reader that sees the
-// word reach its target (acquire) may read that line's payload. An area only
-// ever holds sequence words in those places, so a stale word is an older
-// sequence number, never user data.
+// Line i of an area holds a sequence word, then stream bytes [i * kPayload,
+// (i + 1) * kPayload). The writer stores a line's payload, then its word
+// (release); a reader that sees the word reach its target (acquire) may read
+// that line's payload. An area only ever holds sequence words there, so a
+// stale word is an older sequence number, never user data.
 #pragma once
 
 #include <algorithm>
@@ -36,13 +30,11 @@ inline const std::atomic<std::uint64_t>& seq(const char* area, std::size_t line)
   return *reinterpret_cast<const std::atomic<std::uint64_t>*>(area + line * kBytes);
 }
 
-// Lines needed for a stream of `bytes` bytes.
 constexpr std::size_t count(std::size_t bytes) noexcept { return (bytes + kPayload - 1) / kPayload; }
 
-// Copies n <= 64 bytes inline: two (possibly overlapping) copies of the
-// largest power of two <= n, each loaded before anything is stored. Line
-// payloads are at most 56 bytes, so a small call's copies need no call into
-// libc (memcpy through the PLT cost ~10 instructions each at np=2, 1 B).
+// Copies n <= 64 bytes inline (payloads are at most 56: no libc call through
+// the PLT): two possibly overlapping copies of the largest power of two <= n,
+// each loaded before anything is stored.
 template <std::size_t W>
 inline void copy_ends(char* dst, const char* src, std::size_t n) noexcept {
   char head[W], tail[W];
@@ -94,9 +86,8 @@ inline void publish(char* area, const char* a, std::size_t a_len, const char* b,
   }
 }
 
-// publish() of one source, and read() of a whole stream: a reader at two
-// ranks takes the writer's whole stream (run_line_pair), so neither needs
-// publish's join of two sources nor read's start inside a line.
+// publish() of one source and read() of a whole stream, for two ranks
+// (run_line_pair): no join of two sources, no start inside a line.
 inline void publish_one(char* area, const char* src, std::size_t len, std::uint64_t s) noexcept {
   if (len <= kPayload) {  // the common case, without the loop's bookkeeping
     copy_small(area + sizeof(std::uint64_t), src, len);
@@ -118,10 +109,9 @@ inline void read_all(const char* area, std::size_t len, char* dst) noexcept {
   }
 }
 
-// Whether lines [first, last] all show a sequence number >= target. Every
-// line is loaded in every pass (relaxed loads, independent, so their misses
-// overlap); the acquire fence after a successful pass orders the payload
-// reads that follow.
+// Lines [first, last] all show a sequence number >= target. Every line is
+// loaded in every pass (independent relaxed loads: their misses overlap);
+// the acquire fence after a successful pass orders the payload reads.
 inline bool ready(const char* area, std::size_t first, std::size_t last,
                   std::uint64_t target) noexcept {
   std::uint64_t lowest = UINT64_MAX;
@@ -133,10 +123,8 @@ inline bool ready(const char* area, std::size_t first, std::size_t last,
   return true;
 }
 
-// Sequence words of NodeAlltoall's line mode carry the writer's bytes per
-// peer in their low kTagBits bits (line mode serves at most 256 bytes per
-// peer), so that a reader called with another size notices at once instead
-// of reading a wrong block.
+// NodeAlltoall's words carry the writer's bytes per peer (at most 256 in
+// line mode) in the low kTagBits: a reader of another size notices at once.
 constexpr unsigned kTagBits = 16;
 constexpr std::uint64_t word(std::uint64_t seq, std::size_t bytes) noexcept {
   return seq << kTagBits | static_cast<std::uint64_t>(bytes);
@@ -144,10 +132,9 @@ constexpr std::uint64_t word(std::uint64_t seq, std::size_t bytes) noexcept {
 
 enum class Check { pending, ready, mismatch };
 
-// Whether lines [first, last] all hold exactly `w` (ready; with the acquire
-// fence that orders the payload reads), all hold words of w's sequence number
-// or later but not all w (mismatch: a writer of another size), or not yet.
-// Every line is loaded in every pass, as in ready().
+// As ready(): all lines hold exactly `w` (ready, fenced), all hold w's
+// sequence number or later but not all w (mismatch: a writer of another
+// size), or not yet.
 inline Check check(const char* area, std::size_t first, std::size_t last,
                    std::uint64_t w) noexcept {
   std::uint64_t lowest = UINT64_MAX, highest = 0;

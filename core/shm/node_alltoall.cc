@@ -77,9 +77,8 @@ Status NodeAlltoall::setup(Bootstrap& boot, const Options& opt) {
   cma_threshold_ = cma_usable_ ? seg_.params()[kCmaThreshold] : 0;
   const layout::AlltoallGeometry g = layout::alltoall_geometry(static_cast<std::size_t>(n_), capacity_);
   char* user = seg_.user();
-  // A writer's line-mode stream holds its n - 1 outgoing blocks, and a block
-  // spans few enough lines that polling all of them is cheaper than a second
-  // transfer (measured at np=2: 256 B per peer gained, 512 B lost 50%).
+  // A stream holds the n - 1 outgoing blocks; polling a block's lines beats
+  // a second transfer only up to 256 B per peer (docs/shm.md, "Line mode").
   constexpr std::size_t kLineStream = layout::kLineAreaBytes / lines::kBytes * lines::kPayload;
   constexpr std::size_t kLineBlockMax = 256;
   line_max_ = n_ > 1 && seg_.params()[kLineMode] != 0
@@ -219,14 +218,9 @@ Status NodeAlltoall::run_empty(std::size_t bytes) noexcept {
 }
 
 // Line mode (lines.h): the writer's stream is its blocks for the other ranks,
-// rotated as in run_copy (the block for rank me+k at position k-1), published
-// line by line into its area of parity seq & 1. A reader polls every line of
-// its block at once, so the block's line transfers overlap.
-//
-// Reusing an area is safe for the reason given at run_copy: every call, in
-// any mode, waits for every peer's publication of that call, and a peer
-// publishes call s-1 only after it read everything of call s-2. The areas are
-// separate from the slots, so their sequence words never hold user data.
+// rotated as in run_copy, in its area of parity seq & 1. Reusing an area is
+// safe as a slot is (run_copy): every call, in any mode, waits for every
+// peer's publication of that call.
 Status NodeAlltoall::run_lines(const char* send, char* recv, std::size_t bytes) noexcept {
   const std::size_t n = static_cast<std::size_t>(n_);
   const std::size_t me = static_cast<std::size_t>(me_);
@@ -253,11 +247,8 @@ Status NodeAlltoall::run_lines(const char* send, char* recv, std::size_t bytes) 
   return Status::ok;
 }
 
-// run_lines at two ranks: the peer's block is the writer's whole stream,
-// so each rank writes its stream from line 0 and reads the peer's from line
-// 0 (one line each way up to 56 B). The same words, checks and waits as
-// run_lines, without its per-peer offsets (np=2, 4 B: 225 -> ~90
-// instructions).
+// run_lines at two ranks: the peer's block is the writer's whole stream
+// (from line 0): the same words, checks and waits without per-peer offsets.
 Status NodeAlltoall::run_line_pair(const char* send, char* recv, std::size_t bytes) noexcept {
   const std::size_t me = static_cast<std::size_t>(me_);
   const std::size_t peer = me ^ 1;
@@ -293,20 +284,14 @@ Status NodeAlltoall::wait_lines(const LineBlock& b, int j, std::size_t bytes,
   return st;
 }
 
-// Copy-in/copy-out, in rounds when local_size * bytes exceeds the slot.
+// Copy-in/copy-out, in rounds when local_size * bytes exceeds the slot
+// (docs/shm.md, "Copy-in/copy-out protocol"). A writer's slot holds its
+// blocks for the others rotated so that rank me+1's comes first (block for j
+// at (j - i - 1) mod n): at two ranks it arrives with the flag's line.
 //
-// A writer's slot holds its blocks for the other ranks only, rotated so that
-// the block for rank me+1 comes first: the block rank j reads from writer i
-// is at position (j - i - 1) mod n. At two ranks every reader's block thus
-// starts right after the flag and its first kLine-8 bytes arrive with the
-// flag's cache line (measured: 64 B per peer took one more line transfer,
-// +0.13 us at np=2, when the block sat after the writer's own).
-//
-// Round k (global number s = ++seq_) uses slot parity s & 1. Writing our slot
-// of parity p for round s is safe: its previous content (round s-2) has been
-// read by every peer j before j published round s-1 (program order in j), and
-// we acquired j's round-(s-1) flag during round s-1. So no extra "done" flag
-// is needed and one call costs one flag store plus one flag load per peer.
+// Round s = ++seq_ uses parity s & 1. Overwriting our slot is safe without a
+// "done" flag: every peer j read round s-2's content before publishing round
+// s-1 (program order), and we acquired j's round-(s-1) flag before round s.
 Status NodeAlltoall::run_copy(const char* send, char* recv, std::size_t bytes) noexcept {
   const std::size_t n = static_cast<std::size_t>(n_);
   const std::size_t me = static_cast<std::size_t>(me_);
@@ -349,9 +334,8 @@ Status NodeAlltoall::run_copy(const char* send, char* recv, std::size_t bytes) n
 }
 
 // Single copy: each rank publishes its send buffer's address in its slot and
-// reads its block straight out of every peer's send buffer. A second flag
-// (done) tells a writer that nobody reads its send buffer any more, which
-// run() must know before it returns and the caller may reuse that buffer.
+// reads its block out of every peer's. The done flag tells a writer nobody
+// reads its buffer any more, which run() must know before returning.
 Status NodeAlltoall::run_cma(const char* send, char* recv, std::size_t bytes) noexcept {
   const std::size_t n = static_cast<std::size_t>(n_);
   const std::size_t me = static_cast<std::size_t>(me_);

@@ -1,13 +1,12 @@
 // A segment shared by all ranks of one node, created collectively.
 //
 // Contract: create() is collective over the Bootstrap's ranks. Local rank 0
-// creates the segment, fills in `params` (opaque to this class: the owner's
-// layout choices) and broadcasts the name; everybody attaches, checks the
-// header, registers its pid, and after a barrier the name is unlinked - from
-// then on nothing of ours exists in /dev/shm. The user area's size is computed
-// by every rank from (local_size, root's params), so all ranks agree on it.
-// Failure returns the same Status on every rank unless the Bootstrap broke.
-// Move-only; destruction is local (unmap), never communicates.
+// creates the segment, fills in `params` (opaque here: the owner's layout
+// choices) and broadcasts the name; everybody attaches, checks the header,
+// registers its pid, and after a barrier the name is unlinked. Every rank
+// computes the user area's size from (local_size, root's params), so all
+// agree. Failure returns the same Status on every rank unless the Bootstrap
+// broke. Move-only; destruction is local (unmap).
 #pragma once
 
 #include <array>

@@ -21,22 +21,16 @@
 // call c-1, which the writer acquired before writing in call c (docs/shm.md).
 // A leader that is also a rank of its own group does both roles.
 //
-// Pipelined calls (two calls in flight, docs/hier.md "Pipelined rounds"):
-// the *_at forms name the call by its sequence number (begin() returns it),
-// so a rank may fill call c+1's in-area while call c is still being
-// exchanged. The reuse rule above then no longer holds by itself; the caller
-// signals finish_at(c) once it has read call c's areas, and waits with
-// wait_finished(ranks, c) for every reader of the areas it is about to
-// overwrite (see docs/hier.md for the full rule). Sequence 0 names no call:
-// waiting for it returns at once.
+// Pipelined calls (docs/hier.md "Pipelined rounds": the full rule): the
+// *_at forms name a call by its sequence number, so call c+1's in-area may
+// fill while call c is exchanged. The reuse rule then no longer holds by
+// itself: readers signal finish_at(c) once done with call c's areas, and a
+// writer waits with wait_finished() for every reader of what it overwrites.
+// Sequence 0 names no call: waiting for it returns at once.
 //
-// Waiting: when ranks outnumber cores, a rank whose wait lasts (a leader's
-// network exchange) sleeps on the flag instead of yielding, and every signal (arrive, release,
-// finish) wakes the flag's sleepers (one futex system call each; wait.h).
-//
-// Errors: as NodeAlltoall (peer_dead, peer_failed, timeout, aborted); after an
-// error the stage is broken. Not thread-safe. Creation collective; destruction
-// local.
+// When oversubscribed, long waits sleep and every signal wakes the flag's
+// sleepers (wait.h). Errors as NodeAlltoall's; after one the stage is
+// broken. Not thread-safe. Creation collective; destruction local.
 #pragma once
 
 #include <cstddef>
@@ -55,8 +49,7 @@ namespace mlxa2a::shm {
 
 class NodeStage {
  public:
-  // in_bytes / out_bytes: size of one fan-in / fan-out area (each is double
-  // buffered). Rank 0's sizes are used by all ranks.
+  // Sizes of one fan-in / fan-out area (each double-buffered); rank 0's count.
   [[nodiscard]] static Status create(Bootstrap& boot, const Options& opt, std::size_t in_bytes,
                                      std::size_t out_bytes, std::unique_ptr<NodeStage>& out) noexcept;
   NodeStage(const NodeStage&) = delete;
@@ -69,21 +62,17 @@ class NodeStage {
   char* out() const noexcept { return out_[seq_ & 1]; }
   std::size_t in_bytes() const noexcept { return in_bytes_; }
   std::size_t out_bytes() const noexcept { return out_bytes_; }
-  // This call's parity (which of the double-buffered areas in()/out() are),
-  // and the areas of either parity: fixed for the stage's life, so a
+  // The areas of either parity are fixed for the stage's life, so a
   // transport may register them once (core/hier/transport.h).
   int parity() const noexcept { return static_cast<int>(seq_ & 1); }
   char* in_area(int parity) const noexcept { return in_[parity & 1]; }
   char* out_area(int parity) const noexcept { return out_[parity & 1]; }
 
   // The signals of the latest begin()'s call. note: one word published with
-  // the signal (the hierarchical engine sends its call's size and verdict
-  // this way, docs/hier.md "Sizes that differ"), readable with arrived_note()
-  // / released_note() (naming the call) by a rank that waited for the
-  // signal, until the writer signals call seq + 2: notes are kept per
-  // parity, so a writer may signal the next call while a reader still reads
-  // this one's (a leader beside PMPI releases without a node barrier,
-  // docs/hier.md "A rank sent to PMPI").
+  // the signal (docs/hier.md "Sizes that differ"), readable by a rank that
+  // waited for the signal until the writer signals call seq + 2: notes are
+  // kept per parity, so a writer may signal the next call while a reader
+  // still reads this one's (docs/hier.md "A rank sent to PMPI").
   [[nodiscard]] Status arrive(std::uint64_t note = 0) noexcept { return arrive_at(seq_, note); }
   [[nodiscard]] Status wait_arrived(std::span<const int> ranks) noexcept {
     return wait_arrived(ranks, seq_);
@@ -108,17 +97,13 @@ class NodeStage {
   std::uint64_t finished_note(int rank, std::uint64_t seq) const noexcept {
     return note_of(finished_[static_cast<std::size_t>(rank)], seq);
   }
-  // For a rank that cannot go on with a call its peers have entered: marks
-  // the stage broken and sets the node's failure flag, so their waits end
-  // with Status::peer_failed. Local, never blocks.
+  // As NodeAlltoall::abandon().
   void abandon() noexcept { (void)fail(Status::broken); }
-  // Not broken, and no rank of the node has reported a failure (a pooled
-  // engine's health, core/mpi/engine_pool.h).
+  // A pooled engine's health (core/mpi/engine_pool.h).
   bool healthy() const noexcept {
     return !broken_ && seg_.failed_flag()->load(std::memory_order_acquire) == 0;
   }
-  // Takes opt's abort callback (a new communicator's) for later waits; every
-  // other option was fixed at creation. Local.
+  // As NodeAlltoall::rebind().
   void rebind(const Options& opt) noexcept;
 
   int local_rank() const noexcept { return seg_.local_rank(); }
@@ -136,8 +121,7 @@ class NodeStage {
                                        : finished_;
   }
   Status fail(Status st) noexcept;
-  // A signal's note for call seq: one of the two words after its flag (by
-  // the call's parity), in the flag's cache line.
+  // Call seq's note: the word after its flag for its parity (same line).
   static std::atomic<std::uint64_t>* note_word(std::atomic<std::uint64_t>* flag,
                                                std::uint64_t seq) noexcept {
     return flag + 1 + (seq & 1);

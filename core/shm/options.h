@@ -1,11 +1,10 @@
-// Tuning knobs of the shared-memory stage. A plain struct; the MLXA2A_SHM_*
-// switches reach it through options_from() below (core/config/shm.h, plain
-// data: the one config header core/shm may include).
+// Tuning knobs of the shared-memory stage (docs/shm.md, "Options": defaults
+// and what they mean). The MLXA2A_SHM_* switches reach it through
+// options_from() (core/config/shm.h: the one config header core/shm includes).
 //
-// Fields marked [layout] decide the segment layout or which path a call takes;
-// they must agree on all local ranks, so the creator's (local rank 0) values
-// are written into the segment and used by everybody - other ranks' values for
-// those fields are ignored. The remaining fields are rank-local.
+// [layout] fields decide the segment layout or a call's path, so they must
+// agree on all local ranks: the creator's (local rank 0) values are written
+// into the segment and used by everybody. The other fields are rank-local.
 #pragma once
 
 #include <cstddef>
@@ -18,72 +17,54 @@
 namespace mlxa2a::shm {
 
 struct Options {
-  // At most this many busy-wait iterations (one `pause`, ~10-20 ns) before a
-  // waiting rank starts calling sched_yield(); the process-wide adaptive budget
-  // (wait.h) lowers it while the rank's core is shared. 2000 (~20-40 us):
-  // long enough to cover a peer that is a few microseconds behind.
+  // Most `pause`s before sched_yield() (the adaptive budget, wait.h, may spin
+  // fewer): ~20-40 us covers a peer a few microseconds behind.
   std::uint32_t spin_iterations = 2000;
 
-  // [layout] True when local ranks outnumber the cores they may run on. Waits
-  // then spin at most a handful of iterations before yielding (the peer we
-  // wait for needs our core), NodeStage's waits sleep after a few yields
-  // (wait.h), and CMA uses cma_threshold_oversubscribed.
-  // Suggested: computed by the caller from the affinity masks (default false).
+  // [layout] Local ranks outnumber their cores (the caller computes it from
+  // the affinity masks): waits spin a handful of times, since the awaited
+  // peer needs our core; NodeStage's waits sleep; the _oversubscribed values apply.
   bool oversubscribed = false;
 
-  // [layout] Bytes per peer from which run() uses one process_vm_readv per
-  // block instead of copy-in/copy-out through the segment. 0 = never.
-  // Suggested 65536 (np=2: copying beat CMA at 32 KiB per peer, 4.6 vs
-  // 5.6 us; CMA wins from 64 KiB). CMA is off on all ranks when the probe at
-  // creation shows that some rank cannot read some peer (ptrace policy, pid
-  // namespaces).
+  // [layout] Bytes per peer from which run() reads each block with
+  // process_vm_readv instead of copying through the slots; 0 = never (np=2:
+  // copying won at 32 KiB, CMA from 64 KiB). Off on all ranks when the probe
+  // at creation finds a rank that cannot read a peer (ptrace, pid namespaces).
   std::size_t cma_threshold = 65536;
 
-  // [layout] The same threshold when `oversubscribed`. Each process_vm_readv
-  // then competes for a core with the very peer it reads from; measured on 2
-  // cores at np=4 and np=8 (bench/results/single-node.md), copying through a large slot
-  // beat or tied CMA at every size from 64 KiB to 1 MiB per peer. 0 = never
-  // (the suggested value).
+  // [layout] When `oversubscribed`: a read competes for a core with the peer
+  // it reads from, and large slots beat or tied CMA at 64 KiB-1 MiB
+  // (bench/results/single-node.md), hence 0 = never.
   std::size_t cma_threshold_oversubscribed = 0;
 
-  // [layout] Serve small calls in line mode (every cache line carries its own
-  // sequence word, so a block's lines travel together; core/shm/lines.h):
-  // calls whose (local_size - 1) * bytes_per_peer fits 3584 bytes. Suggested
-  // true; false sends them through the slots (tests, comparisons).
+  // [layout] Small calls ((local_size - 1) * bytes_per_peer <= 3584) in line
+  // mode (core/shm/lines.h); false: through the slots (tests, comparisons).
   bool line_mode = true;
-  // [layout] Bytes of each rank's slot (two slots per rank, double-buffered).
-  // Calls whose local_size * bytes_per_peer exceeds it are pipelined through
-  // the slot in rounds. Raised to at least 64 * local_size. Suggested 131072
-  // (segment = 2 * local_size * slot_capacity, 2 MiB at 8 ranks).
+  // [layout] Bytes of each of a rank's two slots (double-buffered), at least
+  // 64 * local_size; larger calls are pipelined through it in rounds.
   std::size_t slot_capacity = 131072;
 
-  // [layout] slot_capacity when `oversubscribed`: every round then costs
-  // context switches (~8 us at 4 ranks on 2 cores, ~30 us at 8), so fewer,
-  // larger rounds win. Suggested 524288 (8 MiB of /dev/shm at 8 ranks).
+  // [layout] When `oversubscribed`: each round costs context switches (~8 us
+  // at 4 ranks on 2 cores, ~30 at 8), so fewer, larger rounds win.
   std::size_t slot_capacity_oversubscribed = 524288;
 
-  // Segment names are /dev/shm/<name_prefix>-<uid>-<creator pid>-<seq>-<random>[-<job_tag>].
-  // [layout] only in that the creator names the segment. The prefix must not
-  // contain '/' or '-'; the tag must not contain '/'.
+  // Segment names (segment.h make_segment_name): the creator's are used.
+  // The prefix holds no '/' or '-'; the tag no '/'.
   std::string name_prefix = "mlxa2a";
-  // [layout] The pages of the segment (core/shm/pages.h choose_pages()'s
-  // mode: auto, hugetlb, thp, off): MLXA2A_NET_HUGEPAGES for the multi-node
-  // teams' stage (core/mpi/hier_engine.cc), off elsewhere.
+  // [layout] choose_pages()'s mode (pages.h): MLXA2A_NET_HUGEPAGES for the
+  // multi-node stage (core/mpi/hier_engine.cc), off elsewhere.
   std::string hugepages = "off";
   std::string job_tag;
 
-  // Waits give up with Status::timeout after this many milliseconds. 0 = no
-  // limit (a dead peer is still detected through its pid). Suggested 0 in
-  // production (a slow rank is not an error), a few seconds in tests.
+  // Waits end with Status::timeout after this long; 0 = never (production: a
+  // slow rank is not an error; a dead peer is still detected by its pid).
   std::uint32_t timeout_ms = 0;
 
-  // Checked about once per millisecond while a wait is yielding; returning
-  // true ends the wait with Status::aborted. Optional.
+  // Polled about every millisecond while yielding; true: Status::aborted.
   std::function<bool()> abort_requested;
 };
 
-// The MLXA2A_SHM_* switches (core/config/shm.h) over the defaults above: the
-// one place they become shm options. The segment holds 2 x ranks x slot bytes.
+// The one place the MLXA2A_SHM_* switches become shm options.
 inline Options options_from(const core::config::ShmSwitches& s) {
   Options o;
   o.cma_threshold = static_cast<std::size_t>(s.cma_threshold);

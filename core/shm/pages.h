@@ -1,20 +1,15 @@
-// What pages back a node's staging segment (MLXA2A_NET_HUGEPAGES, issue 39
-// item 6): huge pages cut the HCA's translation entries for a registered
-// stage by 512 (2 MiB pages instead of 4 KiB ones).
+// What pages back a node's staging segment (MLXA2A_NET_HUGEPAGES): huge
+// pages cut the HCA's translation entries for a registered stage by 512.
 //
 // Contract
-// * Pages::hugetlb: a memfd with MFD_HUGETLB, its pages reserved at mmap
-//   (a shortage fails there, not as SIGBUS later); peers attach through
-//   /proc/<creator pid>/fd/<fd> (same uid; the creator keeps the descriptor
-//   until everyone attached). Pages::thp: the usual /dev/shm segment with
-//   MADV_HUGEPAGE before its pages are faulted in (the kernel then uses
-//   huge pages if its shmem THP setting allows). Pages::normal: 4 KiB.
-// * choose_pages() is pure: the switch's mode and the system's facts (read
-//   once by read_page_facts()) decide; "auto" takes hugetlb only when
-//   enough free huge pages exist, else thp when shmem THP is not "never"/"deny".
-// * Whatever was chosen, creation falls back (hugetlb -> thp -> normal) when
-//   it fails: a stage is never refused for its pages (segment.h). thp is
-//   only used (and reported) where shmem THP is not "never"/"deny".
+// * hugetlb: a MFD_HUGETLB memfd, pages reserved at mmap (a shortage fails
+//   there, not as SIGBUS later); peers attach through /proc/<creator
+//   pid>/fd/<fd> (same uid; the creator keeps the fd until all attached).
+//   thp: the /dev/shm segment with MADV_HUGEPAGE before its first faults.
+// * choose_pages() is pure; "auto" takes hugetlb only when enough huge pages
+//   are free, else thp when shmem THP is not "never"/"deny".
+// * Creation falls back (hugetlb -> thp -> normal): a stage is never refused
+//   for its pages (segment.h); thp only where shmem THP allows it.
 #pragma once
 
 #include <cstddef>

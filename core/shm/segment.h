@@ -1,11 +1,10 @@
 // One POSIX shared-memory segment (shm_open + mmap): the single owner of the
 // mapping and, for the creator, of the name in /dev/shm.
 //
-// Contract: move-only. The destructor unmaps and, if this object created the
-// name and has not unlinked it yet, unlinks it; it never throws. Not
-// thread-safe (one owner). The mapping stays valid after unlink() - the name
-// only exists so that other ranks can attach - so callers unlink as soon as
-// every rank has attached, and a crash afterwards leaves nothing behind.
+// Contract: move-only, not thread-safe. The destructor unmaps and unlinks a
+// name it created and still owns; never throws. The mapping outlives
+// unlink(), so callers unlink once every rank attached: a later crash
+// leaves nothing behind.
 #pragma once
 
 #include <cstddef>
@@ -34,10 +33,8 @@ class Segment {
   // `thp`: advise huge pages on our mapping too.
   static Status attach(const std::string& name, std::size_t bytes, Segment& out,
                        bool thp = false);
-  // A memfd segment (memfd_create with `flags` | MFD_CLOEXEC; MFD_HUGETLB for
-  // Pages::hugetlb), named "memfd:<pid>:<fd>" for attach(), which opens
-  // /proc/<pid>/fd/<fd>. unlink() closes the descriptor. create() uses it;
-  // tests call it without MFD_HUGETLB.
+  // memfd_create(`flags` | MFD_CLOEXEC), named "memfd:<pid>:<fd>": attach()
+  // opens /proc/<pid>/fd/<fd>; unlink() closes the descriptor.
   static Status create_memfd(const std::string& name, std::size_t bytes, unsigned flags,
                              std::size_t page, Segment& out);
 
@@ -62,19 +59,17 @@ class Segment {
   Pages pages_ = Pages::normal;
 };
 
-// "<prefix>-<uid>-<pid>-<seq>-<random>" (+ "-<tag>" when tag is not empty),
-// unique within this process; no leading '/'. <random> is 16 hex digits from
-// getrandom(2): a local user who creates the names a job would use next
-// cannot make every creation fail (O_EXCL) and push the job onto PMPI.
-// <uid>-<pid> stays in front for remove_stale_segments().
+// "<prefix>-<uid>-<pid>-<seq>-<random>[-<tag>]", unique in this process, no
+// leading '/'. <random> (getrandom) keeps another user from pre-creating our
+// next names to make O_EXCL fail (docs/shm.md, "Segment"); <uid>-<pid> lead
+// for remove_stale_segments().
 std::string make_segment_name(const std::string& prefix, const std::string& tag);
 
-// Unlinks /dev/shm/<prefix>-<our uid>-<pid>-* whose creator pid no longer
-// exists and which are regular files owned by our effective uid (checked on
-// an O_NOFOLLOW open: another user's file or a symlink of a matching name is
-// left alone). Returns how many were removed. Call once at team setup: leftovers
-// only exist if a job crashed between creating and unlinking a segment.
-// Caveat: a pid is judged in our pid namespace.
+// Unlinks /dev/shm/<prefix>-<our uid>-<pid>-* whose creator pid is gone, if
+// regular files of our effective uid (checked on an O_NOFOLLOW open: another
+// user's file or a symlink is left alone); returns how many. Leftovers come
+// only from a crash between create and unlink. Pids are judged in our pid
+// namespace.
 int remove_stale_segments(const std::string& prefix) noexcept;
 
 // True if a process with this pid exists and is not a zombie.

@@ -1,19 +1,12 @@
 // Strided block copies for fan-in/fan-out: every rank places its blocks
-// straight into a leader's aggregated layout (and picks its results out of
-// it), so the per-element transposition is spread over all ranks of a node
-// instead of being done by one leader (docs/shm.md, DESIGN.md cost model).
+// straight into a leader's aggregated layout (and picks its results out),
+// spreading the transposition over all ranks of a node (docs/shm.md).
+// Plain copies, no synchronisation, no state; blocks must not overlap.
 //
-// Contract: plain memory copies, no synchronisation; source and destination
-// blocks must not overlap. Thread-safe (no state).
-//
-// Why not one memcpy per block: at the sizes an alltoall's blocks have
-// (1-128 bytes per peer and node member), a call to memcpy and its size
-// dispatch cost more than the bytes (bench/model_bench: 16-byte blocks at
-// 3.4 ns each through memcpy, 0.8 ns with the moves below). Blocks up to 64
-// bytes are copied with fixed-size moves the compiler inlines (two
-// overlapping moves cover any length between two powers of two); 128-byte
-// blocks with one fixed 128-byte move; larger ones with memcpy, whose call
-// cost is then small against the bytes.
+// Not one memcpy per block: for 1-128-byte blocks the call and its size
+// dispatch cost more than the bytes (bench/model_bench: 16-byte blocks 3.4
+// ns each through memcpy, 0.8 with fixed-size moves the compiler inlines).
+// Past 128 bytes memcpy's call cost is small against the bytes.
 #pragma once
 
 #include <cstddef>
@@ -72,11 +65,9 @@ inline void copy_blocks(void* dst, std::size_t dst_stride, const void* src, std:
   if (block == 0 || count == 0) return;
   if (dst_stride == block && src_stride == block) {  // both contiguous: one copy
     // Except short runs of line-sized blocks (a rotated fan-in row is two
-    // runs, core/hier/rows.h): fixed moves beat the second memcpy call there
-    // (bench/model_bench fan-in at 128 B: 2.4 us with two memcpy calls per
-    // node, 1.9-2.1 with these, 2.2-2.4 with one call unrotated). Tested
-    // as unlikely, and on the block size first: a test in front of the
-    // memcpy cost fan-in at 1-2 B 20% (23 calls of 32-64 bytes).
+    // runs, core/hier/rows.h), where fixed moves beat the second memcpy
+    // (fan-in at 128 B: 2.4 -> 1.9-2.1 us). Tested as unlikely and on the
+    // block size first: a test before the memcpy cost fan-in at 1-2 B 20%.
     if (block >= 64 && block * count <= kInlineRunBytes) [[unlikely]] {
       if (block == 64) return detail::copy_fixed<64>(d, block, s, block, count);
       if (block == 128) return detail::copy_fixed<128>(d, block, s, block, count);

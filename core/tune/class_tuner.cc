@@ -124,13 +124,11 @@ bool ClassTuner::record(double seconds) {
   return true;
 }
 
-// A slot's first call is a lead-in unless the trial call before it was of
-// the same path (the last slot of a round and the first of the next, which
-// reverses it: no switch to pay); a candidate's first slot starts with two.
-// In an odd round one more where needed: the kept call falls on the other
-// class-call parity than the candidate's kept call of the round before.
-// Even rounds take whatever parity comes: no round-wide parity, so the
-// longer first slots cost no extra lead-ins after them.
+// A slot's first call is a lead-in unless the trial call before was of the
+// same path (a round's last slot and the reversed next round's first); a
+// candidate's first slot takes two. In an odd round one more where needed
+// so the kept call takes the other parity than the round before's; even
+// rounds take any (a round-wide parity would cost lead-ins after first slots).
 bool ClassTuner::lead_in_at(unsigned call) const {
   if (unkept_ != Unkept::lead_ins) return false;
   const int last = kept_parity_[pending_];
@@ -206,11 +204,9 @@ std::size_t ClassTuner::retire_far_behind(std::span<const double> s) {
   return best;
 }
 
-// against == kNone: the fastest candidate if it is clearly ahead of every
-// other or close (median within the margin) to it - picking among close ones
-// costs less than the margin - except that it must be clearly ahead of pmpi
-// to displace it. Otherwise: the fastest candidate but `against`, if
-// clearly ahead of it.
+// against == kNone: the fastest candidate if clearly ahead of or close to
+// (picking among close ones costs less than the margin) every other, but
+// clearly ahead of pmpi. Else: the fastest but `against`, if clearly ahead of it.
 std::size_t ClassTuner::clear_winner(std::span<const double> s, std::size_t against) const {
   std::size_t best = kNone;
   for (std::size_t c = 0; c < n(); ++c) {
@@ -227,9 +223,8 @@ std::size_t ClassTuner::clear_winner(std::span<const double> s, std::size_t agai
   return best;
 }
 
-// Decided on `chosen`: the probes' spacing follows from the agreed medians,
-// so that the probes (a slower candidate instead of the decided one) and the
-// agreements each cost at most kSteadyBudget of the class's time.
+// The probes' spacing from the agreed medians, so that probes and agreements
+// each cost at most kSteadyBudget of the class's time (docs/tune.md, "Cost").
 void ClassTuner::settle(std::size_t chosen, std::span<const double> agreed, std::uint64_t call) {
   decided_ = true;
   chosen_ = chosen;

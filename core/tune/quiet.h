@@ -1,28 +1,18 @@
 // QuietPmpi: when a multi-node team's PMPI-routed calls may skip the engine's
-// check call (docs/tune.md, "Quiet PMPI"). MPI-free: the caller makes the one
-// agreement (an allreduce) this asks for.
+// check call (docs/tune.md, "Quiet PMPI": why it is safe, cost). MPI-free:
+// the caller makes the one agreement (an allreduce) this asks for.
 //
-// Why it is safe. A check beside PMPI_Alltoall exists for an erroneous call
-// whose ranks' sizes differ, so that one rank goes to PMPI while a peer is in
-// the engine waiting for it. While every size class the team has met is
-// decided `pmpi` and a class not yet met is held on PMPI too (not measured),
-// no rank of any call, correct or not, can be routed to the engine: every
-// rank calls PMPI_Alltoall and the MPI judges the call, as without mlxa2a.
-// What ends that state must be agreed by every rank at the same call, or one
-// rank would start a trial in the engine while a peer skips its check:
-//   * entering: right after an agreement that decided a class (a collective
-//     every rank runs at the same call), when every class is then `pmpi`;
-//   * leaving: at boundary calls, counted alike on every rank (every call on
-//     the communicator, whatever its size), one allreduce of "a class not
-//     decided pmpi was called here since the last boundary" (pending); any
-//     rank's yes ends quiet on every rank, and the held class is measured
-//     from then on. Boundaries come 16 calls after entering, then at doubling
-//     intervals up to 256 calls: about one allreduce per 256 calls in a
-//     steady state, and a new size class waits at most 256 calls.
+// While every class the team has met is decided `pmpi` and unmet classes are
+// held on PMPI, no rank of any call, correct or not, can reach the engine, so
+// the check guards nothing. Leaving must be agreed at the same call on every
+// rank (else one rank starts an engine trial while a peer skips its check):
+// at boundary calls (counted alike on every rank, at doubling intervals from
+// kFirstInterval to kMaxInterval), one MAX of pending(); any yes ends quiet
+// everywhere. Entering needs no message: it follows a
+// deciding agreement, itself a collective.
 //
-// Contract: one instance per team (TeamTuner); calls are serialised by MPI
-// like the team's. `call` is the communicator's call number, equal on every
-// rank for the same call and increasing.
+// Contract: one instance per team (TeamTuner), calls serialised by MPI.
+// `call` is the communicator's call number, equal on every rank, increasing.
 #pragma once
 
 #include <cstdint>
@@ -40,14 +30,12 @@ class QuietPmpi {
   // A call of a class that is not decided pmpi was held on PMPI.
   void note_pending() noexcept { pending_ = true; }
   bool pending() const noexcept { return pending_; }
-  // Whether call `call` is a boundary: the caller agrees on pending() (MAX
-  // over the ranks) and passes the result to agreed(). Idempotent within a
-  // call once agreed() ran.
+  // A boundary: the caller agrees on pending() (MAX over ranks) and passes
+  // the result to agreed(). Idempotent within a call once agreed() ran.
   bool due(std::uint64_t call) const noexcept { return on_ && call >= next_; }
-  // The boundary's outcome: any rank had a pending class -> leave.
+  // any_pending: leave.
   void agreed(bool any_pending, std::uint64_t call) noexcept;
   std::uint64_t next_boundary() const noexcept { return next_; }
-  // Boundary agreements made so far (for the trace and tests).
   std::uint64_t agreements() const noexcept { return agreements_; }
 
  private:

@@ -1,7 +1,6 @@
-// Size classes of the measured selection (docs/tune.md): class c holds the
-// calls with bytes per peer in [2^c, 2^(c+1)). Calls of 0 bytes move nothing
-// and are never tuned. The routes measured are core::Route's concrete ones
-// (core/route/route.h).
+// Size classes of the measured selection (docs/tune.md): class c holds bytes
+// per peer in [2^c, 2^(c+1)); 0-byte calls are never tuned. The routes
+// measured are core::Route's concrete ones (core/route/route.h).
 #pragma once
 
 #include <cstdint>

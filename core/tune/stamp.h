@@ -1,13 +1,6 @@
 // Stamp: what a tune file was made on (docs/tune.md, "Site tuning"). MPI-free.
-//
-// A site tune file (scripts/mlxa2a-tune) records the shim's build line, the
-// MPI library's version, the node's HCAs and firmware, and MPI_COMM_WORLD's
-// layout of the job that made it. A job uses a stamped file only where all
-// four match its own; otherwise the file is ignored as a whole (one warning)
-// and the job tunes as without it. A file without a stamp (MLXA2A_TUNE_FILE
-// as before) is used wherever its entries' layouts match.
-//
-// Stamp itself is declared in core/tune/tune_file.h (a TuneFile holds one).
+// A stamped file is used only where build, mpi, hca and layout all match the
+// job's; otherwise it is ignored whole. Stamp is declared in tune_file.h.
 // In the file: four header lines, each at most once, all four or none:
 //   made build <the shim's build line>
 //   made mpi <the first line of MPI_Get_library_version>
@@ -30,9 +23,8 @@ std::string stamp_mismatch(const Stamp& made, const Stamp& here);
 // collapsed, trimmed, at most 256 characters; "unknown" when empty.
 std::string stamp_value(std::string_view text);
 
-// The node's HCAs as `made hca` records them: every device under
-// sysfs_root (normally /sys/class/infiniband) with its fw_ver, by name,
-// "; "-separated; "none" when there is none.
+// `made hca`: every device under sysfs_root (normally /sys/class/infiniband)
+// with its fw_ver, by name, "; "-separated; "none" when there is none.
 std::string hca_identity(const std::string& sysfs_root);
 
 }  // namespace mlxa2a::core::tune
