@@ -5,7 +5,8 @@
 // DCT's access key on each); a small pool of DCIs sends, each partner always
 // through the same DCI, so a message's header write and data writes, and one
 // round's messages and the next's, arrive in posting order (a DCI is one
-// stream). Set-up in dc_setup.cc, the data path in dc_transport.cc.
+// stream). Set-up in dc_setup.cc, the data path in dc_transport.cc, failures
+// in dc_transport_relay.cc.
 //
 // Contract
 // * create() is collective over boot's members, exactly as
@@ -26,14 +27,17 @@
 //   immediate names its sender, a wr_id the DCI and partner). The partner
 //   whose write failed (not flushed) relays for good; a failed DCI is
 //   retired and the other partners it served move to a live DCI (their
-//   flushed messages relayed), or relay too when none is left. A partner is
-//   waited for without a limit, keep-alives every NetOptions::keepalive_ms.
-//   What still fails the call: a failed CQ (completions lost), or a message
-//   the relay cannot carry (the partners hear kAbort). Without a relay (the
+//   flushed messages relayed), or relay too when none is left; once its
+//   messages have all completed it is reset to RTS. A partner is waited for
+//   without a limit, keep-alives every NetOptions::keepalive_ms. What still
+//   fails the call: a failed CQ or device (completions lost: an async event
+//   the pool reads), a failed SRQ receive, or a message the relay cannot
+//   carry (the partners hear kAbort). Without a relay (the
 //   MPI-free tests): a write that fails, a CQ error, or no arrival within
 //   NetOptions::timeout_ms fails the call (net_failed / timeout) and every
 //   later one.
-// * Not thread-safe per instance; instances share only the device.
+// * Not thread-safe per instance; instances share only the device (and the
+//   pool's event reading).
 #pragma once
 
 #include <cstdint>
