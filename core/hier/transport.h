@@ -15,15 +15,20 @@
 // * Sizes are symmetric in a correct program. A partner of another size may
 //   send another length (<= recv_capacity): the exchange still completes and
 //   the engine finds the mismatch in the Headers.
+// * With a relay (set_relay()), a failed write is not an error: the message
+//   goes through the relay (docs/hier.md "Failure transparency").
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "core/status.h"
 
 namespace mlxa2a::hier {
+
+class Relay;  // core/hier/relay.h
 
 // Index: parity (the stage's call sequence & 1).
 struct StageAreas {
@@ -107,6 +112,13 @@ class LeaderTransport {
   // by a partner's own writes: a leader beside PMPI may then skip its node
   // barrier (docs/hier.md "Without the node barrier"). false: the safe default.
   virtual bool two_sided() const noexcept { return false; }
+  // A second path (core/hier/relay.h) for what a one-sided transport's
+  // writes cannot carry: one that uses it takes it (moves it out, true).
+  // Set once, before the first exchange, on every leader alike.
+  virtual bool set_relay(std::unique_ptr<Relay>& relay) noexcept {
+    (void)relay;
+    return false;
+  }
 };
 
 }  // namespace mlxa2a::hier

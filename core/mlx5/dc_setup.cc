@@ -166,9 +166,17 @@ void DcLeaderTransport::Setup::open() {
     steps.fail(Status::unavailable, "the verbs libraries lack DC (mlx5dv_create_qp, SRQ, AH)");
     return;
   }
-  t.reset(new DcLeaderTransport(dev, areas, opt));
+  if (cards.size() > wire::kMaxMembers) {
+    steps.fail(Status::unavailable, "more leaders than an immediate can name (65,536)");
+    return;
+  }
+  t.reset(new DcLeaderTransport(pool, dev, areas, opt));
   t->first_rank_.assign(first_rank.begin(), first_rank.end());
   t->peers_.resize(cards.size());
+  for (std::size_t p = 0; p < cards.size(); ++p) t->peers_[p].member = static_cast<std::uint32_t>(p);
+  t->pending_.reserve(cards.size());
+  for (CounterRow& v : t->slot_.from) v.reset(cards.size());
+  t->slot_.sent_to.reset(cards.size());
   t->me_ = static_cast<std::uint32_t>(boot.rank());
   if (!make_queues(*t) || !register_areas(*t)) return;
   mine.ok = 1;
@@ -281,6 +289,20 @@ void DcLeaderTransport::Setup::hear_partners() {
       steps.fail(Status::unavailable, "a partner leader's DC set-up failed");
     }
   }
+}
+
+bool DcLeaderTransport::reset_dci(Dci& d) noexcept {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RESET;
+  if (dev_->verbs().modify_qp(d.qp.get(), &a, IBV_QP_STATE) != 0 ||
+      !bring_up(*dev_, d.qp.get(), false, opt_)) {
+    return false;
+  }
+  d.failed = false;
+  d.free = kDciDepth;
+  d.head = 0;
+  d.count = 0;
+  return true;
 }
 
 }  // namespace mlxa2a::mlx5

@@ -55,32 +55,57 @@ Status DcLeaderTransport::post_receives(std::uint32_t n) noexcept {
 Status DcLeaderTransport::poll() noexcept {
   ibv_wc wc[32];
   for (;;) {
-    const int n = Verbs::poll_cq(cq_.get(), 32, wc);
-    if (n < 0) return Status::net_failed;
+    // An overrun CQ says so only by an async event (the pool reads them).
+    cq_failed_ = cq_failed_ || pool_->device_failed();
+    const int n = cq_failed_ ? -1 : Verbs::poll_cq(cq_.get(), 32, wc);
+    if (n < 0) {
+      cq_failed_ = true;
+      return Status::net_failed;
+    }
     std::uint32_t consumed = 0;
     for (int i = 0; i < n; ++i) {
       const ibv_wc& w = wc[i];
       if (w.status != IBV_WC_SUCCESS) {
-        // (An error completion's opcode is undefined: only its status says.)
+        // (An error completion's opcode is undefined: only its status says.
+        // A flushed one follows the error that failed its DCI.)
         const Verbs& v = dev_->verbs();
-        MLXA2A_LOG(Warn, "DC: a completion failed: %s",
-                   v.wc_status_str ? v.wc_status_str(w.status) : "error");
-        return Status::net_failed;
+        if (w.status != IBV_WC_WR_FLUSH_ERR || !book_.on()) {
+          MLXA2A_LOG(Warn, "DC: a completion failed: %s",
+                     v.wc_status_str ? v.wc_status_str(w.status) : "error");
+        }
+        // A receive's (wr_id 1; ours are even): the DCT or SRQ failed.
+        if (!book_.on() || (w.wr_id & 1) != 0) {
+          cq_failed_ = true;
+          return Status::net_failed;
+        }
+        count_error(w);
+        continue;
       }
       if (w.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-        ++arrived_[ntohl(w.imm_data) & 1];
+        const std::uint32_t imm = ntohl(w.imm_data);
+        const int par = static_cast<int>(imm & 1);
+        const std::size_t from = (imm >> 1) & (wire::kMaxMembers - 1);
+        if (from < slot_.sent_to.size()) slot_.from[par][from].fetch_add(1);
+        slot_.arrived[par].fetch_add(1);
         ++consumed;
         continue;
       }
       // Our signalled write: it retires its message's WRs (a DCI completes
-      // in order), wr_id names the DCI.
-      Dci& d = dcis_[static_cast<std::size_t>(w.wr_id)];
-      d.free += d.groups[d.head];
-      d.head = (d.head + 1) % d.groups.size();
-      --d.count;
-      ++sent_;
+      // in order); wr_id names the DCI, the partner, and a keep-alive.
+      retire_message(dci_of(w.wr_id));
+      if ((w.wr_id & 2) != 0) {
+        slot_.alive.fetch_add(1);
+        continue;
+      }
+      if (const std::size_t to = w.wr_id >> 32; to < slot_.sent_to.size()) {
+        slot_.sent_to[to].fetch_add(1);
+      }
+      slot_.sent.fetch_add(1);
     }
-    if (consumed != 0 && post_receives(consumed) != Status::ok) return Status::net_failed;
+    if (consumed != 0 && post_receives(consumed) != Status::ok) {
+      cq_failed_ = true;
+      return Status::net_failed;
+    }
     if (n < 32) return Status::ok;
   }
 }
@@ -90,8 +115,11 @@ Status DcLeaderTransport::make_room(Dci& dci, std::uint32_t wrs) noexcept {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   for (unsigned i = 1; dci.free < wrs; ++i) {
-    if (poll() != Status::ok) return Status::net_failed;
-    if ((i & 1023) == 0 && Clock::now() - start >= std::chrono::milliseconds(opt_.timeout_ms)) {
+    if (poll() != Status::ok || dci.failed) return Status::net_failed;
+    // Slots come back with completions, which the HCA delivers within the
+    // DCI's retry budget; without a relay the old limit still applies.
+    if (!book_.on() && (i & 1023) == 0 &&
+        Clock::now() - start >= std::chrono::milliseconds(opt_.timeout_ms)) {
       MLXA2A_LOG(Warn, "DC: no send queue space within %u ms", opt_.timeout_ms);
       return Status::timeout;
     }
@@ -118,20 +146,26 @@ Status DcLeaderTransport::post_message(Peer& peer, const hier::Message& m) noexc
   const std::size_t k = peer.dci;
   Dci& d = dcis_[k];
   if (const Status st = make_room(d, wrs); st != Status::ok) return st;
+  // Its polls may have failed the DCI and moved the partner (send_one
+  // then posts where it is now).
+  if (peer.dci != k || peer.relaying) return Status::net_failed;
+  const std::uint64_t id = wr_id(k, peer.member, false, false);
+  const std::uint64_t last_id = wr_id(k, peer.member, false, true);
   const std::uint32_t lkey = in_mr_[par]->lkey();
   const std::uint32_t imm = wire::imm(0, me_, par);
   ibv_wr_start(d.ex);
   // The header first: the DCI executes in order, so it is placed before the
   // data's write with immediate completes at the partner (as over RC).
   if (head) {
-    add_write(d.ex, d.dv, peer.ah.get(), peer.dctn, peer.key, k, false, nullptr, peer.rkey[par],
+    add_write(d.ex, d.dv, peer.ah.get(), peer.dctn, peer.key, id, false, nullptr, peer.rkey[par],
               peer.out_addr[par] + m.head_remote_offset, lkey, head, kHead);
   }
   for (std::size_t at = 0, p = 0; p < pieces; ++p, at += kPiece) {
     const std::size_t len = m.bytes - at < kPiece ? m.bytes - at : kPiece;
     const bool last = p + 1 == pieces;
-    add_write(d.ex, d.dv, peer.ah.get(), peer.dctn, peer.key, k, last, last ? &imm : nullptr,
-              peer.rkey[par], peer.out_addr[par] + m.remote_offset + at, lkey, m.send + at, len);
+    add_write(d.ex, d.dv, peer.ah.get(), peer.dctn, peer.key, last ? last_id : id, last,
+              last ? &imm : nullptr, peer.rkey[par], peer.out_addr[par] + m.remote_offset + at,
+              lkey, m.send + at, len);
   }
   if (ibv_wr_complete(d.ex) != 0) {
     MLXA2A_LOG(Warn, "DC: posting a write to node %d failed", m.node);
@@ -141,36 +175,56 @@ Status DcLeaderTransport::post_message(Peer& peer, const hier::Message& m) noexc
   return Status::ok;
 }
 
+void DcLeaderTransport::retire_message(std::size_t k) noexcept {
+  Dci& d = dcis_[k];
+  if (d.count == 0) return;  // every message took its slots (took()): not reached
+  d.free += d.groups[d.head];
+  d.head = (d.head + 1) % d.groups.size();
+  --d.count;
+  if (d.failed) reset_when_idle(k);
+}
+
+void DcLeaderTransport::reset_when_idle(std::size_t k) noexcept {
+  // Reset discards what is still queued without a completion: only once
+  // every message on it has completed (in error) may it go back to RTS.
+  if (dcis_[k].count == 0 && reset_dci(dcis_[k])) {
+    MLXA2A_LOG(Info, "DC: DCI %zu is back in RTS", k);
+  }
+}
+
 void DcLeaderTransport::took(Dci& d, std::uint32_t wrs) noexcept {
   d.free -= wrs;
   d.groups[(d.head + d.count) % d.groups.size()] = wrs;
   ++d.count;
 }
 
+bool DcLeaderTransport::post_alive(Peer& peer) noexcept {
+  // A zero-length write needs no memory at either end (as RC's keep-alive).
+  Dci& d = dcis_[peer.dci];
+  ibv_wr_start(d.ex);
+  add_write(d.ex, d.dv, peer.ah.get(), peer.dctn, peer.key,
+            wr_id(peer.dci, peer.member, true, true), true, nullptr,
+            peer.rkey[0], peer.out_addr[0], 0, nullptr, 0);
+  if (ibv_wr_complete(d.ex) != 0) return false;
+  took(d, 1);
+  return true;
+}
+
 bool DcLeaderTransport::ping(std::string* why) noexcept {
-  std::uint64_t want = sent_;
-  for (std::size_t r = 0; r < peers_.size(); ++r) {
-    Peer& peer = peers_[r];
+  std::uint64_t want = slot_.alive;
+  for (Peer& peer : peers_) {
     if (!peer.active) continue;
-    Dci& d = dcis_[peer.dci];
-    bool posted = make_room(d, 1) == Status::ok;
-    if (posted) {
-      ibv_wr_start(d.ex);
-      add_write(d.ex, d.dv, peer.ah.get(), peer.dctn, peer.key, peer.dci, true, nullptr,
-                peer.rkey[0], peer.out_addr[0], 0, nullptr, 0);
-      posted = ibv_wr_complete(d.ex) == 0;
-    }
-    if (!posted) {
-      *why = "the DC ping to leader " + std::to_string(r) + " could not be posted";
+    if (make_room(dcis_[peer.dci], 1) != Status::ok || !post_alive(peer)) {
+      *why = "the DC ping to leader " + std::to_string(peer.member) + " could not be posted";
       broken_ = true;
       return false;
     }
-    took(d, 1);
     ++want;
   }
   // Bounded by the HCA: each write completes or fails within the DCI's
-  // retry budget (MLXA2A_NET_QP_TIMEOUT x MLXA2A_NET_RETRY_COUNT).
-  while (sent_ < want) {
+  // retry budget (MLXA2A_NET_QP_TIMEOUT x MLXA2A_NET_RETRY_COUNT). No relay
+  // yet: a failed completion fails poll().
+  while (slot_.alive < want) {
     if (poll() != Status::ok) {
       *why = "a DC ping failed: the fabric does not carry a pair, or a DCT refused its key";
       broken_ = true;
@@ -178,7 +232,6 @@ bool DcLeaderTransport::ping(std::string* why) noexcept {
     }
     if (opt_.oversubscribed) sched_yield();
   }
-  expect_sent_ = sent_;
   return true;
 }
 
@@ -189,7 +242,7 @@ Status DcLeaderTransport::exchange(std::span<const hier::Message> messages) noex
 
 Status DcLeaderTransport::post(std::span<const hier::Message> messages) noexcept {
   if (broken_) return Status::net_failed;
-  pending_ = false;
+  pending_.clear();
   if (messages.empty()) return Status::ok;
   const int par = messages[0].parity & 1;
   for (const hier::Message& m : messages) {
@@ -199,27 +252,41 @@ Status DcLeaderTransport::post(std::span<const hier::Message> messages) noexcept
     }
     const std::size_t r = static_cast<std::size_t>(first_rank_[static_cast<std::size_t>(m.node)] +
                                                    m.leader);
-    if (r >= peers_.size() || !peers_[r].active) return fail(Status::invalid_argument);
-    if (const Status st = post_message(peers_[r], m); st != Status::ok) return fail(st);
-    EndpointPool::count_writes(1, m.bytes);
+    // pending_ holds at most one entry per peer (reserved at creation).
+    if (r >= peers_.size() || !peers_[r].active || pending_.size() == pending_.capacity()) {
+      return fail(Status::invalid_argument);
+    }
+    Peer& peer = peers_[r];
+    peer.msg = m;
+    peer.relayed_now = false;
+    peer.write_lost = false;
+    ++peer.posted[par];
+    pending_.push_back(&peer);
+    if (const Status st = send_one(peer); st != Status::ok) return st;
   }
   expect_arrived_[par] += messages.size();
   expect_sent_ += messages.size();
   pending_parity_ = par;
-  pending_ = true;
   return Status::ok;
 }
 
 Status DcLeaderTransport::complete() noexcept {
   if (broken_) return Status::net_failed;
-  if (!pending_) return Status::ok;
+  if (pending_.empty()) return Status::ok;
   const int par = pending_parity_;
+  if (book_.on()) {
+    const Status st = book_.wait(par, expect_arrived_[par], expect_sent_, opt_, spin_);
+    if (st == Status::ok) pending_.clear();
+    return st;
+  }
+  // Without a relay (the MPI-free tests): any failure ends the call, and so
+  // does MLXA2A_NET_TIMEOUT without an arrival.
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   for (unsigned i = 1;; ++i) {
     if (poll() != Status::ok) return fail(Status::net_failed);
-    if (arrived_[par] >= expect_arrived_[par] && sent_ >= expect_sent_) {
-      pending_ = false;
+    if (slot_.arrived[par] >= expect_arrived_[par] && slot_.sent >= expect_sent_) {
+      pending_.clear();
       return Status::ok;
     }
     if ((i & 255) != 0) {

@@ -269,6 +269,10 @@ class EndpointPool {
   Status try_poll() noexcept { return poll_once(false); }
   // check_events() taking mutex() itself (waits, which hold no lock).
   void check_events_now() noexcept;
+  // Whether the pool's CQ overran or an async event failed a CQ or the
+  // device (IBV_EVENT_CQ_ERR names no CQ we can tell apart: the DC
+  // transport's own CQ is on the same context). Any thread.
+  bool device_failed() const noexcept { return cq_failed_.load(std::memory_order_relaxed); }
   // Counts a thread waiting in an exchange while it lives (PoolStats).
   class Waiter {
    public:

@@ -204,7 +204,7 @@ Status RdmaLeaderTransport::send_credits(Endpoint& ep, std::uint32_t wrs) noexce
       pool_->check_events();
       // Credits come back with completions, which the HCA delivers within
       // its retry budget; without a relay the old limit still applies.
-      if (!relay_ && Clock::now() - start >= std::chrono::milliseconds(opt_.timeout_ms)) {
+      if (!book_.on() && Clock::now() - start >= std::chrono::milliseconds(opt_.timeout_ms)) {
         MLXA2A_LOG(Warn, "RDMA: no send queue space within %u ms", opt_.timeout_ms);
         return Status::timeout;
       }
@@ -363,7 +363,7 @@ Status RdmaLeaderTransport::post(std::span<const hier::Message> messages) noexce
     if (!peer.relaying && peer.ep->failed) {
       // In error, or discarded and replaced by a later set-up (another
       // team's): without a relay this team stops here and falls back.
-      if (!relay_) {
+      if (!book_.on()) {
         MLXA2A_LOG(Warn, "RDMA: the queue pair to node %d failed; the team falls back", m.node);
         return fail(Status::net_failed);
       }
@@ -376,7 +376,7 @@ Status RdmaLeaderTransport::post(std::span<const hier::Message> messages) noexce
         continue;
       }
       MLXA2A_LOG(Warn, "RDMA: posting a write to node %d failed", m.node);
-      if (!relay_ || st == Status::invalid_argument) return fail(st);
+      if (!book_.on() || st == Status::invalid_argument) return fail(st);
       peer.ep->failed = true;
       start_relaying(peer);
       // Some of its stripes are on their way: relayed once they are done
@@ -401,7 +401,7 @@ Status RdmaLeaderTransport::complete() noexcept {
   // polled by whichever waiting thread gets the poll token, and our Slot's
   // counters are atomics.
   const EndpointPool::Waiter waiting;
-  if (relay_) return complete_relayed();
+  if (book_.on()) return complete_relayed();
   const int par = pending_parity_;
   // Arrivals for the other parity may come in meanwhile (a partner one round
   // ahead); they are counted in their own counter (docs/hier.md).

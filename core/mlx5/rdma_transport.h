@@ -56,10 +56,11 @@
 #include "core/mlx5/gather.h"
 #include "core/mlx5/link_rule.h"
 #include "core/mlx5/options.h"
+#include "core/mlx5/relay_book.h"
 
 namespace mlxa2a::mlx5 {
 
-class RdmaLeaderTransport final : public hier::LeaderTransport {
+class RdmaLeaderTransport final : public hier::LeaderTransport, private RelayHost {
  public:
   static Status create(GroupBootstrap& boot, const hier::StageAreas& areas,
                        std::span<const int> first_rank, std::span<const int> peers,
@@ -99,28 +100,24 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   bool ping(std::string* why) noexcept;
   // The second path for messages RDMA cannot carry (hier::Relay); set once,
   // before the first exchange, on every leader of the team alike.
-  void set_relay(std::unique_ptr<hier::Relay> relay) noexcept { relay_ = std::move(relay); }
-  // Messages this process sent through relays (all transports), for stats.
-  static std::uint64_t relayed_count() noexcept;
+  bool set_relay(std::unique_ptr<hier::Relay>& relay) noexcept override {
+    book_.set_relay(std::move(relay));
+    return true;
+  }
 
  private:
-  struct Peer {
+  // The relay's per-partner counts (RelayPeer; relaying: its endpoint failed).
+  struct Peer : RelayPeer {
     std::shared_ptr<Endpoint> ep;  // shared: a discarded one stays valid, marked failed
     std::uint64_t out_addr[2] = {0, 0};
     std::uint32_t rkey[2] = {0, 0};
     std::uint64_t out_bytes = 0;
     std::uint32_t slot = 0;  // its slot: the immediate names it
-    std::uint32_t member = 0;  // its index among the members (Slot::from, sent_to)
-    // Messages to it per parity, any path: the relay's sequence numbers, and
-    // how many arrivals from it a round expects (exchanges are symmetric).
-    std::uint64_t posted[2] = {0, 0};
-    // Signalled WRs posted to it (one per message, K per striped one):
-    // Slot::sent_to counts their completions.
-    std::uint64_t rdma_posted = 0;
     // Stripes (post_striped): messages from this many bytes are striped
     // (never with one QP); the last striped message (msg_id()); stripes
     // posted to it (Slot::stripes_done counts them done); whether the last
-    // post failed after some of its stripes were posted.
+    // post failed after some of its stripes were posted. rdma_posted
+    // (RelayPeer) counts signalled WRs: K per striped message, as sent_to.
     std::uint64_t stripe_min = UINT64_MAX;
     std::uint64_t striped_id = 0;
     std::uint64_t stripes_sent = 0;
@@ -129,12 +126,10 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
     std::uint64_t msg_id(int par) const {
       return posted[par] << 1 | static_cast<std::uint64_t>(par);
     }
-    bool relaying = false;          // its endpoint failed: every message goes through the relay
-    bool relayed_now = false;       // this round's message went through the relay
-    hier::Message msg{};            // this round's message (relayed later if its write fails)
   };
   RdmaLeaderTransport(EndpointPool* pool, const hier::StageAreas& areas, const NetOptions& opt)
-      : pool_(pool), areas_(areas), opt_(opt), spin_(opt.oversubscribed) {}
+      : pool_(pool), areas_(areas), opt_(opt), spin_(opt.oversubscribed),
+        book_(*this, slot_, areas, "RDMA", "queue pair") {}
   // One message; the pool mutex held (dropped while waiting for send credits).
   Status post(Peer& peer, const hier::Message& m) noexcept;
   // Part of it on one QP of the pair (rdma_transport.cc).
@@ -168,30 +163,30 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   // A striped message's accounting once `posted` stripes went (st: ok
   // after all K, else why stripe `posted` failed).
   Status end_striped(Peer& peer, std::uint32_t posted, Status st) noexcept;
-  Status fail(Status st) noexcept;
   // Failure transparency (rdma_transport_relay.cc; pool mutex held).
   // The peer's endpoint failed: its messages go through the relay from now on.
   void start_relaying(Peer& peer) noexcept;
   // A zero-copy message's bytes into packed_ (read from the ranks' buffers).
   bool pack_gather(const hier::Message& m) noexcept;
-  // A relayed message's stripes that landed no longer count (take_notices).
-  void drop_stripes(int par, std::size_t member) noexcept;
   // Sends this round's message to the peer through the relay.
   Status relay_message(Peer& peer) noexcept;
-  // Relays every pending message whose endpoint failed before its write
-  // was known to complete.
-  Status relay_failed() noexcept;
-  // Takes the notices that came through the relay (after draining the CQ:
-  // a write that landed after all is counted first, its relayed copy dropped).
-  Status take_notices() noexcept;
-  // The completion queue or device failed, or a message cannot go through
-  // the relay either: every partner hears it (kAbort) and the call fails
-  // with st (fail_pending).
-  Status abort_pending(Status st) noexcept;
-  // Whether every pending message is settled, member by member.
-  bool settled() const noexcept;
-  // A zero-length write to every pending partner not yet heard from.
-  void keepalive() noexcept;
+  // RelayHost (the waits of relay_book.h): relay_failed() relays every
+  // pending message whose endpoint failed before its write was known to
+  // complete; abort_pending() ends with fail_pending().
+  Status poll_cq() noexcept override { return pool_->try_poll(); }
+  void drain() noexcept override { (void)pool_->poll(); }
+  bool path_failed() noexcept override;
+  Status relay_failed() noexcept override;
+  bool settled() const noexcept override;
+  bool partner(std::size_t member) const noexcept override {
+    return member < peers_.size() && peers_[member].ep != nullptr;
+  }
+  void idle() noexcept override;
+  void keepalive() noexcept override;
+  Status abort_pending(Status st) noexcept override;
+  Status fail(Status st) noexcept override;
+  // A relayed message's stripes that landed no longer count (RelayBook::take_notices).
+  void relayed_in(std::size_t member, int parity) noexcept override;
   // One zero-length signalled write to the peer on QP `lane` of the pair
   // (keepalive(), ping()), its credit taken; false if it could not be posted
   // (the endpoint is then failed).
@@ -229,11 +224,9 @@ class RdmaLeaderTransport final : public hier::LeaderTransport {
   std::size_t setup_bytes_ = 0;
   bool broken_ = false;
   std::uint32_t me_ = 0;              // our member index: the immediates we write name it
-  std::unique_ptr<hier::Relay> relay_;
   std::vector<char> packed_;  // a relayed zero-copy message's bytes
-  // A partner's endpoint failed or a notice came: rounds end by the
-  // per-member counts (settled()), and notices are looked for at every poll.
-  bool degraded_ = false;
+  // The relay and its counts (after slot_, which it reads).
+  RelayBook book_;
 };
 
 }  // namespace mlxa2a::mlx5

@@ -1,6 +1,7 @@
 // RdmaLeaderTransport's failure transparency (docs/hier.md, "Failure
-// transparency"): the wait without a time limit, keep-alives, and the
-// messages that go through the relay when RDMA cannot carry them.
+// transparency"): its side of the wait without a time limit (relay_book.h),
+// keep-alives, and the messages that go through the relay when RDMA cannot
+// carry them.
 #include <sched.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -20,23 +21,9 @@
 
 namespace mlxa2a::mlx5 {
 
-namespace {
-
-std::atomic<std::uint64_t> g_relayed{0};
-
-
-}  // namespace
-
-std::uint64_t RdmaLeaderTransport::relayed_count() noexcept {
-  return g_relayed.load(std::memory_order_relaxed);
-}
-
 void RdmaLeaderTransport::start_relaying(Peer& peer) noexcept {
-  peer.relaying = true;
-  degraded_ = true;
-  MLXA2A_LOG(Warn, "RDMA: the queue pair to leader %u failed (%s); its messages go through PMPI "
-             "from now on",
-             peer.member, *EndpointPool::last_event() ? EndpointPool::last_event() : "write failed");
+  book_.start_relaying(
+      peer, *EndpointPool::last_event() ? EndpointPool::last_event() : "write failed");
 }
 
 bool RdmaLeaderTransport::pack_gather(const hier::Message& m) noexcept {
@@ -84,20 +71,7 @@ Status RdmaLeaderTransport::relay_message(Peer& peer) noexcept {
     if (!pack_gather(m)) return Status::net_failed;
     data = packed_.data();
   }
-  const int par = m.parity & 1;
-  hier::RelayNotice n;
-  n.parity = static_cast<std::uint32_t>(par);
-  n.seq = peer.posted[par];
-  n.offset = m.remote_offset;
-  n.bytes = m.bytes;
-  if (m.head_send) {
-    n.has_head = 1;
-    n.head = *m.head_send;
-    n.head_offset = m.head_remote_offset;
-  }
-  peer.relayed_now = true;
-  g_relayed.fetch_add(1, std::memory_order_relaxed);
-  return relay_->send(static_cast<int>(peer.member), n, data);
+  return book_.send(peer, data);
 }
 
 Status RdmaLeaderTransport::relay_failed() noexcept {
@@ -121,83 +95,37 @@ Status RdmaLeaderTransport::relay_failed() noexcept {
   return Status::ok;
 }
 
-Status RdmaLeaderTransport::take_notices() noexcept {
-  for (;;) {
-    int member = -1;
-    hier::RelayNotice n;
-    bool got = false;
-    if (const Status st = relay_->next(&member, &n, &got); st != Status::ok) return st;
-    if (!got) return Status::ok;
-    degraded_ = true;
-    if (n.kind == hier::RelayNotice::kAbort) {
-      MLXA2A_LOG(Warn, "RDMA: leader %d lost its completion queue or device; this call fails "
-                 "with it", member);
-      return Status::net_failed;
-    }
-    // An arrival of the same message by RDMA completed before its sender
-    // gave up on it (the CQE is written before the ACK that got lost):
-    // count it first, so the relayed copy is recognised as a duplicate.
-    (void)pool_->poll();
-    const std::size_t at = static_cast<std::size_t>(member);
-    const int par = static_cast<int>(n.parity & 1);
-    if (at >= peers_.size() || !peers_[at].ep || n.parity > 1 ||
-        n.offset + n.bytes > areas_.bytes || n.offset + n.bytes < n.offset ||
-        (n.has_head && n.head_offset + sizeof(hier::Header) > areas_.bytes)) {
-      MLXA2A_LOG(Error, "relay: a notice from leader %d does not fit this team", member);
-      return Status::net_failed;
-    }
-    std::atomic<std::uint64_t>& have = slot_.from[par][at];
-    if (n.seq <= have) {  // its write landed after all
-      if (const Status st = relay_->receive(member, nullptr, n.bytes); st != Status::ok) return st;
-      continue;
-    }
-    if (n.seq != have + 1) {
-      MLXA2A_LOG(Error, "relay: leader %d sent message %llu, expected %llu", member,
-                 static_cast<unsigned long long>(n.seq),
-                 static_cast<unsigned long long>(have + 1));
-      return Status::net_failed;
-    }
-    char* out = areas_.out[par];
-    if (n.has_head) std::memcpy(out + n.head_offset, &n.head, sizeof n.head);
-    if (const Status st = relay_->receive(member, out + n.offset, n.bytes); st != Status::ok) {
-      return st;
-    }
-    have.fetch_add(1);
-    slot_.arrived[par].fetch_add(1);
-    drop_stripes(par, at);
-  }
-}
-
-void RdmaLeaderTransport::drop_stripes(int par, std::size_t member) noexcept {
+void RdmaLeaderTransport::relayed_in(std::size_t member, int parity) noexcept {
   // The stripes of a relayed message that landed (all that ever will: its
   // sender relays it only once every stripe is done, and take_notices
-  // polled first) are not counted towards the member's next message.
+  // drained the CQ first) are not counted towards the member's next message.
   const std::uint64_t k = peers_[member].ep->stripes();
-  std::atomic<std::uint64_t>& got = slot_.stripes_from[par][member];
+  std::atomic<std::uint64_t>& got = slot_.stripes_from[parity][member];
   if (const std::uint64_t part = got % k; part != 0) got.fetch_add(k - part);
 }
 
 Status RdmaLeaderTransport::abort_pending(Status st) noexcept {
-  // Every partner hears it, whatever it already has from us: one still
-  // waiting for us ends its call, one already done fails its next (it waits
-  // for our next message and finds this notice), so every rank fails call
-  // K or K+1 and containment's agreement completes - where without it a
-  // partner would wait for our message without a limit.
-  hier::RelayNotice n;
-  n.kind = hier::RelayNotice::kAbort;
-  for (const Peer& p : peers_) {
-    if (p.ep) (void)relay_->send(static_cast<int>(p.member), n, nullptr);
-  }
+  book_.abort();
   return fail_pending(st);
 }
 
 bool RdmaLeaderTransport::settled() const noexcept {
-  const int par = pending_parity_;
   for (const Peer* p : pending_) {
-    if (slot_.from[par][p->member] < p->posted[par]) return false;
-    if (!p->relayed_now && slot_.sent_to[p->member] < p->rdma_posted) return false;
+    if (!book_.settled(*p, pending_parity_)) return false;
   }
   return true;
+}
+
+bool RdmaLeaderTransport::path_failed() noexcept {
+  for (const Peer* p : pending_) {
+    if (p->ep->failed) return true;
+  }
+  return false;
+}
+
+void RdmaLeaderTransport::idle() noexcept {
+  if (opt_.idle) opt_.idle();
+  pool_->check_events_now();
 }
 
 bool RdmaLeaderTransport::post_alive(const Peer& peer, Endpoint& lane) noexcept {
@@ -274,47 +202,9 @@ bool RdmaLeaderTransport::ping(std::string* why) noexcept {
 
 Status RdmaLeaderTransport::complete_relayed() noexcept {
   const int par = pending_parity_;
-  const core::wait_cpu::Scope accounted;  // MLXA2A_COLL_STATS: CPU spent waiting
-  WaitPace pace(spin_.budget_ns());
-  const std::uint64_t interval_ns = std::uint64_t{opt_.keepalive_ms} * 1'000'000;
-  std::uint64_t alive_at = 0;
-  auto done = [&] {
-    spin_.observe(pace.waited_ns());
-    pending_.clear();
-    return Status::ok;
-  };
-  for (unsigned i = 0;; ++i) {
-    // A failed CQ or device loses completions for good: arrivals counted
-    // nowhere cannot be told from arrivals that never came, so this is the
-    // one failure that still ends the call (docs/hier.md).
-    if (pool_->try_poll() != Status::ok) return abort_pending(Status::net_failed);
-    if (!degraded_) {
-      if (slot_.arrived[par] >= expect_arrived_[par] && slot_.sent >= expect_sent_) return done();
-      if (slot_.failed) degraded_ = true;
-      for (const Peer* p : pending_) degraded_ = degraded_ || p->ep->failed;
-    }
-    if (degraded_) {
-      // A message the relay cannot carry either (a zero-copy one without
-      // CMA, an MPI error): the partners must not wait for it.
-      if (const Status st = relay_failed(); st != Status::ok) return abort_pending(st);
-      if (const Status st = take_notices(); st != Status::ok) return fail(st);
-      if (settled()) return done();
-    }
-    if (!pace.step(i) || (i & 63) != 0) continue;
-    // About once a millisecond (or a nap): MPI progress for local peers,
-    // events (a QP the HCA failed shows here long before its retries run
-    // out), a partner's notice (its write failed while ours went fine), and
-    // the keep-alives.
-    if (opt_.idle) opt_.idle();
-    pool_->check_events_now();
-    if (!degraded_) {
-      if (const Status st = take_notices(); st != Status::ok) return fail(st);
-    }
-    if (const std::uint64_t now = pace.waited_ns(); now - alive_at >= interval_ns) {
-      alive_at = now;
-      keepalive();
-    }
-  }
+  const Status st = book_.wait(par, expect_arrived_[par], expect_sent_, opt_, spin_);
+  if (st == Status::ok) pending_.clear();
+  return st;
 }
 
 }  // namespace mlxa2a::mlx5

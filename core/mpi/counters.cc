@@ -5,7 +5,7 @@
 #include "core/hier/zero_copy.h"
 #if MLXA2A_HAVE_VERBS
 #include "core/mlx5/endpoint_pool.h"
-#include "core/mlx5/rdma_transport.h"
+#include "core/mlx5/relay_book.h"
 #include "core/mlx5/zcopy_sender.h"
 #endif
 
@@ -15,7 +15,7 @@ RdmaCounters rdma_counters() noexcept {
 #if MLXA2A_HAVE_VERBS
   const mlx5::PoolStats s = mlx5::EndpointPool::stats();
   return {s.writes_posted, s.bytes_written, s.qps_created, s.qps_live, s.mrs_live,
-          mlx5::RdmaLeaderTransport::relayed_count(), s.setup_bytes, s.setup_collectives,
+          mlx5::RelayBook::relayed_count(), s.setup_bytes, s.setup_collectives,
           s.peak_waiters, s.polls_contended, s.stripes_posted};
 #else
   return {};

@@ -344,12 +344,10 @@ bool HierEngine::build(Setup& s) {
   if (s.lead && rdma_) {
 #if MLXA2A_HAVE_VERBS
     // The leaders' split the RDMA set-up ran on carries what a write could
-    // not (docs/hier.md, "Failure transparency"); s.rdma is try_rdma's.
-    // DC has no relay: a failure there is contained (dc_transport.h).
-    if (!dc_) {
-      static_cast<mlx5::RdmaLeaderTransport*>(s.rdma.get())
-          ->set_relay(std::make_unique<PmpiRelay>(std::move(s.leaders)));
-    }
+    // not (docs/hier.md, "Failure transparency"); s.rdma is try_rdma's, RC
+    // or DC, and takes it either way.
+    std::unique_ptr<hier::Relay> relay = std::make_unique<PmpiRelay>(std::move(s.leaders));
+    (void)s.rdma->set_relay(relay);
 #endif
     transport = std::move(s.rdma);
   } else if (s.lead) {

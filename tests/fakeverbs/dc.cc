@@ -161,6 +161,11 @@ int wr_complete(ibv_qp_ex* x) {
   std::lock_guard<std::mutex> g(qp->mu);
   if (!qp->building) return fail(EINVAL);
   qp->building = false;
+  if (fault::fail_post_send()) {  // a DCI's post, counted with ibv_post_send's
+    log_error("FAKEVERBS_FAULT: failing ibv_wr_complete on DCI 0x%x", qp->qpn());
+    qp->batch.clear();
+    return fail(ENOMEM);
+  }
   if (const char* why = check_batch(*qp)) {
     log_error("ibv_wr_complete: QP 0x%x: %s; nothing posted", qp->qpn(), why);
     qp->batch.clear();

@@ -2,7 +2,8 @@
 //
 // FAKEVERBS_FAULT is a comma list of rules; counters are per process
 // (re-read after fork, so a test may set the variable in one child only):
-//   fail_post=N    the Nth ibv_post_send call fails with ENOMEM (nothing posted)
+//   fail_post=N    the Nth ibv_post_send call (or ibv_wr_complete on a DCI,
+//                  counted with them) fails with ENOMEM (nothing posted)
 //   fail_recv=N    the Nth ibv_post_recv call fails with ENOMEM
 //   retry_exc=N    the Nth send WR executed completes with IBV_WC_RETRY_EXC_ERR
 //   rem_access=N   the Nth send WR executed completes with IBV_WC_REM_ACCESS_ERR

@@ -21,15 +21,17 @@
 #include "core/mlx5/rdma_transport.h"
 #include "tests/mlx5/fork_group.h"
 #include "tests/mlx5/rdma_fixture.h"
+#include "tests/mlx5/socket_relay.h"
 #include "tests/shm/fork_team.h"
 
 namespace mlxa2a::mlx5 {
 namespace {
 
 constexpr int kLeaders = 4;
+constexpr int kMaxLeaders = 6;        // the relay test's: more partners than DCIs
 constexpr std::size_t kSlice = 1024;  // bytes per partner and round
-constexpr std::size_t kHeadAt = kLeaders * kSlice;
-constexpr std::size_t kArea = kHeadAt + kLeaders * sizeof(hier::Header);
+constexpr std::size_t kHeadAt = kMaxLeaders * kSlice;
+constexpr std::size_t kArea = kHeadAt + kMaxLeaders * sizeof(hier::Header);
 constexpr int kRounds = 40;
 
 unsigned char pattern(int from, int to, int round, std::size_t i) {
@@ -52,11 +54,11 @@ struct Areas {
 
 // Round r's messages of leader `me`: slice `to` of the in-area goes to slice
 // `me` of partner `to`'s out-area, its header (message_bytes = r) before it.
-std::vector<hier::Message> messages(Areas& a, int me, int r) {
+std::vector<hier::Message> messages(Areas& a, int me, int r, int leaders = kLeaders) {
   const int par = r & 1;
   std::vector<hier::Message> ms;
-  for (int k = 1; k < kLeaders; ++k) {
-    const int to = (me + k) % kLeaders;
+  for (int k = 1; k < leaders; ++k) {
+    const int to = (me + k) % leaders;
     char* in = a.in[par].data();
     for (std::size_t i = 0; i < kSlice; ++i) in[to * kSlice + i] = static_cast<char>(pattern(me, to, r, i));
     auto* head = reinterpret_cast<hier::Header*>(in + kHeadAt + std::size_t(to) * sizeof(hier::Header));
@@ -79,9 +81,9 @@ std::vector<hier::Message> messages(Areas& a, int me, int r) {
   return ms;
 }
 
-bool check_round(const Areas& a, int me, int r) {
+bool check_round(const Areas& a, int me, int r, int leaders = kLeaders) {
   const int par = r & 1;
-  for (int from = 0; from < kLeaders; ++from) {
+  for (int from = 0; from < leaders; ++from) {
     if (from == me) continue;
     const char* out = a.out[par].data();
     const auto* head = reinterpret_cast<const hier::Header*>(out + kHeadAt +
@@ -220,6 +222,72 @@ TEST(Dc, AWrongAccessKeyFailsTheCallOnBothEnds) {
   const auto res = shm::test::run_forked(2, [&](shm::test::ForkBootstrap& boot) {
     return wrong_key_leader(boot.local_rank(), wiring);
   }, 60);
+  EXPECT_FALSE(res.hung);
+  for (int code : res.exit_codes) EXPECT_EQ(code, 0);
+}
+
+// Failure transparency (docs/hier-transports.md, "Errors on DC"): six
+// leaders (five partners on four DCIs: one DCI serves two) with a relay
+// between them, as the engine gives one (here socketpairs). Leader 0's
+// sixth DC work request (after 5 pings: round 0's header to leader 1) goes
+// with a wrong key: its DCI, which also serves leader 5, retries out and
+// flushes leader 5's message; leader 1 relays from then on, leader 5 moves
+// to another DCI and only its flushed message is relayed (41 in all).
+// Leader 1's twentieth executed write completes with exhausted retries,
+// leader 2's tenth post fails. Every round still completes with the right
+// headers and data everywhere, each relayed copy counts once (a duplicate
+// would break the partner's sequence), and every failed DCI is back in RTS
+// at the end (its messages completed, it was reset).
+int relayed_leader(int me, const test::ForkGroupWiring& wiring,
+                   const test::SocketRelayWiring& relays) {
+  if (me == 0) setenv("FAKEVERBS_FAULT", "dc_bad_key=6", 1);
+  if (me == 1) setenv("FAKEVERBS_FAULT", "retry_exc=20", 1);
+  if (me == 2) setenv("FAKEVERBS_FAULT", "fail_post=10", 1);
+  test::ForkGroup group(wiring, me);
+  std::vector<int> first_rank, peers;
+  for (int m = 0; m < kMaxLeaders; ++m) {
+    first_rank.push_back(m);
+    if (m != me) peers.push_back(m);
+  }
+  Areas a;
+  std::unique_ptr<DcLeaderTransport> t;
+  std::string why;
+  FT_CHECK(DcLeaderTransport::create(group, a.view, first_rank, peers, test::test_options(), &t,
+                                     &why) == Status::ok);
+  FT_CHECK(t->qps() == 1 + DcLeaderTransport::kMaxDcis);
+  FT_CHECK(t->ping(&why));
+  FT_CHECK(barrier(group));  // every ping done before any fault rule counts
+  auto relay = std::make_unique<test::SocketRelay>(relays, me);
+  const test::SocketRelay* view = relay.get();
+  std::unique_ptr<hier::Relay> given = std::move(relay);
+  FT_CHECK(t->set_relay(given) && !given);
+  for (int r = 0; r < kRounds; ++r) {
+    const std::vector<hier::Message> ms = messages(a, me, r, kMaxLeaders);
+    FT_CHECK(t->post(ms) == Status::ok);
+    FT_CHECK(t->complete() == Status::ok);
+    FT_CHECK(check_round(a, me, r, kMaxLeaders));
+    FT_CHECK(barrier(group));
+  }
+  if (me <= 2) FT_CHECK(view->sent() >= 1);
+  // Each failed DCI went back to RTS once its messages had completed.
+  FT_CHECK(t->live_dcis() == DcLeaderTransport::kMaxDcis);
+  if (me == 0 && view->sent() != kRounds + 1) {
+    std::fprintf(stderr, "leader 0 relayed %zu messages\n", view->sent());
+    FT_CHECK(false);
+  }
+  t.reset();
+  EndpointPool::shutdown();
+  return 0;
+}
+
+TEST(Dc, FailedWritesGoThroughTheRelay) {
+  test::ForkGroupWiring wiring(kMaxLeaders);
+  test::SocketRelayWiring relays(kMaxLeaders);
+  ASSERT_TRUE(wiring.ok());
+  ASSERT_TRUE(relays.ok());
+  const auto res = shm::test::run_forked(kMaxLeaders, [&](shm::test::ForkBootstrap& boot) {
+    return relayed_leader(boot.local_rank(), wiring, relays);
+  }, 120);
   EXPECT_FALSE(res.hung);
   for (int code : res.exit_codes) EXPECT_EQ(code, 0);
 }

@@ -361,6 +361,41 @@ TEST_P(Dc, BadRkeyFailsTheDciNotTheDct) {
   run_pair(sender, receiver, env(), env());
 }
 
+// FAKEVERBS_FAULT fail_post counts a DCI's ibv_wr_complete with the
+// ibv_post_send calls: the first fails with ENOMEM and posts nothing (no
+// completion, nothing lands), the DCI stays in RTS and the next one goes.
+TEST_P(Dc, FailPostFailsADciPostAndPostsNothing) {
+  auto sender = [](Channel& ch) {
+    DcSide s;
+    ibv_qp* q = s.dci();
+    const DcAddress peer = ch.get<DcAddress>();
+    s.address_peer(peer);
+    memset(s.buf.data(), 'p', 64);
+    EXPECT_EQ(s.write_imm(q, peer, peer.dctn[0], kKey, 1, 0, 64, 1), ENOMEM);
+    EXPECT_TRUE(s.poll(1, 100).empty());
+    ASSERT_EQ(s.write_imm(q, peer, peer.dctn[0], kKey, 2, 0, 64, 2), 0);
+    const auto wc = s.poll(1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS) << wc_name(wc[0].status);
+    EXPECT_EQ(wc[0].wr_id, 2u);
+    ch.put<int>(1);
+  };
+  auto receiver = [](Channel& ch) {
+    DcSide s;
+    const uint32_t d = s.dct(kKey);
+    s.post_srq(4, 0);
+    ch.put(s.address(d, d));
+    EXPECT_EQ(ch.get<int>(), 1);
+    const auto wc = s.poll(1);
+    ASSERT_EQ(wc.size(), 1u);  // only the second write's
+    EXPECT_EQ(ntohl(wc[0].imm_data), 2u);
+    EXPECT_TRUE(s.poll(1, 100).empty());
+  };
+  std::vector<std::string> faulty = env();
+  faulty.push_back("FAKEVERBS_FAULT=fail_post=1");
+  run_pair(sender, receiver, faulty, env());
+}
+
 INSTANTIATE_TEST_SUITE_P(Fake, Dc, ::testing::Values("ib", "eth"));
 
 // What the driver refuses, locally.
