@@ -67,9 +67,11 @@ summary_data() {
         s = order[i]; rk = ratios("mlxa2a", s); ck = ratios("control", s)
         printf "%s %g %g %g %g %g %g", s, median("pmpi" SUBSEP s), lo("pmpi" SUBSEP s), hi("pmpi" SUBSEP s),
                median("mlxa2a" SUBSEP s), lo("mlxa2a" SUBSEP s), hi("mlxa2a" SUBSEP s)
-        printf " %s", nan_or(ratio_of_medians("mlxa2a", s), "%.4f")   # the table'"'"'s ratio
+        # Full precision: a reader rounding to the two places of the table then
+        # gets its figure (4 places rounded again could differ).
+        printf " %s", nan_or(ratio_of_medians("mlxa2a", s), "%.17g")   # the table'"'"'s ratio
         if (count[rk] > 0) printf " %g %g", lo(rk), hi(rk); else printf " NaN NaN"
-        printf " %s", nan_or(ratio_of_medians("control", s), "%.4f")
+        printf " %s", nan_or(ratio_of_medians("control", s), "%.17g")
         if (count[ck] > 0) printf " %g %g\n", lo(ck), hi(ck); else printf " NaN NaN\n"
       }
     }' "$out_dir/$1.data" >"$out_dir/$1.plot"
