@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/hwcheck's report (docs/hwcheck.md, schema "mlxa2a-hwcheck/3"):
+"""scripts/hwcheck's report (docs/hwcheck.md, schema "mlxa2a-hwcheck/4"):
 one JSON document and the same as a readable table, from what the checks
 left in hwcheck's output directory:
 
@@ -24,7 +24,7 @@ import sys
 import hwcheck_counters
 import hwcheck_fabric
 
-SCHEMA = "mlxa2a-hwcheck/3"
+SCHEMA = "mlxa2a-hwcheck/4"
 FAMILY_LABEL = {"ompi": "Open MPI", "mpich": "MPICH", "all": "-"}
 
 
@@ -65,6 +65,10 @@ def leaders_of(out, families):
                 leader["inline"] = -1
             leader.setdefault("relaxed_ordering", "-")
             leader.setdefault("hugepages", "-")
+            # RC queue pairs per partner leader (MLXA2A_NET_STRIPES); -1: not reported.
+            leader["qps_per_pair"] = number(str(leader.get("qps_per_pair", "")))
+            if leader["qps_per_pair"] is None:
+                leader["qps_per_pair"] = -1
             found.append(leader)
     return found
 
@@ -184,8 +188,8 @@ def text(rep):
     facts_text(lines, rep)
     lines += ["", "leaders (what mlxa2a chose; rdma-counts run)"]
     known = ("family", "rank", "host", "hca", "hca_by", "link", "tc", "sl", "pkey",
-             "transports", "qps_created", "qps_live", "mrs_live", "inline", "relaxed_ordering",
-             "hugepages")
+             "transports", "qps_created", "qps_live", "mrs_live", "qps_per_pair", "inline",
+             "relaxed_ordering", "hugepages")
     body = []
     for n in rep["nodes"]:
         for ld in n["leaders"]:
@@ -193,11 +197,11 @@ def text(rep):
             body.append([n["host"], ld["family"], ld.get("rank"), ld.get("hca"), ld.get("hca_by"),
                          ld.get("link"), ld.get("tc"), ld.get("sl"), ld.get("pkey"),
                          ld.get("transports", "-"), f"{ld.get('qps_created')}/{ld.get('qps_live')}",
-                         ld.get("mrs_live"), ld.get("inline"), ld.get("relaxed_ordering"),
+                         ld.get("qps_per_pair"), ld.get("mrs_live"), ld.get("inline"), ld.get("relaxed_ordering"),
                          ld.get("hugepages"), more])
     if body:
         table(lines, ["node", "family", "rank", "hca", "chosen by", "link", "tc", "sl", "pkey",
-                      "transport (RC/DC)", "qps made/live", "mrs live", "inline", "relaxed ord.",
+                      "transport (RC/DC)", "qps made/live", "qps/pair", "mrs live", "inline", "relaxed ord.",
                       "hugepages", "more"], body)
     else:
         lines.append("(none reported: see the rdma-counts check)")

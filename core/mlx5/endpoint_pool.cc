@@ -129,6 +129,7 @@ void EndpointPool::summarize() noexcept try {
   if (inline_noted_) regs += " inline=" + std::to_string(inline_granted_);
   if (*relaxed_ordering_) regs += std::string(" relaxed-ordering=") + relaxed_ordering_;
   if (*pages_) regs += std::string(" hugepages=") + pages_;
+  regs += " qps-per-pair=" + std::to_string(opt_.stripes);  // RC: MLXA2A_NET_STRIPES
   set_fabric_summary("hca=" + d.name() + ":" + std::to_string(d.port()) + " hca-by=" +
                      d.choice() + (a.roce ? " link=roce " : " link=ib ") +
                      (opt_.link_matched ? "link-by=team " : "") + gid + describe(d.qos()) + regs);

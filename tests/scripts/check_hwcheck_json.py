@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Validates scripts/hwcheck's JSON report against docs/hwcheck.md's schema
-("mlxa2a-hwcheck/3"): exactly the documented keys and types, a verdict that
+("mlxa2a-hwcheck/4"): exactly the documented keys and types, a verdict that
 follows the checks (FAIL iff one failed), and on demand what a run must show.
 
   check_hwcheck_json.py REPORT [--verdict PASS|FAIL] [--expect-checks LIST]
@@ -9,7 +9,8 @@ follows the checks (FAIL iff one failed), and on demand what a run must show.
 
 --expect-checks: every named check is present for every family (devices once);
 --expect-fail CHECK: that check failed; --expect-leaders: every family that
-ran rdma-counts has leaders with a device in the per-node report;
+ran rdma-counts has leaders with a device in the per-node report, each
+reporting its RC queue pairs per partner;
 --expect-leaders-on: and the named hosts each have a node entry with ports
 and leaders."""
 import argparse
@@ -27,7 +28,8 @@ REACH = {"hosts_visible", "note", "pairs"}
 GROWN = {"host", "port", "name", "kind", "delta"}
 PORT = {"hca", "port", "state", "mtu", "link_layer"}
 LEADER = {"family", "rank", "host", "hca", "hca_by", "link", "tc", "sl", "pkey",
-          "qps_created", "qps_live", "mrs_live", "inline", "relaxed_ordering", "hugepages"}
+          "qps_created", "qps_live", "mrs_live", "qps_per_pair", "inline", "relaxed_ordering",
+          "hugepages"}
 CHECK = {"family", "name", "verdict", "seconds", "detail", "counters"}
 OSU = {"family", "bytes_per_peer", "pmpi_us", "mlxa2a_us", "ratio"}
 CHECK_NAMES = {"devices", "rdma-counts", "a2a-check", "sizes", "leaders", "zcopy", "fork",
@@ -78,7 +80,7 @@ def validate_reach(r):
 def validate(rep):
     if not keys(rep, TOP, "top level"):
         return
-    check(rep["schema"] == "mlxa2a-hwcheck/3", f"schema {rep['schema']!r}")
+    check(rep["schema"] == "mlxa2a-hwcheck/4", f"schema {rep['schema']!r}")
     check(rep["verdict"] in ("PASS", "FAIL"), f"verdict {rep['verdict']!r}")
     check(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", rep["started"]), "started: not UTC ISO 8601")
     check(is_num(rep["seconds"]) and rep["seconds"] >= 0, "seconds")
@@ -108,11 +110,14 @@ def validate(rep):
             for k in ("rank", "qps_created", "qps_live", "mrs_live"):
                 check(is_int(ld[k]) and ld[k] >= 0, f"{where}: {k}")
             check(is_int(ld["inline"]) and ld["inline"] >= -1, f"{where}: inline")
+            check(is_int(ld["qps_per_pair"]) and ld["qps_per_pair"] >= -1 and
+                  ld["qps_per_pair"] != 0, f"{where}: qps_per_pair")
             check(ld["relaxed_ordering"] in ("on", "refused", "off", "-"),
                   f"{where}: relaxed_ordering {ld['relaxed_ordering']!r}")
             check(ld["hugepages"] in ("hugetlb", "thp", "4k", "-"),
                   f"{where}: hugepages {ld['hugepages']!r}")
-            for k in set(ld) - {"rank", "qps_created", "qps_live", "mrs_live", "inline"}:
+            for k in set(ld) - {"rank", "qps_created", "qps_live", "mrs_live", "inline",
+                                "qps_per_pair"}:
                 check(isinstance(ld[k], str), f"{where}: {k} not a string")
             check(ld["link"] in ("ib", "roce"), f"{where}: link {ld['link']!r}")
     for i, c in enumerate(rep["checks"]):
@@ -167,6 +172,11 @@ def main():
                 if (fam, "rdma-counts") in ran:
                     check(any(ld["family"] == fam for n in rep["nodes"] for ld in n["leaders"]),
                           f"{fam}: no leader in the per-node report")
+            # A leader that opened a device says how many RC QPs it keeps per
+            # partner (the trace's qps-per-pair, MLXA2A_NET_STRIPES).
+            for ld in (ld for n in rep["nodes"] for ld in n["leaders"]):
+                check(ld["qps_per_pair"] >= 1,
+                      f"{ld['family']} rank {ld['rank']}: qps_per_pair not reported")
         by_host = {n["host"]: n for n in rep["nodes"]}
         for host in filter(None, args.expect_leaders_on.split(",")):
             n = by_host.get(host)
